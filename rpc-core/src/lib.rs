@@ -1,0 +1,34 @@
+//! # rpc-core
+//!
+//! The vocabulary every crate of `rpc` shares, the gRPC transport, and the lifecycle
+//! manager that makes online and offline lossless.
+//!
+//! - [`ServiceKey`], [`Instance`]: what is registered and referenced.
+//! - [`Registry`]: the trait every registry backend implements (`rpc-registry` has them).
+//! - [`transport`]: export tonic services on a listener; dial one instance.
+//! - [`Lifecycle`]: start-up order, the seven-step shutdown sequence, phases, signals.
+//! - [`InflightCounter`], [`RequestClock`]: what the shutdown sequence waits on.
+//! - [`metadata`]: the headers providers and consumers exchange (closing mark, ...).
+//!
+//! This crate knows no concrete registry, load balancer or filter.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod activity;
+mod inflight;
+mod instance;
+pub mod lifecycle;
+pub mod metadata;
+pub mod registry;
+mod service_key;
+pub mod transport;
+
+pub use activity::RequestClock;
+pub use inflight::{InflightCounter, InflightGuard};
+pub use instance::{DEFAULT_WEIGHT, Instance, InstanceId, format_authority};
+pub use lifecycle::{Lifecycle, Phase, ShutdownConfig, ShutdownReport};
+pub use registry::{
+    BoxError, Registry, RegistryError, Snapshot, SnapshotOrigin, Subscription, SubscriptionId,
+};
+pub use service_key::ServiceKey;

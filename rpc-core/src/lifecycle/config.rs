@@ -1,0 +1,71 @@
+//! The `graceful_shutdown` configuration section.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Bounds and switches of graceful offline, as the `graceful_shutdown` section of the
+/// configuration spells them. Dubbo-go's kebab-case spellings (`step-timeout`, ...) are
+/// accepted too. Durations are human-readable (`3s`, `500ms`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ShutdownConfig {
+    /// Bound on the whole shutdown sequence. Default 60 s; any value is allowed
+    /// (e.g. 25 s to fit Kubernetes' default 30 s grace period).
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+    /// Bound on each draining step (inbound, outbound) and on closing connections.
+    /// Default 3 s.
+    #[serde(with = "humantime_serde", alias = "step-timeout")]
+    pub step_timeout: Duration,
+    /// Longest wait for consumers to stop sending after unregistering. Default 3 s.
+    #[serde(with = "humantime_serde", alias = "consumer-update-wait-time")]
+    pub consumer_update_wait_time: Duration,
+    /// The wait for consumers ends early once no request arrived for this long,
+    /// counted from the start of the wait. Default 500 ms.
+    #[serde(with = "humantime_serde", alias = "offline-request-window-timeout")]
+    pub offline_request_window_timeout: Duration,
+    /// Whether SIGTERM and SIGINT start the sequence (and a second one forces it).
+    /// With `false` no handler is installed and the application calls
+    /// `before_shutdown()` itself. Default `true`.
+    #[serde(alias = "internal-signal")]
+    pub internal_signal: bool,
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        Self {
+            timeout: Duration::from_secs(60),
+            step_timeout: Duration::from_secs(3),
+            consumer_update_wait_time: Duration::from_secs(3),
+            offline_request_window_timeout: Duration::from_millis(500),
+            internal_signal: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_both_spellings_and_human_durations() {
+        let snake: ShutdownConfig =
+            serde_json::from_str(r#"{"step_timeout":"250ms","timeout":"25s"}"#).unwrap();
+        assert_eq!(snake.step_timeout, Duration::from_millis(250));
+        assert_eq!(snake.timeout, Duration::from_secs(25));
+        let kebab: ShutdownConfig =
+            serde_json::from_str(r#"{"consumer-update-wait-time":"1s","internal-signal":false}"#).unwrap();
+        assert_eq!(kebab.consumer_update_wait_time, Duration::from_secs(1));
+        assert!(!kebab.internal_signal);
+        assert_eq!(kebab.offline_request_window_timeout, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn rejects_unknown_keys_and_negative_durations() {
+        let unknown = serde_json::from_str::<ShutdownConfig>(r#"{"timout":"1s"}"#).unwrap_err();
+        assert!(unknown.to_string().contains("timout"), "{unknown}");
+        let negative = serde_json::from_str::<ShutdownConfig>(r#"{"timeout":"-1s"}"#);
+        assert!(negative.is_err());
+    }
+}

@@ -1,0 +1,244 @@
+//! The lifecycle manager: graceful online (start order) and graceful offline (the
+//! seven-step shutdown sequence), phases, signals and the BeforeShutdown hook.
+//!
+//! Deploys cause two kinds of failed requests: a request sent to an instance that cannot
+//! serve it, and a request whose process is killed while serving it. Start-up prevents
+//! the first by announcing an instance only after everything it needs is up
+//! ([`StartPlan`]); shutdown prevents both by withdrawing the announcement first, telling
+//! consumers directly, refusing late requests in a way consumers can safely retry, and
+//! draining what is in flight before anything is closed ([`Lifecycle::before_shutdown`]).
+//!
+//! This is written here rather than taken from a crate because it *is* the product: the
+//! order of the steps, what each waits for, and that no wait lasts longer than its
+//! condition needs.
+
+mod callbacks;
+mod config;
+mod deadline;
+mod phase;
+mod report;
+mod signals;
+mod shutdown;
+mod startup;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tonic_health::server::{HealthReporter, HealthService};
+
+pub use config::ShutdownConfig;
+pub use phase::Phase;
+pub use report::{Interrupt, ShutdownReport, Step, StepOutcome, StepReport};
+pub use startup::{Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan};
+
+use crate::activity::RequestClock;
+use crate::inflight::InflightCounter;
+use crate::registry::Registry;
+use crate::transport::ServerHandle;
+use crate::Instance;
+use callbacks::Callbacks;
+use phase::PhaseCell;
+
+/// One application's lifecycle: its phase, its in-flight counters, what it started, and
+/// the shutdown sequence that stops it.
+///
+/// Cheap to clone (one `Arc`); clones share everything. Filters on the request path hold
+/// a clone and read [`Lifecycle::phase`] (one atomic load) per request.
+#[derive(Clone)]
+pub struct Lifecycle {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    config: ShutdownConfig,
+    phase: PhaseCell,
+    inbound: InflightCounter,
+    outbound: InflightCounter,
+    requests: RequestClock,
+    rejected: AtomicU64,
+    health: HealthReporter,
+    parts: Mutex<Parts>,
+    callbacks: Callbacks,
+    sequence: Mutex<Option<Shared<BoxFuture<'static, ShutdownReport>>>>,
+    finished: watch::Sender<Option<ShutdownReport>>,
+    force: CancellationToken,
+    interrupt: Mutex<Option<Interrupt>>,
+}
+
+/// What start-up created and shutdown must undo.
+#[derive(Default)]
+struct Parts {
+    registrations: Vec<(Arc<dyn Registry>, Instance)>,
+    servers: Vec<ServerHandle>,
+    references: Vec<Arc<dyn ManagedReference>>,
+    registries: Vec<Arc<dyn Registry>>,
+    health_names: Vec<String>,
+}
+
+impl Lifecycle {
+    /// A lifecycle in phase [`Phase::Created`] for the application `name` (used in logs).
+    pub fn new(name: impl Into<String>, config: ShutdownConfig) -> Self {
+        let name = name.into();
+        Self {
+            inner: Arc::new(Inner {
+                phase: PhaseCell::new(name.clone()),
+                name,
+                config,
+                inbound: InflightCounter::new(),
+                outbound: InflightCounter::new(),
+                requests: RequestClock::new(),
+                rejected: AtomicU64::new(0),
+                health: HealthReporter::new(),
+                parts: Mutex::new(Parts::default()),
+                callbacks: Callbacks::default(),
+                sequence: Mutex::new(None),
+                finished: watch::Sender::new(None),
+                force: CancellationToken::new(),
+                interrupt: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The application's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The shutdown bounds and switches.
+    pub fn config(&self) -> &ShutdownConfig {
+        &self.inner.config
+    }
+
+    /// The current phase (one atomic load).
+    pub fn phase(&self) -> Phase {
+        self.inner.phase.get()
+    }
+
+    /// A receiver that sees every phase change.
+    pub fn watch_phase(&self) -> watch::Receiver<Phase> {
+        self.inner.phase.subscribe()
+    }
+
+    /// Inbound requests in flight on this application's providers (drained in step 4).
+    pub fn inbound(&self) -> &InflightCounter {
+        &self.inner.inbound
+    }
+
+    /// Outbound calls in flight on this application's references (drained in step 5).
+    pub fn outbound(&self) -> &InflightCounter {
+        &self.inner.outbound
+    }
+
+    /// Arrival time of the latest inbound request (ends step 2 early).
+    pub fn request_clock(&self) -> &RequestClock {
+        &self.inner.requests
+    }
+
+    /// Counts one inbound request refused as "closing, not executed".
+    pub fn note_rejected(&self) {
+        self.inner.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The gRPC health service (`grpc.health.v1.Health`) whose statuses this lifecycle
+    /// drives: SERVING once registered, NOT_SERVING from shutdown step 1 on. Add it to
+    /// the exported routes.
+    pub fn health_service(&self) -> tonic_health::pb::health_server::HealthServer<HealthService> {
+        tonic_health::pb::health_server::HealthServer::new(HealthService::from_health_reporter(
+            self.inner.health.clone(),
+        ))
+    }
+
+    /// Registers a callback for shutdown step 7. Callbacks run exactly once, in
+    /// registration order, each bounded by the time left of `timeout`; a panic is caught
+    /// and logged.
+    pub fn on_shutdown<F, Fut>(&self, callback: F)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.inner.callbacks.push(Box::new(move || callback().boxed()));
+    }
+
+    /// Starts the shutdown sequence if it has not started, and waits for its report.
+    ///
+    /// This is the BeforeShutdown hook: with `internal_signal: false` the application
+    /// calls it when it chooses (e.g. after closing its own web server). Calling it again,
+    /// or concurrently, awaits the same single run. The sequence runs in its own task, so
+    /// dropping the returned future does not stop it.
+    pub fn before_shutdown(&self) -> impl Future<Output = ShutdownReport> + Send + 'static {
+        let mut sequence = self.inner.sequence.lock();
+        let shared = sequence.get_or_insert_with(|| {
+            let this = self.clone();
+            let task = tokio::spawn(async move { this.run_shutdown().await });
+            async move {
+                task.await.unwrap_or_else(|error| {
+                    tracing::error!(%error, "shutdown sequence task failed");
+                    ShutdownReport::default()
+                })
+            }
+            .boxed()
+            .shared()
+        });
+        shared.clone()
+    }
+
+    /// Waits until a shutdown (started by a signal or by [`Lifecycle::before_shutdown`])
+    /// has finished, and returns its report. Does not start one.
+    pub async fn wait(&self) -> ShutdownReport {
+        let mut rx = self.inner.finished.subscribe();
+        let report = rx.wait_for(Option::is_some).await;
+        match report {
+            Ok(report) => report.clone().unwrap_or_default(),
+            Err(_) => ShutdownReport::default(),
+        }
+    }
+
+    /// Skips the rest of a shutdown under way (a second signal): every remaining wait
+    /// ends at once, connections are closed by force, callbacks are skipped, and the
+    /// report's exit code becomes 130 (SIGINT) or 143 (SIGTERM).
+    pub fn interrupt(&self, by: Interrupt) {
+        self.inner.interrupt.lock().get_or_insert(by);
+        self.inner.force.cancel();
+    }
+
+    /// Installs SIGTERM/SIGINT handlers that start the sequence (a second signal
+    /// interrupts it) and a SIGHUP handler that only logs, so SIGHUP does not end the
+    /// process. Done by start-up when `internal_signal` is true.
+    ///
+    /// # Errors
+    /// The operating system's error if a handler cannot be installed.
+    pub fn install_signal_handlers(&self) -> std::io::Result<()> {
+        signals::install(self.clone())
+    }
+
+    /// The servers this lifecycle started, for their addresses.
+    pub fn servers(&self) -> Vec<ServerHandle> {
+        self.inner.parts.lock().servers.clone()
+    }
+
+    /// The instances currently registered.
+    pub fn registrations(&self) -> Vec<Instance> {
+        let parts = self.inner.parts.lock();
+        parts.registrations.iter().map(|(_, i)| i.clone()).collect()
+    }
+
+    pub(crate) fn advance(&self, phase: Phase) {
+        self.inner.phase.advance(phase);
+    }
+}
+
+impl std::fmt::Debug for Lifecycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lifecycle")
+            .field("name", &self.inner.name)
+            .field("phase", &self.phase())
+            .finish()
+    }
+}

@@ -1,0 +1,165 @@
+//! The phases an application goes through, published on a `watch` channel.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// Where an application is in its life. Phases only move forward, in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u8)]
+pub enum Phase {
+    /// Built, not started.
+    Created = 0,
+    /// Subscribing references, binding listeners, running readiness gates, registering.
+    Starting,
+    /// Registered and serving.
+    Serving,
+    /// Shutdown step 1: withdrawing registrations. From here on responses carry the
+    /// closing mark and the health service reports NOT_SERVING.
+    Unregistering,
+    /// Shutdown step 2: giving consumers time to notice.
+    WaitingForConsumers,
+    /// Shutdown step 3: new inbound requests are refused as "closing, not executed".
+    Rejecting,
+    /// Shutdown step 4: waiting for inbound requests in flight.
+    DrainingInbound,
+    /// Shutdown step 5: waiting for outbound requests in flight.
+    DrainingOutbound,
+    /// Shutdown step 6: closing listeners, connections, channels, subscriptions, registries.
+    Destroying,
+    /// Shutdown step 7: running the application's shutdown callbacks.
+    Callbacks,
+    /// Finished (after shutdown, or after a failed start was undone).
+    Stopped,
+}
+
+impl Phase {
+    const ALL: [Phase; 11] = [
+        Phase::Created,
+        Phase::Starting,
+        Phase::Serving,
+        Phase::Unregistering,
+        Phase::WaitingForConsumers,
+        Phase::Rejecting,
+        Phase::DrainingInbound,
+        Phase::DrainingOutbound,
+        Phase::Destroying,
+        Phase::Callbacks,
+        Phase::Stopped,
+    ];
+
+    /// Whether responses should carry the closing mark (shutdown has begun).
+    pub fn is_closing(self) -> bool {
+        self >= Phase::Unregistering
+    }
+
+    /// Whether new inbound requests are refused.
+    pub fn rejects_inbound(self) -> bool {
+        self >= Phase::Rejecting
+    }
+
+    /// Whether new outbound calls are refused (after outbound drained).
+    pub fn rejects_outbound(self) -> bool {
+        self >= Phase::Destroying
+    }
+
+    fn from_u8(value: u8) -> Phase {
+        Phase::ALL[value as usize]
+    }
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match self {
+            Phase::Created => "created",
+            Phase::Starting => "starting",
+            Phase::Serving => "serving",
+            Phase::Unregistering => "unregistering",
+            Phase::WaitingForConsumers => "waiting-for-consumers",
+            Phase::Rejecting => "rejecting",
+            Phase::DrainingInbound => "draining-inbound",
+            Phase::DrainingOutbound => "draining-outbound",
+            Phase::Destroying => "destroying",
+            Phase::Callbacks => "callbacks",
+            Phase::Stopped => "stopped",
+        };
+        f.write_str(name)
+    }
+}
+
+/// The current phase: an atomic for the request path, a `watch` channel for observers.
+#[derive(Debug)]
+pub(crate) struct PhaseCell {
+    fast: AtomicU8,
+    tx: watch::Sender<Phase>,
+    entered: Mutex<Instant>,
+    name: String,
+}
+
+impl PhaseCell {
+    pub(crate) fn new(name: String) -> Self {
+        Self {
+            fast: AtomicU8::new(Phase::Created as u8),
+            tx: watch::Sender::new(Phase::Created),
+            entered: Mutex::new(Instant::now()),
+            name,
+        }
+    }
+
+    pub(crate) fn get(&self) -> Phase {
+        Phase::from_u8(self.fast.load(Ordering::Acquire))
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Phase> {
+        self.tx.subscribe()
+    }
+
+    /// Moves to `next` if it is later than the current phase, logging how long the
+    /// previous phase lasted. Returns whether the phase changed.
+    pub(crate) fn advance(&self, next: Phase) -> bool {
+        let previous = Phase::from_u8(self.fast.fetch_max(next as u8, Ordering::AcqRel));
+        if previous >= next {
+            return false;
+        }
+        let now = Instant::now();
+        let lasted = now - std::mem::replace(&mut *self.entered.lock(), now);
+        tracing::info!(
+            app = %self.name,
+            from = %previous,
+            to = %next,
+            lasted_ms = lasted.as_millis() as u64,
+            "phase changed"
+        );
+        self.tx.send_replace(next);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_only_move_forward() {
+        let cell = PhaseCell::new("t".into());
+        let mut rx = cell.subscribe();
+        assert!(cell.advance(Phase::Serving));
+        assert!(!cell.advance(Phase::Starting));
+        assert_eq!(cell.get(), Phase::Serving);
+        assert!(rx.has_changed().unwrap());
+        assert_eq!(*rx.borrow_and_update(), Phase::Serving);
+    }
+
+    #[test]
+    fn predicates_follow_the_order() {
+        assert!(!Phase::Serving.is_closing());
+        assert!(Phase::Unregistering.is_closing());
+        assert!(!Phase::WaitingForConsumers.rejects_inbound());
+        assert!(Phase::Rejecting.rejects_inbound());
+        assert!(!Phase::DrainingOutbound.rejects_outbound());
+        assert!(Phase::Destroying.rejects_outbound());
+    }
+}

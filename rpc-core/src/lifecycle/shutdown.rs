@@ -1,0 +1,201 @@
+//! Graceful offline: the seven-step shutdown sequence.
+//!
+//! Read [`Lifecycle::run_shutdown`] top to bottom: it is the list of steps. Each step is
+//! a method below that waits only as long as its condition needs. Three bounds apply:
+//! `timeout` for the whole sequence, `step_timeout` for each drain and for closing
+//! connections, and `consumer_update_wait_time` for step 2; a second signal ends every
+//! remaining wait at once.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use futures_util::future::join_all;
+use tokio::time::Instant;
+use tonic_health::ServingStatus;
+
+use super::deadline::Deadline;
+use super::{Lifecycle, Phase, ShutdownReport, Step, StepOutcome, StepReport};
+use crate::inflight::InflightCounter;
+
+impl Lifecycle {
+    /// The sequence. Runs once per lifecycle (see [`Lifecycle::before_shutdown`]).
+    pub(crate) async fn run_shutdown(&self) -> ShutdownReport {
+        let started = Instant::now();
+        let deadline = Deadline::new(self.config().timeout, self.inner.force.clone());
+        let mut report = ShutdownReport::default();
+        tracing::info!(app = %self.name(), "graceful shutdown started");
+
+        // 1. Withdraw every registration, so no consumer learns of this instance anew.
+        //    Subscriptions stay: this process's own references still need updates.
+        let outcome = self.unregister(&deadline, &mut report).await;
+        report.record(Step::Unregister, started, outcome);
+
+        // 2. Give consumers time to drop this instance: until no request came for one
+        //    offline window, at most consumer_update_wait_time.
+        let step = Instant::now();
+        let outcome = self.wait_for_consumers(&deadline).await;
+        report.record(Step::WaitForConsumers, step, outcome);
+
+        // 3. From now on a new request is refused with "closing, not executed", which
+        //    our consumers re-send elsewhere.
+        let step = Instant::now();
+        self.advance(Phase::Rejecting);
+        report.record(Step::RejectNew, step, StepOutcome::Completed);
+
+        // 4. Let inbound requests in flight finish.
+        let step = Instant::now();
+        self.advance(Phase::DrainingInbound);
+        let outcome = self.drain(self.inbound(), &deadline).await;
+        report.inbound_left = self.inbound().current();
+        report.record(Step::DrainInbound, step, outcome);
+
+        // 5. Let outbound calls in flight finish; this process's own code may still
+        //    start new ones until this step ends.
+        let step = Instant::now();
+        self.advance(Phase::DrainingOutbound);
+        let outcome = self.drain(self.outbound(), &deadline).await;
+        report.outbound_left = self.outbound().current();
+        report.record(Step::DrainOutbound, step, outcome);
+
+        // 6. Close listeners and connections (GOAWAY), channels, subscriptions and
+        //    registries.
+        let step = Instant::now();
+        let outcome = self.destroy_protocols(&deadline, &mut report).await;
+        report.record(Step::DestroyProtocols, step, outcome);
+
+        // 7. Run the application's callbacks.
+        let step = Instant::now();
+        let outcome = self.run_callbacks(&deadline, &mut report).await;
+        report.record(Step::Callbacks, step, outcome);
+
+        report.total = started.elapsed();
+        report.rejected = self.inner.rejected.load(Ordering::Relaxed);
+        report.interrupted_by = *self.inner.interrupt.lock();
+        self.advance(Phase::Stopped);
+        tracing::info!(app = %self.name(), %report, "graceful shutdown finished");
+        self.inner.finished.send_replace(Some(report.clone()));
+        report
+    }
+
+    async fn unregister(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {
+        self.advance(Phase::Unregistering);
+        self.set_health(ServingStatus::NotServing).await;
+        let registrations = std::mem::take(&mut self.inner.parts.lock().registrations);
+        let bound = deadline.bound(self.config().step_timeout);
+        let withdrawals = registrations.iter().map(|(registry, instance)| async move {
+            match tokio::time::timeout_at(bound, registry.unregister(instance)).await {
+                Ok(Ok(())) => true,
+                Ok(Err(error)) => {
+                    tracing::warn!(instance = %instance.id, %error, "unregister failed; the registration will expire");
+                    false
+                }
+                Err(_) => {
+                    tracing::warn!(instance = %instance.id, registry = registry.url(), "unregister timed out; the registration will expire");
+                    false
+                }
+            }
+        });
+        let mut failures = 0;
+        let outcome = deadline
+            .wait(
+                async {
+                    failures = join_all(withdrawals).await.into_iter().filter(|ok| !ok).count();
+                },
+                bound,
+            )
+            .await;
+        report.unregister_failures = failures;
+        outcome
+    }
+
+    async fn wait_for_consumers(&self, deadline: &Deadline) -> StepOutcome {
+        self.advance(Phase::WaitingForConsumers);
+        let start = Instant::now();
+        let window = self.config().offline_request_window_timeout;
+        let bound = deadline.bound(self.config().consumer_update_wait_time);
+        // Counted from the start of this step: an idle provider still serves for one
+        // window after unregistering, for consumers that picked it just before.
+        let quiet = async {
+            loop {
+                let last = self.request_clock().last().map_or(start, |last| last.max(start));
+                let quiet_until = last + window;
+                if Instant::now() >= quiet_until {
+                    return;
+                }
+                tokio::time::sleep_until(quiet_until).await;
+            }
+        };
+        deadline.wait(quiet, bound).await
+    }
+
+    async fn drain(&self, counter: &InflightCounter, deadline: &Deadline) -> StepOutcome {
+        let bound = deadline.bound(self.config().step_timeout);
+        deadline.wait(counter.wait_idle(), bound).await
+    }
+
+    async fn destroy_protocols(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {
+        self.advance(Phase::Destroying);
+        let (servers, references, registries) = {
+            let mut parts = self.inner.parts.lock();
+            (
+                std::mem::take(&mut parts.servers),
+                std::mem::take(&mut parts.references),
+                std::mem::take(&mut parts.registries),
+            )
+        };
+        // After an interrupt nobody waits for a GOAWAY exchange: connections close now.
+        let bound = if deadline.interrupted() {
+            Instant::now()
+        } else {
+            deadline.bound(self.config().step_timeout)
+        };
+        let closed = join_all(servers.iter().map(|server| server.shutdown(bound))).await;
+        for connections in closed {
+            report.connections_closed += connections.closed_gracefully;
+            report.connections_forced += connections.forced;
+        }
+        let release = async {
+            join_all(references.iter().map(|reference| reference.close())).await;
+            join_all(registries.iter().map(|registry| close_registry(registry.clone()))).await;
+        };
+        let outcome = deadline.wait(release, deadline.bound(self.config().step_timeout)).await;
+        if report.connections_forced > 0 && outcome == StepOutcome::Completed {
+            StepOutcome::TimedOut
+        } else {
+            outcome
+        }
+    }
+
+    async fn run_callbacks(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {
+        self.advance(Phase::Callbacks);
+        if deadline.interrupted() {
+            let skipped = self.inner.callbacks.discard();
+            if skipped > 0 {
+                tracing::warn!(skipped, "second signal: shutdown callbacks skipped");
+            }
+            return StepOutcome::Skipped;
+        }
+        report.callbacks_failed = self.inner.callbacks.run_all(deadline.end()).await;
+        if report.callbacks_failed > 0 {
+            StepOutcome::TimedOut
+        } else {
+            StepOutcome::Completed
+        }
+    }
+}
+
+async fn close_registry(registry: Arc<dyn crate::registry::Registry>) {
+    if let Err(error) = registry.close().await {
+        tracing::warn!(registry = registry.url(), %error, "closing registry failed");
+    }
+}
+
+impl ShutdownReport {
+    fn record(&mut self, step: Step, started: Instant, outcome: StepOutcome) {
+        self.steps.push(StepReport {
+            step,
+            duration: started.elapsed(),
+            outcome,
+        });
+    }
+}

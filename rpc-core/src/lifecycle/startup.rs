@@ -1,0 +1,323 @@
+//! Graceful online: references, then services, then readiness gates, then registration.
+//! Each step finishes before the next begins; if one fails, what was done is undone.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::future::{BoxFuture, join_all};
+use http::{Request, Response};
+use hyper::body::Incoming;
+use tonic_health::ServingStatus;
+use tower::util::BoxCloneSyncService;
+
+use super::{Lifecycle, Phase};
+use crate::registry::{BoxError, Registry, RegistryError};
+use crate::transport::{Server, ServerOptions, TransportError};
+use crate::{Instance, InstanceId, ServiceKey};
+
+/// The consumer side of one reference, as the lifecycle drives it.
+#[async_trait]
+pub trait ManagedReference: Send + Sync + 'static {
+    /// The service referenced.
+    fn service(&self) -> &ServiceKey;
+    /// Subscribes to the registry (start-up step 1).
+    async fn subscribe(&self) -> Result<(), RegistryError>;
+    /// Resolves once at least one provider is known.
+    async fn wait_for_provider(&self);
+    /// Closes channels and unsubscribes (shutdown step 6).
+    async fn close(&self);
+}
+
+/// An async check the application registers; registration waits until every gate
+/// passes (e.g. a cache warm-up). An error fails start-up.
+pub type ReadinessGate = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), BoxError>> + Send>;
+
+/// A service exported by an [`Export`], with its registration options.
+#[derive(Clone, Debug)]
+pub struct ExportedService {
+    /// The identity to register.
+    pub key: ServiceKey,
+    /// Load-balancing weight consumers see. Default 100.
+    pub weight: u32,
+    /// Metadata registered with the instance.
+    pub metadata: BTreeMap<String, String>,
+    /// Register this long after the service is ready (Dubbo's delay export). Default 0.
+    pub delay: Duration,
+}
+
+impl ExportedService {
+    /// A service with weight 100, no metadata and no delay.
+    pub fn new(key: ServiceKey) -> Self {
+        Self {
+            key,
+            weight: crate::DEFAULT_WEIGHT,
+            metadata: BTreeMap::new(),
+            delay: Duration::ZERO,
+        }
+    }
+}
+
+/// The HTTP service an export serves: tonic routes wrapped in the provider filters.
+pub type BoxHttpService = BoxCloneSyncService<Request<Incoming>, Response<tonic::body::Body>, Infallible>;
+
+/// One listener and the services it serves.
+pub struct Export {
+    /// Address to bind; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// Host consumers should dial. Default: the bound IP, or `127.0.0.1` when bound to
+    /// an unspecified address (`0.0.0.0`).
+    pub advertise_host: Option<String>,
+    /// HTTP/2 settings.
+    pub options: ServerOptions,
+    /// What to serve.
+    pub service: BoxHttpService,
+    /// Services to register once the listener serves.
+    pub services: Vec<ExportedService>,
+}
+
+/// Everything [`Lifecycle::start`] brings up, in the order it does.
+#[derive(Default)]
+pub struct StartPlan {
+    /// References to subscribe, with whether start-up must wait for a provider
+    /// (`consumer.check`).
+    pub references: Vec<(Arc<dyn ManagedReference>, bool)>,
+    /// Bound on waiting for a provider of a checked reference.
+    pub check_timeout: Duration,
+    /// Listeners to bind and serve.
+    pub exports: Vec<Export>,
+    /// Readiness gates, run after listeners serve and before registration.
+    pub gates: Vec<ReadinessGate>,
+    /// Registries to announce provider instances in (and to close at shutdown).
+    pub registries: Vec<Arc<dyn Registry>>,
+}
+
+/// Why start-up failed. Everything done before the failure has been undone.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// [`Lifecycle::start`] was called twice.
+    #[error("application {0} was already started")]
+    AlreadyStarted(String),
+    /// Subscribing a reference failed.
+    #[error("reference {service}: {source}")]
+    Subscribe {
+        /// The referenced service.
+        service: ServiceKey,
+        /// The registry's error.
+        source: RegistryError,
+    },
+    /// `check: true` and no provider appeared in time.
+    #[error("reference {service}: no provider appeared within {timeout:?} (consumer.check is true)")]
+    NoProvider {
+        /// The referenced service.
+        service: ServiceKey,
+        /// The bound that passed.
+        timeout: Duration,
+    },
+    /// A listener could not be bound.
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    /// A readiness gate failed.
+    #[error("readiness gate {index} failed: {source}")]
+    Gate {
+        /// Position of the gate, in registration order.
+        index: usize,
+        /// Its error.
+        source: BoxError,
+    },
+    /// Registering an instance failed.
+    #[error("registering {instance} failed: {source}")]
+    Register {
+        /// The instance id.
+        instance: InstanceId,
+        /// The registry's error.
+        source: RegistryError,
+    },
+    /// A signal handler could not be installed.
+    #[error("cannot install signal handlers: {0}")]
+    Signals(std::io::Error),
+}
+
+impl Lifecycle {
+    /// Brings the application online in order: subscribe references (and, for checked
+    /// ones, wait for a provider) → bind listeners and serve → run readiness gates →
+    /// register every exported service in every registry (honouring `delay`) → phase
+    /// [`Phase::Serving`]. Installs signal handlers first when `internal_signal` is on.
+    ///
+    /// # Errors
+    /// The first step's [`StartError`]; by then registrations are withdrawn, listeners
+    /// closed and references closed, and the phase is [`Phase::Stopped`].
+    pub async fn start(&self, plan: StartPlan) -> Result<(), StartError> {
+        if !self.inner.phase.advance(Phase::Starting) {
+            return Err(StartError::AlreadyStarted(self.name().to_owned()));
+        }
+        let StartPlan {
+            references,
+            check_timeout,
+            exports,
+            gates,
+            registries,
+        } = plan;
+        self.inner.parts.lock().registries = registries.clone();
+        let result = async {
+            if self.config().internal_signal {
+                self.install_signal_handlers().map_err(StartError::Signals)?;
+            }
+            self.start_references(references, check_timeout).await?;
+            let pending = self.start_services(exports).await?;
+            run_gates(gates).await?;
+            self.register_all(pending, &registries).await
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                self.set_health(ServingStatus::Serving).await;
+                self.advance(Phase::Serving);
+                Ok(())
+            }
+            Err(error) => {
+                tracing::error!(app = %self.name(), %error, "start-up failed; undoing it");
+                self.undo_start().await;
+                Err(error)
+            }
+        }
+    }
+
+    async fn start_references(
+        &self,
+        references: Vec<(Arc<dyn ManagedReference>, bool)>,
+        check_timeout: Duration,
+    ) -> Result<(), StartError> {
+        for (reference, _) in &references {
+            self.inner.parts.lock().references.push(reference.clone());
+            reference
+                .subscribe()
+                .await
+                .map_err(|source| StartError::Subscribe {
+                    service: reference.service().clone(),
+                    source,
+                })?;
+        }
+        for (reference, check) in &references {
+            if *check
+                && tokio::time::timeout(check_timeout, reference.wait_for_provider())
+                    .await
+                    .is_err()
+            {
+                return Err(StartError::NoProvider {
+                    service: reference.service().clone(),
+                    timeout: check_timeout,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Binds and serves every export; returns the instances to register.
+    async fn start_services(&self, exports: Vec<Export>) -> Result<Vec<(Instance, Duration)>, StartError> {
+        let mut pending = Vec::new();
+        for export in exports {
+            let server = Server::bind(export.bind, export.options).await?;
+            let addr = server.local_addr();
+            let host = export
+                .advertise_host
+                .unwrap_or_else(|| advertised_host(addr.ip()));
+            let handle = server.serve(export.service);
+            tracing::info!(app = %self.name(), %addr, "serving");
+            let mut parts = self.inner.parts.lock();
+            parts.servers.push(handle);
+            for service in export.services {
+                parts.health_names.push(service.key.interface.to_string());
+                let mut instance = Instance::new(service.key, host.clone(), addr.port()).with_weight(service.weight);
+                instance.metadata = service.metadata;
+                pending.push((instance, service.delay));
+            }
+        }
+        Ok(pending)
+    }
+
+    async fn register_all(
+        &self,
+        pending: Vec<(Instance, Duration)>,
+        registries: &[Arc<dyn Registry>],
+    ) -> Result<(), StartError> {
+        let registrations = pending.iter().flat_map(|(instance, delay)| {
+            registries.iter().map(move |registry| async move {
+                tokio::time::sleep(*delay).await;
+                registry
+                    .register(instance)
+                    .await
+                    .map(|()| (registry.clone(), instance.clone()))
+                    .map_err(|source| StartError::Register {
+                        instance: instance.id.clone(),
+                        source,
+                    })
+            })
+        });
+        let mut first_error = None;
+        for result in join_all(registrations).await {
+            match result {
+                Ok(registration) => self.inner.parts.lock().registrations.push(registration),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    async fn undo_start(&self) {
+        let (registrations, servers, references, registries) = {
+            let mut parts = self.inner.parts.lock();
+            (
+                std::mem::take(&mut parts.registrations),
+                std::mem::take(&mut parts.servers),
+                std::mem::take(&mut parts.references),
+                std::mem::take(&mut parts.registries),
+            )
+        };
+        for (registry, instance) in &registrations {
+            if let Err(error) = registry.unregister(instance).await {
+                tracing::warn!(%error, "undo: unregister failed");
+            }
+        }
+        for server in &servers {
+            server.abort().await;
+        }
+        for reference in &references {
+            reference.close().await;
+        }
+        for registry in &registries {
+            let _ = registry.close().await;
+        }
+        self.advance(Phase::Stopped);
+        self.inner.finished.send_replace(Some(Default::default()));
+    }
+
+    pub(crate) async fn set_health(&self, status: ServingStatus) {
+        let names = self.inner.parts.lock().health_names.clone();
+        self.inner.health.set_service_status("", status).await;
+        for name in names {
+            self.inner.health.set_service_status(name, status).await;
+        }
+    }
+}
+
+async fn run_gates(gates: Vec<ReadinessGate>) -> Result<(), StartError> {
+    for (index, gate) in gates.into_iter().enumerate() {
+        gate().await.map_err(|source| StartError::Gate { index, source })?;
+    }
+    Ok(())
+}
+
+fn advertised_host(ip: IpAddr) -> String {
+    if ip.is_unspecified() {
+        "127.0.0.1".to_owned()
+    } else {
+        ip.to_string()
+    }
+}

@@ -1,0 +1,198 @@
+//! The `Registry` trait every backend implements, and what a subscription delivers.
+//!
+//! A registry gives *ephemeral presence*: an instance registered by a process that dies
+//! without unregistering disappears by itself (etcd lease, ZooKeeper ephemeral node,
+//! Nacos heartbeat). A subscription yields **full snapshots** of one service's instances,
+//! never diffs, so a consumer that missed a notification converges with the next one.
+
+use std::fmt;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures_util::Stream;
+
+use crate::{Instance, ServiceKey};
+
+/// A boxed error from a backend library, kept as the `source` of a [`RegistryError`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Why a subscription delivered a snapshot; it decides what *empty protection* does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotOrigin {
+    /// The registry server answered with this exact set. An empty authoritative snapshot
+    /// means the last instance really left, and consumers apply it.
+    Authoritative,
+    /// The backend could not learn the true set (lost session, failed read, a client
+    /// library's own cache). Consumers with empty protection on keep their last known
+    /// instances when such a snapshot is empty.
+    Degraded,
+}
+
+/// The full set of instances of one service at one revision.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// The service these instances provide.
+    pub service: ServiceKey,
+    /// Increases with every change the backend sees (etcd revision, ZooKeeper zxid, or
+    /// a local counter). A consumer never applies a snapshot whose revision is not
+    /// greater than the last one it applied.
+    pub revision: u64,
+    /// Every known instance, in no particular order.
+    pub instances: Arc<[Instance]>,
+    /// Whether the set is the registry's answer or a best effort (see [`SnapshotOrigin`]).
+    pub origin: SnapshotOrigin,
+}
+
+impl Snapshot {
+    /// An authoritative snapshot.
+    pub fn new(service: ServiceKey, revision: u64, instances: Vec<Instance>) -> Self {
+        Self {
+            service,
+            revision,
+            instances: instances.into(),
+            origin: SnapshotOrigin::Authoritative,
+        }
+    }
+
+    /// This snapshot marked as degraded (see [`SnapshotOrigin::Degraded`]).
+    pub fn degraded(mut self) -> Self {
+        self.origin = SnapshotOrigin::Degraded;
+        self
+    }
+}
+
+/// Identifies one subscription of one registry client, for [`Registry::unsubscribe`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SubscriptionId(u64);
+
+impl SubscriptionId {
+    /// A process-wide unique id.
+    pub fn next() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Self(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl fmt::Display for SubscriptionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// A live subscription: a stream of full snapshots of one service.
+///
+/// The first snapshot (possibly empty) arrives as soon as the backend has read the
+/// current state; later ones follow every change, in revision order. The stream ends
+/// after [`Registry::unsubscribe`] or [`Registry::close`].
+pub struct Subscription {
+    id: SubscriptionId,
+    stream: Pin<Box<dyn Stream<Item = Snapshot> + Send>>,
+}
+
+impl Subscription {
+    /// Wraps a backend's stream.
+    pub fn new(id: SubscriptionId, stream: impl Stream<Item = Snapshot> + Send + 'static) -> Self {
+        Self {
+            id,
+            stream: Box::pin(stream),
+        }
+    }
+
+    /// The id to pass to [`Registry::unsubscribe`].
+    pub fn id(&self) -> SubscriptionId {
+        self.id
+    }
+}
+
+impl Stream for Subscription {
+    type Item = Snapshot;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Snapshot>> {
+        self.stream.as_mut().poll_next(cx)
+    }
+}
+
+impl fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Subscription").field("id", &self.id).finish()
+    }
+}
+
+/// Errors a registry returns.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// The URL could not be parsed or names an unknown scheme or parameter.
+    #[error("invalid registry URL `{url}`: {reason}")]
+    InvalidUrl {
+        /// The URL as given, with any password replaced by `***`.
+        url: String,
+        /// What is wrong with it, naming the part or parameter.
+        reason: String,
+    },
+    /// The server did not answer within the connect timeout.
+    #[error("registry {url} is unreachable (no answer within {timeout:?}): {source}")]
+    Unreachable {
+        /// The registry, credentials redacted.
+        url: String,
+        /// The bound that was hit.
+        timeout: Duration,
+        /// The last error seen while trying.
+        source: BoxError,
+    },
+    /// An operation failed at the server or in the client library.
+    #[error("registry {url}: {operation} failed: {source}")]
+    Operation {
+        /// The registry, credentials redacted.
+        url: String,
+        /// `register`, `unregister`, `subscribe`, ...
+        operation: &'static str,
+        /// The backend's error.
+        source: BoxError,
+    },
+    /// The registry client was closed; no further operation is possible.
+    #[error("registry {url} is closed")]
+    Closed {
+        /// The registry, credentials redacted.
+        url: String,
+    },
+    /// `unsubscribe` was given an id this client does not know (already unsubscribed).
+    #[error("unknown subscription {0}")]
+    UnknownSubscription(SubscriptionId),
+}
+
+/// A service registry client: announces this process's providers and watches others.
+///
+/// Every method may be called concurrently. Implementations must:
+/// - make registrations ephemeral (gone by themselves when this client dies) and renew
+///   them after a lost session, without help from the caller;
+/// - deliver full snapshots in revision order, starting with the current state, and
+///   never deliver an empty [`SnapshotOrigin::Authoritative`] snapshot because of a fault;
+/// - bound every network wait (an unreachable server gives
+///   [`RegistryError::Unreachable`], never a hang);
+/// - never log credentials.
+#[async_trait]
+pub trait Registry: Send + Sync + 'static {
+    /// The registry's URL with credentials redacted, for logs and errors.
+    fn url(&self) -> &str;
+
+    /// Announces `instance`. Registering the same instance id again replaces it.
+    async fn register(&self, instance: &Instance) -> Result<(), RegistryError>;
+
+    /// Withdraws `instance`. Withdrawing an unknown instance is not an error.
+    async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError>;
+
+    /// Watches `service`. An unknown service yields an empty snapshot, then changes.
+    async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError>;
+
+    /// Ends one subscription; its stream ends.
+    async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError>;
+
+    /// Withdraws every registration of this client, ends every subscription and releases
+    /// every session, lease and watch. Later calls return [`RegistryError::Closed`].
+    async fn close(&self) -> Result<(), RegistryError>;
+}

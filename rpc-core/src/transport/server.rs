@@ -1,0 +1,263 @@
+//! Export tonic services on a TCP listener, and close them on the lifecycle's terms.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::server::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::Service;
+
+use super::TransportError;
+use super::connection::{self, ConnectionSignals};
+use crate::registry::BoxError;
+
+/// HTTP/2 settings of an exported server. The defaults are hyper's (and so tonic's).
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// Interval of HTTP/2 keep-alive PINGs; `None` (default) sends none.
+    pub http2_keepalive_interval: Option<Duration>,
+    /// How long to wait for a keep-alive PING's acknowledgement. Default 20 s.
+    pub http2_keepalive_timeout: Duration,
+    /// Streams one connection may have open at once; `None` (default) for no limit.
+    pub max_concurrent_streams: Option<u32>,
+    /// Pause after a failed `accept` (e.g. too many open files) before trying again,
+    /// so the loop does not spin. Default 50 ms.
+    pub accept_error_backoff: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            http2_keepalive_interval: None,
+            http2_keepalive_timeout: Duration::from_secs(20),
+            max_concurrent_streams: None,
+            accept_error_backoff: Duration::from_millis(50),
+        }
+    }
+}
+
+/// A bound listener, not serving yet. Binding first and serving second lets the caller
+/// learn the port (port 0 picks a free one) before anything is announced.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    options: ServerOptions,
+}
+
+impl Server {
+    /// Binds `addr` (port 0 picks a free port).
+    ///
+    /// # Errors
+    /// [`TransportError::Bind`] when the address cannot be bound, e.g. the port is in use.
+    pub async fn bind(addr: SocketAddr, options: ServerOptions) -> Result<Self, TransportError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| TransportError::Bind { addr, source })?;
+        Self::from_tokio(listener, options, addr)
+    }
+
+    /// Serves on an already-bound listener, e.g. one inherited from a parent process.
+    ///
+    /// # Errors
+    /// [`TransportError::Bind`] when the socket cannot be registered with the runtime.
+    pub fn from_std(listener: std::net::TcpListener, options: ServerOptions) -> Result<Self, TransportError> {
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let bind_error = |source| TransportError::Bind { addr, source };
+        listener.set_nonblocking(true).map_err(bind_error)?;
+        let listener = TcpListener::from_std(listener).map_err(bind_error)?;
+        Self::from_tokio(listener, options, addr)
+    }
+
+    fn from_tokio(listener: TcpListener, options: ServerOptions, addr: SocketAddr) -> Result<Self, TransportError> {
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| TransportError::Bind { addr, source })?;
+        Ok(Self {
+            listener,
+            local_addr,
+            options,
+        })
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Starts accepting connections and serving `service` on each, in background tasks.
+    ///
+    /// `service` is typically tonic's `Routes` wrapped in the provider filters.
+    pub fn serve<S, B>(self, service: S) -> ServerHandle
+    where
+        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let shared = Arc::new(Shared {
+            local_addr: self.local_addr,
+            stop_accepting: CancellationToken::new(),
+            signals: Arc::new(ConnectionSignals::default()),
+            tracker: TaskTracker::new(),
+        });
+        let builder = http2_builder(&self.options);
+        shared.tracker.spawn(accept_loop(
+            self.listener,
+            service,
+            builder,
+            shared.clone(),
+            self.options.accept_error_backoff,
+        ));
+        ServerHandle { shared }
+    }
+}
+
+fn http2_builder(options: &ServerOptions) -> http2::Builder<TokioExecutor> {
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive_interval(options.http2_keepalive_interval)
+        .keep_alive_timeout(options.http2_keepalive_timeout)
+        .max_concurrent_streams(options.max_concurrent_streams);
+    builder
+}
+
+async fn accept_loop<S, B>(
+    listener: TcpListener,
+    service: S,
+    builder: http2::Builder<TokioExecutor>,
+    shared: Arc<Shared>,
+    backoff: Duration,
+) where
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            _ = shared.stop_accepting.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, _peer)) => {
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted socket");
+                }
+                shared.tracker.spawn(connection::serve(
+                    stream,
+                    service.clone(),
+                    builder.clone(),
+                    shared.signals.clone(),
+                ));
+            }
+            Err(error) => {
+                tracing::warn!(%error, addr = %shared.local_addr, "accept failed; backing off");
+                tokio::time::sleep(backoff).await;
+            }
+        }
+    }
+    // Returning drops the listener: the port is closed before connections drain, so new
+    // dials are refused at once (and retried elsewhere) instead of hanging.
+    tracing::debug!(addr = %shared.local_addr, "listener closed");
+}
+
+#[derive(Debug)]
+struct Shared {
+    local_addr: SocketAddr,
+    stop_accepting: CancellationToken,
+    signals: Arc<ConnectionSignals>,
+    tracker: TaskTracker,
+}
+
+/// Controls a serving [`Server`]: its address, its connections, and how it stops.
+///
+/// Cheap to clone. Dropping every handle does not stop the server; call
+/// [`ServerHandle::shutdown`] or [`ServerHandle::abort`].
+#[derive(Clone, Debug)]
+pub struct ServerHandle {
+    shared: Arc<Shared>,
+}
+
+/// What happened to the connections of a server during [`ServerHandle::shutdown`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerShutdown {
+    /// Connections that closed after the graceful GOAWAY exchange.
+    pub closed_gracefully: usize,
+    /// Connections closed because the deadline passed first.
+    pub forced: usize,
+    /// Connections closed at once because the peer had not sent a byte (no handshake).
+    pub unused: usize,
+}
+
+impl ServerHandle {
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.shared.signals.open.load(Ordering::Relaxed)
+    }
+
+    /// Stops accepting and closes every connection gracefully, by `deadline`.
+    ///
+    /// In order: the listener is closed (new dials are refused); every connection that
+    /// has begun HTTP/2 gets the two-step GOAWAY and is awaited; connections whose peer
+    /// never sent a byte are closed at once; whatever is still open at `deadline` is
+    /// closed by force. Never waits past `deadline`, whatever the peers do.
+    pub async fn shutdown(&self, deadline: Instant) -> ServerShutdown {
+        let signals = &self.shared.signals;
+        let before = self.tallies();
+        self.shared.stop_accepting.cancel();
+        signals.goaway.cancel();
+        self.shared.tracker.close();
+        if tokio::time::timeout_at(deadline, self.shared.tracker.wait())
+            .await
+            .is_err()
+        {
+            signals.force.cancel();
+            self.shared.tracker.wait().await;
+        }
+        let after = self.tallies();
+        ServerShutdown {
+            closed_gracefully: after.closed_gracefully - before.closed_gracefully,
+            forced: after.forced - before.forced,
+            unused: after.unused - before.unused,
+        }
+    }
+
+    /// Closes the listener and every connection at once, dropping requests in flight:
+    /// what a plain process restart does. For comparisons and tests.
+    pub async fn abort(&self) {
+        self.shared.stop_accepting.cancel();
+        self.shared.signals.force.cancel();
+        self.shared.tracker.close();
+        self.shared.tracker.wait().await;
+    }
+
+    fn tallies(&self) -> ServerShutdown {
+        let signals = &self.shared.signals;
+        ServerShutdown {
+            closed_gracefully: signals.closed_gracefully.load(Ordering::Relaxed),
+            forced: signals.forced.load(Ordering::Relaxed),
+            unused: signals.unused.load(Ordering::Relaxed),
+        }
+    }
+}
