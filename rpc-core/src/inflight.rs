@@ -33,7 +33,9 @@ impl InflightCounter {
 
     /// Counts one more request until the returned guard is dropped.
     pub fn acquire(&self) -> InflightGuard {
-        self.inner.count.fetch_add(1, Ordering::AcqRel);
+        // SeqCst pairs with the phase read that follows in the filters (see
+        // rpc-filter's graceful module): admission and drain cannot miss each other.
+        self.inner.count.fetch_add(1, Ordering::SeqCst);
         InflightGuard {
             inner: self.inner.clone(),
         }
@@ -41,7 +43,7 @@ impl InflightCounter {
 
     /// Requests in flight now.
     pub fn current(&self) -> usize {
-        self.inner.count.load(Ordering::Acquire)
+        self.inner.count.load(Ordering::SeqCst)
     }
 
     /// Resolves as soon as no request is in flight (at once if none is).

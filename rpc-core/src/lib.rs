@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 mod activity;
+mod guarded_body;
 mod inflight;
 mod instance;
 pub mod lifecycle;
@@ -25,6 +26,7 @@ mod service_key;
 pub mod transport;
 
 pub use activity::RequestClock;
+pub use guarded_body::GuardedBody;
 pub use inflight::{InflightCounter, InflightGuard};
 pub use instance::{DEFAULT_WEIGHT, Instance, InstanceId, format_authority};
 pub use lifecycle::{Lifecycle, Phase, ShutdownConfig, ShutdownReport};

@@ -55,10 +55,14 @@ mod tests {
         assert_eq!(snake.step_timeout, Duration::from_millis(250));
         assert_eq!(snake.timeout, Duration::from_secs(25));
         let kebab: ShutdownConfig =
-            serde_json::from_str(r#"{"consumer-update-wait-time":"1s","internal-signal":false}"#).unwrap();
+            serde_json::from_str(r#"{"consumer-update-wait-time":"1s","internal-signal":false}"#)
+                .unwrap();
         assert_eq!(kebab.consumer_update_wait_time, Duration::from_secs(1));
         assert!(!kebab.internal_signal);
-        assert_eq!(kebab.offline_request_window_timeout, Duration::from_millis(500));
+        assert_eq!(
+            kebab.offline_request_window_timeout,
+            Duration::from_millis(500)
+        );
     }
 
     #[test]

@@ -39,7 +39,11 @@ impl Deadline {
     }
 
     /// Waits for `condition` until `bound`, or until interrupted, whichever is first.
-    pub(crate) async fn wait<F: Future<Output = ()>>(&self, condition: F, bound: Instant) -> StepOutcome {
+    pub(crate) async fn wait<F: Future<Output = ()>>(
+        &self,
+        condition: F,
+        bound: Instant,
+    ) -> StepOutcome {
         tokio::select! {
             biased;
             _ = self.force.cancelled() => StepOutcome::Skipped,

@@ -17,8 +17,8 @@ mod config;
 mod deadline;
 mod phase;
 mod report;
-mod signals;
 mod shutdown;
+mod signals;
 mod startup;
 
 use std::future::Future;
@@ -35,13 +35,15 @@ use tonic_health::server::{HealthReporter, HealthService};
 pub use config::ShutdownConfig;
 pub use phase::Phase;
 pub use report::{Interrupt, ShutdownReport, Step, StepOutcome, StepReport};
-pub use startup::{Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan};
+pub use startup::{
+    Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan,
+};
 
+use crate::Instance;
 use crate::activity::RequestClock;
 use crate::inflight::InflightCounter;
 use crate::registry::Registry;
 use crate::transport::ServerHandle;
-use crate::Instance;
 use callbacks::Callbacks;
 use phase::PhaseCell;
 
@@ -163,7 +165,9 @@ impl Lifecycle {
         F: FnOnce() -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        self.inner.callbacks.push(Box::new(move || callback().boxed()));
+        self.inner
+            .callbacks
+            .push(Box::new(move || callback().boxed()));
     }
 
     /// Starts the shutdown sequence if it has not started, and waits for its report.

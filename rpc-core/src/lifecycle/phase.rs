@@ -110,7 +110,7 @@ impl PhaseCell {
     }
 
     pub(crate) fn get(&self) -> Phase {
-        Phase::from_u8(self.fast.load(Ordering::Acquire))
+        Phase::from_u8(self.fast.load(Ordering::SeqCst))
     }
 
     pub(crate) fn subscribe(&self) -> watch::Receiver<Phase> {
@@ -120,7 +120,7 @@ impl PhaseCell {
     /// Moves to `next` if it is later than the current phase, logging how long the
     /// previous phase lasted. Returns whether the phase changed.
     pub(crate) fn advance(&self, next: Phase) -> bool {
-        let previous = Phase::from_u8(self.fast.fetch_max(next as u8, Ordering::AcqRel));
+        let previous = Phase::from_u8(self.fast.fetch_max(next as u8, Ordering::SeqCst));
         if previous >= next {
             return false;
         }

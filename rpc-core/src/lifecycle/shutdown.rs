@@ -99,7 +99,11 @@ impl Lifecycle {
         let outcome = deadline
             .wait(
                 async {
-                    failures = join_all(withdrawals).await.into_iter().filter(|ok| !ok).count();
+                    failures = join_all(withdrawals)
+                        .await
+                        .into_iter()
+                        .filter(|ok| !ok)
+                        .count();
                 },
                 bound,
             )
@@ -117,7 +121,10 @@ impl Lifecycle {
         // window after unregistering, for consumers that picked it just before.
         let quiet = async {
             loop {
-                let last = self.request_clock().last().map_or(start, |last| last.max(start));
+                let last = self
+                    .request_clock()
+                    .last()
+                    .map_or(start, |last| last.max(start));
                 let quiet_until = last + window;
                 if Instant::now() >= quiet_until {
                     return;
@@ -133,7 +140,11 @@ impl Lifecycle {
         deadline.wait(counter.wait_idle(), bound).await
     }
 
-    async fn destroy_protocols(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {
+    async fn destroy_protocols(
+        &self,
+        deadline: &Deadline,
+        report: &mut ShutdownReport,
+    ) -> StepOutcome {
         self.advance(Phase::Destroying);
         let (servers, references, registries) = {
             let mut parts = self.inner.parts.lock();
@@ -156,9 +167,16 @@ impl Lifecycle {
         }
         let release = async {
             join_all(references.iter().map(|reference| reference.close())).await;
-            join_all(registries.iter().map(|registry| close_registry(registry.clone()))).await;
+            join_all(
+                registries
+                    .iter()
+                    .map(|registry| close_registry(registry.clone())),
+            )
+            .await;
         };
-        let outcome = deadline.wait(release, deadline.bound(self.config().step_timeout)).await;
+        let outcome = deadline
+            .wait(release, deadline.bound(self.config().step_timeout))
+            .await;
         if report.connections_forced > 0 && outcome == StepOutcome::Completed {
             StepOutcome::TimedOut
         } else {

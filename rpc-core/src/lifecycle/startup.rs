@@ -62,7 +62,8 @@ impl ExportedService {
 }
 
 /// The HTTP service an export serves: tonic routes wrapped in the provider filters.
-pub type BoxHttpService = BoxCloneSyncService<Request<Incoming>, Response<tonic::body::Body>, Infallible>;
+pub type BoxHttpService =
+    BoxCloneSyncService<Request<Incoming>, Response<tonic::body::Body>, Infallible>;
 
 /// One listener and the services it serves.
 pub struct Export {
@@ -111,7 +112,9 @@ pub enum StartError {
         source: RegistryError,
     },
     /// `check: true` and no provider appeared in time.
-    #[error("reference {service}: no provider appeared within {timeout:?} (consumer.check is true)")]
+    #[error(
+        "reference {service}: no provider appeared within {timeout:?} (consumer.check is true)"
+    )]
     NoProvider {
         /// The referenced service.
         service: ServiceKey,
@@ -165,7 +168,8 @@ impl Lifecycle {
         self.inner.parts.lock().registries = registries.clone();
         let result = async {
             if self.config().internal_signal {
-                self.install_signal_handlers().map_err(StartError::Signals)?;
+                self.install_signal_handlers()
+                    .map_err(StartError::Signals)?;
             }
             self.start_references(references, check_timeout).await?;
             let pending = self.start_services(exports).await?;
@@ -218,7 +222,10 @@ impl Lifecycle {
     }
 
     /// Binds and serves every export; returns the instances to register.
-    async fn start_services(&self, exports: Vec<Export>) -> Result<Vec<(Instance, Duration)>, StartError> {
+    async fn start_services(
+        &self,
+        exports: Vec<Export>,
+    ) -> Result<Vec<(Instance, Duration)>, StartError> {
         let mut pending = Vec::new();
         for export in exports {
             let server = Server::bind(export.bind, export.options).await?;
@@ -232,7 +239,8 @@ impl Lifecycle {
             parts.servers.push(handle);
             for service in export.services {
                 parts.health_names.push(service.key.interface.to_string());
-                let mut instance = Instance::new(service.key, host.clone(), addr.port()).with_weight(service.weight);
+                let mut instance = Instance::new(service.key, host.clone(), addr.port())
+                    .with_weight(service.weight);
                 instance.metadata = service.metadata;
                 pending.push((instance, service.delay));
             }
@@ -309,7 +317,9 @@ impl Lifecycle {
 
 async fn run_gates(gates: Vec<ReadinessGate>) -> Result<(), StartError> {
     for (index, gate) in gates.into_iter().enumerate() {
-        gate().await.map_err(|source| StartError::Gate { index, source })?;
+        gate()
+            .await
+            .map_err(|source| StartError::Gate { index, source })?;
     }
     Ok(())
 }

@@ -135,7 +135,11 @@ impl AsyncRead for FirstRead {
 }
 
 impl AsyncWrite for FirstRead {
-    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         self.project().stream.poll_write(cx, buf)
     }
 

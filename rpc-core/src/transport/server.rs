@@ -70,7 +70,10 @@ impl Server {
     ///
     /// # Errors
     /// [`TransportError::Bind`] when the socket cannot be registered with the runtime.
-    pub fn from_std(listener: std::net::TcpListener, options: ServerOptions) -> Result<Self, TransportError> {
+    pub fn from_std(
+        listener: std::net::TcpListener,
+        options: ServerOptions,
+    ) -> Result<Self, TransportError> {
         let addr = listener
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
@@ -80,7 +83,11 @@ impl Server {
         Self::from_tokio(listener, options, addr)
     }
 
-    fn from_tokio(listener: TcpListener, options: ServerOptions, addr: SocketAddr) -> Result<Self, TransportError> {
+    fn from_tokio(
+        listener: TcpListener,
+        options: ServerOptions,
+        addr: SocketAddr,
+    ) -> Result<Self, TransportError> {
         let local_addr = listener
             .local_addr()
             .map_err(|source| TransportError::Bind { addr, source })?;

@@ -1,0 +1,396 @@
+//! The blacklist: outlier ejection of instances that fail at the connection level, and
+//! the non-failure *closing* state of instances that said they are going offline.
+//!
+//! Rules (gRPC A50 / Envoy outlier detection, linkerd failure accrual):
+//! - `consecutive_failures` connection-level failures in a row (refused, reset,
+//!   UNAVAILABLE, timeout) eject an instance; application errors never count;
+//! - the n-th ejection lasts `base_ejection_time × n` (capped at `max_ejection_time`)
+//!   plus up to `jitter` of it; n decreases by one for every base ejection time an
+//!   instance stays healthy;
+//! - at most `max_ejection_percent` of the instances are ejected at once (one always may);
+//! - expiry is checked on every pick; the first pick after expiry is a *probe*, the only
+//!   call the instance gets until it answers: success restores it, failure ejects it
+//!   again for longer;
+//! - when nothing is selectable, the pick goes to the instance whose ejection or closing
+//!   ends soonest (panic mode) rather than failing every call.
+//!
+//! Unlike one framework we studied, the state written here is read on every pick.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use crate::config::BlacklistConfig;
+use crate::invoker::Invoker;
+
+/// Whether an instance may be picked now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Availability {
+    /// Healthy.
+    Ready,
+    /// Its ejection has ended and no probe is under way: this pick is the probe.
+    Probe,
+    /// Ejected, closing, or being probed, until about `until`.
+    Unavailable {
+        /// When it may become selectable again.
+        until: Instant,
+    },
+}
+
+/// The health of one instance as this consumer sees it.
+#[derive(Debug, Default)]
+pub(crate) struct InstanceHealth {
+    /// Fast path: false means healthy, nothing to check under the lock.
+    flagged: AtomicBool,
+    /// The current streak of connection-level failures.
+    consecutive_failures: AtomicU32,
+    state: Mutex<HealthState>,
+}
+
+#[derive(Debug, Default)]
+struct HealthState {
+    ejected_until: Option<Instant>,
+    ejections: u32,
+    healthy_since: Option<Instant>,
+    probing: bool,
+    closing_until: Option<Instant>,
+}
+
+impl InstanceHealth {
+    pub(crate) fn availability(&self, now: Instant) -> Availability {
+        if !self.flagged.load(Ordering::Acquire) {
+            return Availability::Ready;
+        }
+        let mut state = self.state.lock();
+        if let Some(until) = state.closing_until {
+            if until > now {
+                return Availability::Unavailable { until };
+            }
+            state.closing_until = None;
+        }
+        if let Some(until) = state.ejected_until {
+            if until > now {
+                return Availability::Unavailable { until };
+            }
+            if state.probing {
+                return Availability::Unavailable { until: now };
+            }
+            return Availability::Probe;
+        }
+        self.flagged.store(false, Ordering::Release);
+        Availability::Ready
+    }
+
+    /// Claims the probe of an instance whose ejection ended; false if another call has it.
+    pub(crate) fn begin_probe(&self, now: Instant) -> bool {
+        let mut state = self.state.lock();
+        match state.ejected_until {
+            Some(until) if until <= now && !state.probing => {
+                state.probing = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(crate) fn is_closing(&self, now: Instant) -> bool {
+        self.flagged.load(Ordering::Acquire)
+            && self.state.lock().closing_until.is_some_and(|u| u > now)
+    }
+
+    pub(crate) fn ejected(&self, now: Instant) -> bool {
+        self.flagged.load(Ordering::Acquire)
+            && self.state.lock().ejected_until.is_some_and(|u| u > now)
+    }
+}
+
+/// Counts of what the blacklist did, for a stats accessor (metrics come later).
+#[derive(Debug, Default)]
+pub struct BlacklistStats {
+    ejections: AtomicU64,
+    recoveries: AtomicU64,
+    closing_marks: AtomicU64,
+    panic_picks: AtomicU64,
+}
+
+/// A copy of [`BlacklistStats`] at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlacklistCounts {
+    /// Instances ejected (each ejection, including re-ejection after a failed probe).
+    pub ejections: u64,
+    /// Ejected instances restored by a successful probe.
+    pub recoveries: u64,
+    /// Times an instance was marked closing (closing header, rejection, GOAWAY).
+    pub closing_marks: u64,
+    /// Picks made in panic mode (nothing was selectable).
+    pub panic_picks: u64,
+}
+
+impl BlacklistStats {
+    /// The counts now.
+    pub fn counts(&self) -> BlacklistCounts {
+        BlacklistCounts {
+            ejections: self.ejections.load(Ordering::Relaxed),
+            recoveries: self.recoveries.load(Ordering::Relaxed),
+            closing_marks: self.closing_marks.load(Ordering::Relaxed),
+            panic_picks: self.panic_picks.load(Ordering::Relaxed),
+        }
+    }
+
+    pub(crate) fn note_panic_pick(&self) {
+        self.panic_picks.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The ejection policy of one reference.
+#[derive(Debug)]
+pub struct Blacklist {
+    config: BlacklistConfig,
+    closing_expire: Duration,
+    stats: Arc<BlacklistStats>,
+}
+
+impl Blacklist {
+    /// A policy with `config`; `closing_expire` is how long a closing mark lasts
+    /// (`closing_invoker_expire_time`).
+    pub fn new(config: BlacklistConfig, closing_expire: Duration) -> Self {
+        Self {
+            config,
+            closing_expire,
+            stats: Arc::default(),
+        }
+    }
+
+    /// What the blacklist did so far.
+    pub fn stats(&self) -> &Arc<BlacklistStats> {
+        &self.stats
+    }
+
+    /// A call on `invoker` succeeded (or failed with an application error).
+    pub(crate) fn on_success(&self, invoker: &Invoker, now: Instant) {
+        let health = invoker.health();
+        // Most successes follow successes: no write and no lock when nothing changes.
+        if health.consecutive_failures.load(Ordering::Relaxed) != 0 {
+            health.consecutive_failures.store(0, Ordering::Relaxed);
+        }
+        if !health.flagged.load(Ordering::Acquire) {
+            return;
+        }
+        let mut state = health.state.lock();
+        if state.probing {
+            state.probing = false;
+            state.ejected_until = None;
+            state.healthy_since = Some(now);
+            self.stats.recoveries.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(instance = %invoker.id(), "instance recovered: probe succeeded");
+        }
+    }
+
+    /// A call on `invoker` failed at the connection level (refused, reset, UNAVAILABLE,
+    /// timeout). `peers` is the directory's current list, for `max_ejection_percent`.
+    pub(crate) fn on_failure(&self, invoker: &Invoker, peers: &[Arc<Invoker>], now: Instant) {
+        if !self.config.enabled {
+            return;
+        }
+        let health = invoker.health();
+        let failures = health
+            .consecutive_failures
+            .fetch_add(1, Ordering::Relaxed)
+            .saturating_add(1);
+        let streak = failures >= self.config.consecutive_failures.max(1);
+        if !streak && !health.flagged.load(Ordering::Acquire) {
+            return;
+        }
+        let mut state = health.state.lock();
+        let failed_probe = state.probing;
+        let already_ejected = state.ejected_until.is_some_and(|until| until > now);
+        if already_ejected || !(failed_probe || streak) {
+            return;
+        }
+        if !failed_probe && !self.may_eject(invoker, peers, now) {
+            return;
+        }
+        self.decay_ejections(&mut state, now);
+        state.ejections = state.ejections.saturating_add(1);
+        state.probing = false;
+        let duration = self.ejection_time(state.ejections);
+        state.ejected_until = Some(now + duration);
+        state.healthy_since = None;
+        health.flagged.store(true, Ordering::Release);
+        self.stats.ejections.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(
+            instance = %invoker.id(),
+            ejection_ms = duration.as_millis() as u64,
+            times = state.ejections,
+            reason = if failed_probe { "probe failed" } else { "consecutive failures" },
+            "instance ejected"
+        );
+    }
+
+    /// The instance said it is going offline: stop picking it, without counting a failure.
+    pub(crate) fn mark_closing(&self, invoker: &Invoker, now: Instant) {
+        let health = invoker.health();
+        let mut state = health.state.lock();
+        if state.closing_until.is_some_and(|until| until > now) {
+            return;
+        }
+        state.closing_until = Some(now + self.closing_expire);
+        health.flagged.store(true, Ordering::Release);
+        self.stats.closing_marks.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(instance = %invoker.id(), "instance is closing: no longer picked");
+    }
+
+    fn may_eject(&self, invoker: &Invoker, peers: &[Arc<Invoker>], now: Instant) -> bool {
+        let total = peers.len().max(1);
+        let limit = (total * self.config.max_ejection_percent as usize / 100).max(1);
+        let ejected = peers
+            .iter()
+            .filter(|peer| peer.id() != invoker.id() && peer.health().ejected(now))
+            .count();
+        ejected < limit
+    }
+
+    fn decay_ejections(&self, state: &mut HealthState, now: Instant) {
+        if let Some(since) = state.healthy_since {
+            let base = self.config.base_ejection_time.as_nanos().max(1);
+            let healthy_periods = (now.saturating_duration_since(since).as_nanos() / base) as u32;
+            state.ejections = state.ejections.saturating_sub(healthy_periods);
+        }
+    }
+
+    fn ejection_time(&self, ejections: u32) -> Duration {
+        let base = self.config.base_ejection_time.saturating_mul(ejections);
+        let capped = base.min(self.config.max_ejection_time);
+        let jitter = self.config.jitter.clamp(0.0, 1.0) * fastrand::f64();
+        capped.mul_f64(1.0 + jitter)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::invoker::tests::invoker;
+
+    fn config() -> BlacklistConfig {
+        BlacklistConfig {
+            jitter: 0.0,
+            ..BlacklistConfig::default()
+        }
+    }
+
+    fn fail(blacklist: &Blacklist, target: &Invoker, peers: &[Arc<Invoker>], times: u32) {
+        for _ in 0..times {
+            blacklist.on_failure(target, peers, Instant::now());
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn five_failures_in_a_row_eject_and_a_success_resets_the_streak() {
+        let peers: Vec<_> = (0..4).map(invoker).collect();
+        let blacklist = Blacklist::new(config(), Duration::from_secs(30));
+        fail(&blacklist, &peers[0], &peers, 4);
+        blacklist.on_success(&peers[0], Instant::now());
+        fail(&blacklist, &peers[0], &peers, 4);
+        assert_eq!(
+            peers[0].health().availability(Instant::now()),
+            Availability::Ready
+        );
+        fail(&blacklist, &peers[0], &peers, 1);
+        assert!(matches!(
+            peers[0].health().availability(Instant::now()),
+            Availability::Unavailable { .. }
+        ));
+        assert_eq!(blacklist.stats().counts().ejections, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn probe_decides_after_ejection_and_failure_doubles_the_time() {
+        let peers: Vec<_> = (0..4).map(invoker).collect();
+        let blacklist = Blacklist::new(config(), Duration::from_secs(30));
+        let target = &peers[0];
+        fail(&blacklist, target, &peers, 5);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        let now = Instant::now();
+        assert_eq!(target.health().availability(now), Availability::Probe);
+        assert!(target.health().begin_probe(now));
+        assert!(
+            !target.health().begin_probe(now),
+            "only one probe at a time"
+        );
+        assert!(matches!(
+            target.health().availability(now),
+            Availability::Unavailable { .. }
+        ));
+        // The probe fails: ejected again, for 2 × 30 s.
+        blacklist.on_failure(target, &peers, now);
+        tokio::time::advance(Duration::from_secs(59)).await;
+        assert!(matches!(
+            target.health().availability(Instant::now()),
+            Availability::Unavailable { .. }
+        ));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        let now = Instant::now();
+        assert_eq!(target.health().availability(now), Availability::Probe);
+        assert!(target.health().begin_probe(now));
+        blacklist.on_success(target, now);
+        assert_eq!(target.health().availability(now), Availability::Ready);
+        assert_eq!(blacklist.stats().counts().recoveries, 1);
+        assert_eq!(blacklist.stats().counts().ejections, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ejection_time_is_capped() {
+        let blacklist = Blacklist::new(config(), Duration::from_secs(30));
+        assert_eq!(blacklist.ejection_time(3), Duration::from_secs(90));
+        assert_eq!(blacklist.ejection_time(50), Duration::from_secs(300));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn never_ejects_more_than_the_percentage() {
+        let peers: Vec<_> = (0..4).map(invoker).collect();
+        let blacklist = Blacklist::new(config(), Duration::from_secs(30));
+        for target in &peers {
+            fail(&blacklist, target, &peers, 5);
+        }
+        let now = Instant::now();
+        let ejected = peers.iter().filter(|p| p.health().ejected(now)).count();
+        assert_eq!(ejected, 2, "50 % of 4");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn application_errors_are_successes_for_the_blacklist() {
+        // The cluster calls on_success for application errors; here we only check that a
+        // closing mark is not an ejection and does not count as one.
+        let peers: Vec<_> = (0..2).map(invoker).collect();
+        let blacklist = Blacklist::new(config(), Duration::from_secs(30));
+        blacklist.mark_closing(&peers[0], Instant::now());
+        assert!(peers[0].health().is_closing(Instant::now()));
+        assert!(!peers[0].health().ejected(Instant::now()));
+        assert_eq!(blacklist.stats().counts().ejections, 0);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(
+            peers[0].health().availability(Instant::now()),
+            Availability::Ready
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn disabled_blacklist_never_ejects() {
+        let peers: Vec<_> = (0..2).map(invoker).collect();
+        let blacklist = Blacklist::new(
+            BlacklistConfig {
+                enabled: false,
+                ..config()
+            },
+            Duration::from_secs(30),
+        );
+        fail(&blacklist, &peers[0], &peers, 50);
+        assert_eq!(
+            peers[0].health().availability(Instant::now()),
+            Availability::Ready
+        );
+    }
+}

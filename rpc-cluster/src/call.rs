@@ -1,0 +1,311 @@
+//! One call on its way through the cluster: picking instances, sending attempts,
+//! re-routing requests a closing provider refused, and recording what each attempt
+//! taught us about the instance.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use rpc_core::metadata::RETRIES;
+use rpc_core::{BoxError, GuardedBody, InstanceId};
+use tokio::time::Instant;
+use tonic::body::Body as TonicBody;
+use tower::ServiceExt;
+
+use crate::blacklist::Availability;
+use crate::channel::ClusterInner;
+use crate::classify::{
+    Failure, FailureKind, Outcome, classify_error, classify_response, says_closing,
+};
+use crate::error::ClusterError;
+use crate::invoker::Invoker;
+use crate::loadbalance::{Candidates, RequestInfo};
+use crate::replay::RequestBody;
+
+/// The state of one call across its attempts.
+pub(crate) struct CallContext {
+    pub(crate) cluster: Arc<ClusterInner>,
+    parts: http::request::Parts,
+    pub(crate) body: RequestBody,
+    hash_key: Option<Bytes>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) idempotent: bool,
+    pub(crate) retries: u32,
+    pub(crate) tried: Vec<InstanceId>,
+    pub(crate) last_failure: Option<Failure>,
+    rng: fastrand::Rng,
+}
+
+impl CallContext {
+    pub(crate) fn new(cluster: Arc<ClusterInner>, request: Request<TonicBody>) -> Self {
+        let (mut parts, body) = request.into_parts();
+        let config = &cluster.config;
+        let method = parts
+            .uri
+            .path()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let retries = parts
+            .headers
+            .remove(RETRIES)
+            .and_then(|value| value.to_str().ok()?.trim().parse().ok())
+            .unwrap_or_else(|| config.retries_for(&method));
+        let timeout = match (config.timeout_for(&method), grpc_timeout(&parts.headers)) {
+            (Some(configured), Some(asked)) => Some(configured.min(asked)),
+            (configured, asked) => configured.or(asked),
+        };
+        let hash_key = parts
+            .headers
+            .get(config.hash_key.as_str())
+            .map(|value| Bytes::copy_from_slice(value.as_bytes()));
+        Self {
+            body: RequestBody::capture(body, config.max_replay_bytes),
+            idempotent: config.is_idempotent(&method),
+            rng: cluster.rng(),
+            cluster,
+            parts,
+            hash_key,
+            timeout,
+            retries,
+            tried: Vec::new(),
+            last_failure: None,
+        }
+    }
+
+    /// Picks an instance not tried yet: the load balance's choice, or in panic mode
+    /// (nothing selectable) the one whose ejection or closing ends soonest.
+    pub(crate) fn pick(&mut self) -> Option<Arc<Invoker>> {
+        let list = self.cluster.directory.list();
+        let candidates = Candidates::new(
+            &list,
+            &self.tried,
+            Instant::now(),
+            self.cluster.config.warmup,
+        );
+        let request = RequestInfo {
+            path: self.parts.uri.path(),
+            hash_key: self.hash_key.as_deref(),
+        };
+        let index = self
+            .cluster
+            .lb
+            .select(&candidates, &request, &mut self.rng)
+            .or_else(|| self.panic_pick(&candidates))?;
+        Some(candidates.get(index).clone())
+    }
+
+    fn panic_pick(&self, candidates: &Candidates<'_>) -> Option<usize> {
+        let now = candidates.now();
+        let index = (0..candidates.len())
+            .filter(|&i| {
+                candidates.get(i).weight() > 0 && !self.tried.contains(candidates.get(i).id())
+            })
+            .min_by_key(|&i| match candidates.get(i).health().availability(now) {
+                Availability::Unavailable { until } => until,
+                _ => now,
+            })?;
+        self.cluster.blacklist.stats().note_panic_pick();
+        Some(index)
+    }
+
+    /// Picks and sends until an attempt is not a rejection by a closing provider:
+    /// such requests were not executed and go to another instance under every
+    /// strategy, without counting as a retry. Returns `None` when no instance is left
+    /// (or the body cannot be sent again).
+    pub(crate) async fn send(&mut self) -> Option<Outcome> {
+        loop {
+            let invoker = self.pick()?;
+            if invoker.is_removed() {
+                // Removed between the pick and now: pick again from the fresh list.
+                self.tried.push(invoker.id().clone());
+                continue;
+            }
+            match self.attempt(&invoker).await? {
+                Outcome::Failure(failure) if failure.kind == FailureKind::Rejected => {
+                    self.cluster.stats.note_reroute();
+                    self.last_failure = Some(failure);
+                }
+                outcome => return Some(outcome),
+            }
+        }
+    }
+
+    /// Sends one attempt to `invoker` and records its result in the instance's health
+    /// and latency estimate. `None` when the body can no longer be sent.
+    pub(crate) async fn attempt(&mut self, invoker: &Arc<Invoker>) -> Option<Outcome> {
+        let (body, sent) = self.body.attempt()?;
+        self.tried.push(invoker.id().clone());
+        let request = self.request_with(body);
+        let outcome = dispatch(&self.cluster, invoker, request, self.timeout, || {
+            sent.was_sent()
+        })
+        .await;
+        Some(outcome)
+    }
+
+    /// A request for one more attempt, with `body`.
+    pub(crate) fn request_with(&self, body: TonicBody) -> Request<TonicBody> {
+        Request::from_parts(self.parts.clone(), body)
+    }
+
+    /// The result to give the caller after the last attempt failed or none could be
+    /// made.
+    pub(crate) fn give_up(self, failure: Option<Failure>) -> Result<Response<TonicBody>, BoxError> {
+        match failure.or(self.last_failure) {
+            Some(failure) => failure.into_result(),
+            None => {
+                self.cluster.stats.note_no_provider();
+                Err(Box::new(
+                    ClusterError::NoProvider {
+                        service: self.cluster.directory.service().clone(),
+                    }
+                    .into_status(),
+                ))
+            }
+        }
+    }
+}
+
+/// Sends `request` to `invoker`, bounded by `timeout`, and learns from the result.
+pub(crate) async fn dispatch(
+    cluster: &ClusterInner,
+    invoker: &Arc<Invoker>,
+    request: Request<TonicBody>,
+    timeout: Option<Duration>,
+    was_sent: impl Fn() -> bool,
+) -> Outcome {
+    let started = Instant::now();
+    if invoker.health().availability(started) == Availability::Probe {
+        invoker.health().begin_probe(started);
+    }
+    let active = invoker.start_call();
+    let outcome = match invoker.channel() {
+        None => Outcome::Failure(Failure::status(
+            FailureKind::NotSent,
+            tonic::Status::unavailable(format!("instance {} is gone", invoker.authority())),
+        )),
+        Some(channel) => {
+            let response = channel.oneshot(request);
+            let result = tokio::select! {
+                biased;
+                _ = invoker.destroyed().cancelled() => Err(None),
+                result = with_timeout(response, timeout) => result.map_err(Some),
+            };
+            match result {
+                Ok(Ok(response)) => classify_response(response.map(TonicBody::new)),
+                Ok(Err(error)) => Outcome::Failure(classify_error(Box::new(error), was_sent())),
+                Err(Some(elapsed)) => Outcome::Failure(Failure::status(
+                    FailureKind::Timeout,
+                    tonic::Status::deadline_exceeded(format!(
+                        "no response from {} within {} ms",
+                        invoker.authority(),
+                        elapsed.as_millis()
+                    )),
+                )),
+                Err(None) => {
+                    let kind = if was_sent() {
+                        FailureKind::Transport
+                    } else {
+                        FailureKind::NotSent
+                    };
+                    Outcome::Failure(Failure::status(
+                        kind,
+                        tonic::Status::unavailable(format!(
+                            "instance {} was removed",
+                            invoker.authority()
+                        )),
+                    ))
+                }
+            }
+        }
+    };
+    learn(cluster, invoker, &outcome, started);
+    match outcome {
+        Outcome::Success(response) => {
+            Outcome::Success(response.map(|b| TonicBody::new(GuardedBody::new(b, active))))
+        }
+        Outcome::AppError(response) => Outcome::AppError(response),
+        failure => failure,
+    }
+}
+
+/// Feeds one attempt's result to the blacklist and the latency estimate.
+fn learn(cluster: &ClusterInner, invoker: &Arc<Invoker>, outcome: &Outcome, started: Instant) {
+    let now = Instant::now();
+    let rtt = now - started;
+    let blacklist = &cluster.blacklist;
+    let response = match outcome {
+        Outcome::Success(response) | Outcome::AppError(response) => {
+            invoker.observe_latency(rtt, now);
+            blacklist.on_success(invoker, now);
+            Some(response)
+        }
+        Outcome::Failure(failure) => {
+            if failure.kind == FailureKind::Rejected {
+                blacklist.mark_closing(invoker, now);
+            } else {
+                invoker.observe_latency(rtt.max(cluster.directory.config().failure_penalty), now);
+                blacklist.on_failure(invoker, cluster.directory.list().invokers(), now);
+            }
+            failure.response.as_ref().ok()
+        }
+    };
+    if response.is_some_and(says_closing) {
+        blacklist.mark_closing(invoker, now);
+    }
+}
+
+async fn with_timeout<F: std::future::Future>(
+    future: F,
+    timeout: Option<Duration>,
+) -> Result<F::Output, Duration> {
+    match timeout {
+        Some(limit) => tokio::time::timeout(limit, future).await.map_err(|_| limit),
+        None => Ok(future.await),
+    }
+}
+
+/// The caller's deadline from the `grpc-timeout` header (e.g. `500m`), if any.
+fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get("grpc-timeout")?.to_str().ok()?;
+    let (amount, unit) = value.split_at(value.len().checked_sub(1)?);
+    let amount: u64 = amount.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(amount.saturating_mul(3600)),
+        "M" => Duration::from_secs(amount.saturating_mul(60)),
+        "S" => Duration::from_secs(amount),
+        "m" => Duration::from_millis(amount),
+        "u" => Duration::from_micros(amount),
+        "n" => Duration::from_nanos(amount),
+        _ => return None,
+    })
+}
+
+impl Failure {
+    /// What the caller receives for this failure.
+    pub(crate) fn into_result(self) -> Result<Response<TonicBody>, BoxError> {
+        match self.response {
+            Ok(response) => Ok(response),
+            Err(error) => Err(Box::new(tonic::Status::from_error(error))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeout_header_is_read() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert("grpc-timeout", "250m".parse().unwrap());
+        assert_eq!(grpc_timeout(&headers), Some(Duration::from_millis(250)));
+        headers.insert("grpc-timeout", "3S".parse().unwrap());
+        assert_eq!(grpc_timeout(&headers), Some(Duration::from_secs(3)));
+        headers.insert("grpc-timeout", "x".parse().unwrap());
+        assert_eq!(grpc_timeout(&headers), None);
+    }
+}

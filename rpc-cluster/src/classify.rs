@@ -1,0 +1,223 @@
+//! What the result of one attempt means: success, an application error, or a failure —
+//! and for a failure, whether the request may have run.
+//!
+//! The certainty that a request did *not* run is what makes retrying a non-idempotent
+//! method safe. We are certain when the provider said so (`rpc-not-executed`), when
+//! HTTP/2 refused the stream (REFUSED_STREAM, or a GOAWAY from the peer whose last
+//! stream id excludes ours), or when the request body was never even polled (no
+//! connection, or the connection failed before the request was written).
+
+use std::error::Error as StdError;
+
+use http::Response;
+use rpc_core::BoxError;
+use rpc_core::metadata::{CLOSING, NOT_EXECUTED};
+use tonic::Code;
+use tonic::body::Body as TonicBody;
+
+/// How an attempt failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The provider refused it because it is shutting down (`rpc-not-executed`, or a
+    /// GOAWAY that excluded the stream). Not run; re-routed under every strategy.
+    Rejected,
+    /// Certainly not run: no connection, stream refused, or body never sent.
+    NotSent,
+    /// `UNAVAILABLE` from the provider (may have run).
+    Unavailable,
+    /// The connection broke after the request was sent (may have run).
+    Transport,
+    /// No response within the attempt's timeout (may have run).
+    Timeout,
+}
+
+impl FailureKind {
+    /// Whether the request may have been executed by the provider.
+    pub fn maybe_executed(self) -> bool {
+        matches!(self, Self::Unavailable | Self::Transport | Self::Timeout)
+    }
+
+    /// Whether the failure counts toward ejecting the instance. A rejection is the
+    /// instance's orderly goodbye, not a fault.
+    pub fn counts_against_instance(self) -> bool {
+        !matches!(self, Self::Rejected)
+    }
+}
+
+/// The meaning of one attempt's result.
+#[derive(Debug)]
+pub(crate) enum Outcome {
+    /// A response with no error status in its headers (a stream may still end with one).
+    Success(Response<TonicBody>),
+    /// A trailers-only error response that is about the request, not the instance
+    /// (INVALID_ARGUMENT, NOT_FOUND, ...): returned to the caller, never retried.
+    AppError(Response<TonicBody>),
+    /// A failure of the attempt.
+    Failure(Failure),
+}
+
+/// A failed attempt, with what to give the caller if it is not retried.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) kind: FailureKind,
+    pub(crate) response: Result<Response<TonicBody>, BoxError>,
+}
+
+impl Failure {
+    pub(crate) fn error(kind: FailureKind, error: impl Into<BoxError>) -> Self {
+        Self {
+            kind,
+            response: Err(error.into()),
+        }
+    }
+
+    pub(crate) fn status(kind: FailureKind, status: tonic::Status) -> Self {
+        Self {
+            kind,
+            response: Ok(status.into_http()),
+        }
+    }
+}
+
+/// Whether the response says the instance is going offline (any response may).
+pub(crate) fn says_closing(response: &Response<TonicBody>) -> bool {
+    response.headers().contains_key(CLOSING)
+}
+
+/// Classifies a response that arrived.
+pub(crate) fn classify_response(response: Response<TonicBody>) -> Outcome {
+    if response.headers().contains_key(NOT_EXECUTED) {
+        return Outcome::Failure(Failure {
+            kind: FailureKind::Rejected,
+            response: Ok(response),
+        });
+    }
+    if response.status() != http::StatusCode::OK {
+        return Outcome::Failure(Failure {
+            kind: FailureKind::Transport,
+            response: Ok(response),
+        });
+    }
+    match response
+        .headers()
+        .get("grpc-status")
+        .map(|v| Code::from_bytes(v.as_bytes()))
+    {
+        None | Some(Code::Ok) => Outcome::Success(response),
+        Some(Code::Unavailable) => Outcome::Failure(Failure {
+            kind: FailureKind::Unavailable,
+            response: Ok(response),
+        }),
+        Some(_) => Outcome::AppError(response),
+    }
+}
+
+/// Classifies a transport error; `sent` tells whether the request body was polled.
+pub(crate) fn classify_error(error: BoxError, sent: bool) -> Failure {
+    let kind = if refused_by_goaway(&*error) {
+        FailureKind::Rejected
+    } else if !sent || certainly_not_sent(&*error) {
+        FailureKind::NotSent
+    } else {
+        FailureKind::Transport
+    };
+    Failure::error(kind, error)
+}
+
+fn sources<'a>(
+    error: &'a (dyn StdError + 'static),
+) -> impl Iterator<Item = &'a (dyn StdError + 'static)> {
+    std::iter::successors(Some(error), |e: &&'a (dyn StdError + 'static)| {
+        (*e).source()
+    })
+}
+
+/// A GOAWAY from the provider whose last stream id is below ours: the provider is
+/// closing and did not process the stream (RFC 9113 §6.8).
+fn refused_by_goaway(error: &(dyn StdError + 'static)) -> bool {
+    sources(error)
+        .filter_map(|e| e.downcast_ref::<h2::Error>())
+        .any(|e| e.is_go_away() && e.is_remote() && e.reason() == Some(h2::Reason::NO_ERROR))
+}
+
+fn certainly_not_sent(error: &(dyn StdError + 'static)) -> bool {
+    sources(error).any(|e| {
+        if let Some(h2) = e.downcast_ref::<h2::Error>() {
+            return h2.reason() == Some(h2::Reason::REFUSED_STREAM);
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return io.kind() == std::io::ErrorKind::ConnectionRefused;
+        }
+        if let Some(hyper) = e.downcast_ref::<hyper::Error>() {
+            return hyper.is_canceled();
+        }
+        false
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_status(code: Code) -> Response<TonicBody> {
+        tonic::Status::new(code, "x").into_http()
+    }
+
+    #[test]
+    fn responses_are_told_apart() {
+        assert!(matches!(
+            classify_response(Response::new(TonicBody::empty())),
+            Outcome::Success(_)
+        ));
+        assert!(matches!(
+            classify_response(with_status(Code::NotFound)),
+            Outcome::AppError(_)
+        ));
+        assert!(matches!(
+            classify_response(with_status(Code::Unavailable)),
+            Outcome::Failure(Failure {
+                kind: FailureKind::Unavailable,
+                ..
+            })
+        ));
+        let mut rejected = with_status(Code::Unavailable);
+        rejected
+            .headers_mut()
+            .insert(NOT_EXECUTED, "closing".parse().unwrap());
+        assert!(matches!(
+            classify_response(rejected),
+            Outcome::Failure(Failure {
+                kind: FailureKind::Rejected,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn unsent_requests_are_not_executed() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(
+            classify_error(Box::new(refused), true).kind,
+            FailureKind::NotSent
+        );
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert_eq!(
+            classify_error(Box::new(reset), false).kind,
+            FailureKind::NotSent
+        );
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert_eq!(
+            classify_error(Box::new(reset), true).kind,
+            FailureKind::Transport
+        );
+    }
+
+    #[test]
+    fn only_maybe_executed_failures_need_idempotency() {
+        assert!(!FailureKind::Rejected.maybe_executed());
+        assert!(!FailureKind::NotSent.maybe_executed());
+        assert!(FailureKind::Timeout.maybe_executed());
+        assert!(!FailureKind::Rejected.counts_against_instance());
+        assert!(FailureKind::NotSent.counts_against_instance());
+    }
+}

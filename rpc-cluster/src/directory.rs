@@ -1,0 +1,377 @@
+//! The directory: the live instances of one referenced service, fed by the registry.
+//!
+//! Snapshots are applied by instance id, so a repeated or unchanged snapshot touches no
+//! connection; an older snapshot (lower revision) than the last applied is ignored;
+//! an empty snapshot the registry marked as degraded (a fault, not "the last instance
+//! left") keeps the last known instances when empty protection is on. A removed
+//! instance leaves the pick list at once, but its connection lives on until its calls
+//! in flight finish, at most `closing_invoker_expire_time` (the opposite of a known
+//! Dubbo issue, where a removal destroyed invokers under calls in flight).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use rpc_core::transport::ChannelOptions;
+use rpc_core::{InstanceId, ServiceKey, Snapshot, SnapshotOrigin};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::config::DirectoryConfig;
+use crate::invoker::{Invoker, InvokerSettings};
+use crate::loadbalance::InvokerList;
+
+/// What [`Directory::apply`] did with a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The instance set or an instance's registration changed.
+    Changed {
+        /// Instances new to the directory.
+        added: usize,
+        /// Instances that left.
+        removed: usize,
+        /// Instances whose weight or metadata changed (no reconnection).
+        updated: usize,
+    },
+    /// Same instances, same registrations: nothing touched.
+    Unchanged,
+    /// Revision not newer than the last applied one: ignored.
+    Stale,
+    /// Empty because of a registry fault: the last known instances are kept.
+    EmptyProtected,
+}
+
+/// The instances of one service known to one reference.
+#[derive(Debug)]
+pub struct Directory {
+    service: ServiceKey,
+    config: DirectoryConfig,
+    settings: Arc<InvokerSettings>,
+    list: ArcSwap<InvokerList>,
+    state: Mutex<State>,
+    known: watch::Sender<usize>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    last_revision: Option<u64>,
+    version: u64,
+    by_id: HashMap<InstanceId, Arc<Invoker>>,
+}
+
+impl Directory {
+    /// An empty directory for `service`.
+    pub fn new(service: ServiceKey, config: DirectoryConfig, channel: ChannelOptions) -> Self {
+        let settings = Arc::new(InvokerSettings {
+            channel,
+            default_rtt: config.default_rtt,
+            ewma_decay: config.ewma_decay,
+        });
+        Self {
+            service,
+            config,
+            settings,
+            list: ArcSwap::from_pointee(InvokerList::default()),
+            state: Mutex::new(State::default()),
+            known: watch::Sender::new(0),
+        }
+    }
+
+    /// The referenced service.
+    pub fn service(&self) -> &ServiceKey {
+        &self.service
+    }
+
+    /// The directory's settings.
+    pub fn config(&self) -> &DirectoryConfig {
+        &self.config
+    }
+
+    /// The current list (cheap: one atomic load and a reference count).
+    pub fn list(&self) -> Arc<InvokerList> {
+        self.list.load_full()
+    }
+
+    /// Resolves once at least one instance is known.
+    pub async fn wait_for_provider(&self) {
+        let mut rx = self.known.subscribe();
+        let _ = rx.wait_for(|count| *count > 0).await;
+    }
+
+    /// Applies one registry snapshot (see the module docs for the rules).
+    pub fn apply(&self, snapshot: Snapshot) -> Applied {
+        if snapshot.service != self.service {
+            tracing::warn!(expected = %self.service, got = %snapshot.service, "snapshot for another service ignored");
+            return Applied::Stale;
+        }
+        let mut state = self.state.lock();
+        if state
+            .last_revision
+            .is_some_and(|last| snapshot.revision <= last)
+        {
+            return Applied::Stale;
+        }
+        if snapshot.instances.is_empty()
+            && snapshot.origin == SnapshotOrigin::Degraded
+            && self.config.empty_protection
+            && !state.by_id.is_empty()
+        {
+            tracing::warn!(
+                service = %self.service,
+                kept = state.by_id.len(),
+                "registry delivered an empty set after a fault; keeping the last known instances"
+            );
+            return Applied::EmptyProtected;
+        }
+        state.last_revision = Some(snapshot.revision);
+
+        let now = Instant::now();
+        let (mut added, mut updated) = (0, 0);
+        let mut next = HashMap::with_capacity(snapshot.instances.len());
+        for instance in snapshot.instances.iter() {
+            let invoker = match state.by_id.remove(&instance.id) {
+                Some(invoker) => {
+                    updated += usize::from(invoker.update(instance.clone()));
+                    invoker
+                }
+                None => {
+                    added += 1;
+                    Arc::new(Invoker::new(instance.clone(), self.settings.clone(), now))
+                }
+            };
+            next.insert(instance.id.clone(), invoker);
+        }
+        let gone: Vec<Arc<Invoker>> = std::mem::replace(&mut state.by_id, next)
+            .into_values()
+            .collect();
+        let removed = gone.len();
+        if added == 0 && removed == 0 && updated == 0 {
+            return Applied::Unchanged;
+        }
+        state.version += 1;
+        let list = InvokerList::new(state.version, state.by_id.values().cloned().collect());
+        let count = list.len();
+        self.list.store(Arc::new(list));
+        drop(state);
+        for invoker in gone {
+            self.retire(invoker);
+        }
+        self.known.send_replace(count);
+        tracing::debug!(service = %self.service, added, removed, updated, count, "directory updated");
+        Applied::Changed {
+            added,
+            removed,
+            updated,
+        }
+    }
+
+    /// Closes every channel: calls in flight are cancelled. Used at shutdown, after the
+    /// outbound drain.
+    pub fn destroy_all(&self) {
+        let invokers: Vec<_> = self.state.lock().by_id.drain().map(|(_, i)| i).collect();
+        self.list.store(Arc::new(InvokerList::default()));
+        for invoker in invokers {
+            invoker.mark_removed();
+            invoker.destroy();
+        }
+    }
+
+    /// Takes a removed invoker out of service: it is no longer picked (it is not in the
+    /// list), and is destroyed once idle or when the expiry time passes.
+    fn retire(&self, invoker: Arc<Invoker>) {
+        invoker.mark_removed();
+        if !invoker.is_connected() || invoker.active() == 0 {
+            invoker.destroy();
+            return;
+        }
+        let expire = self.config.closing_invoker_expire_time;
+        tokio::spawn(async move {
+            if tokio::time::timeout(expire, invoker.wait_idle())
+                .await
+                .is_err()
+            {
+                tracing::warn!(
+                    instance = %invoker.id(),
+                    in_flight = invoker.active(),
+                    "removed instance still busy after closing_invoker_expire_time; cancelling its calls"
+                );
+            }
+            invoker.destroy();
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use rpc_core::Instance;
+
+    use super::*;
+
+    fn directory() -> Directory {
+        Directory::new(
+            ServiceKey::new("t.S"),
+            DirectoryConfig::default(),
+            ChannelOptions::default(),
+        )
+    }
+
+    fn instance(port: u16) -> Instance {
+        let mut instance = Instance::new(ServiceKey::new("t.S"), "127.0.0.1", port);
+        instance.id = InstanceId::new(format!("id-{port}"));
+        instance
+    }
+
+    fn snapshot(revision: u64, ports: &[u16]) -> Snapshot {
+        Snapshot::new(
+            ServiceKey::new("t.S"),
+            revision,
+            ports.iter().map(|&p| instance(p)).collect(),
+        )
+    }
+
+    fn ports(directory: &Directory) -> Vec<u16> {
+        let mut ports: Vec<u16> = directory
+            .list()
+            .invokers()
+            .iter()
+            .map(|i| i.instance().port)
+            .collect();
+        ports.sort_unstable();
+        ports
+    }
+
+    #[tokio::test]
+    async fn repeated_or_unchanged_snapshots_cause_no_churn() {
+        let directory = directory();
+        directory.apply(snapshot(1, &[1, 2]));
+        let before = directory.list();
+        // Connect both, as if picked.
+        for invoker in before.invokers() {
+            invoker.channel();
+        }
+        assert_eq!(directory.apply(snapshot(1, &[1, 2])), Applied::Stale);
+        assert_eq!(directory.apply(snapshot(2, &[2, 1])), Applied::Unchanged);
+        let after = directory.list();
+        assert!(
+            Arc::ptr_eq(&before, &after),
+            "same list, same invokers, same channels"
+        );
+        assert!(
+            after
+                .invokers()
+                .iter()
+                .all(|i| i.is_connected() && !i.is_removed())
+        );
+    }
+
+    #[tokio::test]
+    async fn older_snapshots_never_overwrite_newer_ones() {
+        let directory = directory();
+        directory.apply(snapshot(5, &[1, 2, 3]));
+        assert_eq!(directory.apply(snapshot(4, &[1])), Applied::Stale);
+        assert_eq!(ports(&directory), [1, 2, 3]);
+        assert!(matches!(
+            directory.apply(snapshot(6, &[1])),
+            Applied::Changed { removed: 2, .. }
+        ));
+        assert_eq!(ports(&directory), [1]);
+    }
+
+    #[tokio::test]
+    async fn weight_changes_update_in_place() {
+        let directory = directory();
+        directory.apply(snapshot(1, &[1]));
+        let invoker = directory.list().invokers()[0].clone();
+        let mut heavier = snapshot(2, &[1]);
+        heavier.instances = vec![instance(1).with_weight(7)].into();
+        assert_eq!(
+            directory.apply(heavier),
+            Applied::Changed {
+                added: 0,
+                removed: 0,
+                updated: 1
+            }
+        );
+        assert!(Arc::ptr_eq(&invoker, &directory.list().invokers()[0]));
+        assert_eq!(invoker.weight(), 7);
+    }
+
+    #[tokio::test]
+    async fn empty_protection_keeps_instances_only_on_a_fault() {
+        let directory = directory();
+        directory.apply(snapshot(1, &[1, 2]));
+        assert_eq!(
+            directory.apply(snapshot(2, &[]).degraded()),
+            Applied::EmptyProtected
+        );
+        assert_eq!(ports(&directory), [1, 2]);
+        // The registry says the last instance left: applied.
+        assert!(matches!(
+            directory.apply(snapshot(3, &[])),
+            Applied::Changed { removed: 2, .. }
+        ));
+        assert!(ports(&directory).is_empty());
+    }
+
+    #[tokio::test]
+    async fn empty_protection_can_be_switched_off() {
+        let config = DirectoryConfig {
+            empty_protection: false,
+            ..DirectoryConfig::default()
+        };
+        let directory = Directory::new(ServiceKey::new("t.S"), config, ChannelOptions::default());
+        directory.apply(snapshot(1, &[1]));
+        assert!(matches!(
+            directory.apply(snapshot(2, &[]).degraded()),
+            Applied::Changed { .. }
+        ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_removed_instance_stops_being_picked_at_once_but_closes_after_its_calls() {
+        let directory = directory();
+        directory.apply(snapshot(1, &[1, 2]));
+        let leaving = directory.list().invokers()[0].clone();
+        leaving.channel();
+        let call = leaving.start_call();
+        directory.apply(snapshot(2, &[2]));
+        assert_eq!(ports(&directory), [2]);
+        assert!(leaving.is_removed());
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(
+            !leaving.destroyed().is_cancelled(),
+            "its call is still in flight"
+        );
+        drop(call);
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        assert!(leaving.destroyed().is_cancelled());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_removed_busy_instance_is_destroyed_after_the_expire_time() {
+        let directory = directory();
+        directory.apply(snapshot(1, &[1]));
+        let leaving = directory.list().invokers()[0].clone();
+        leaving.channel();
+        let _stuck = leaving.start_call();
+        directory.apply(snapshot(2, &[]));
+        tokio::time::sleep(Duration::from_secs(29)).await;
+        assert!(!leaving.destroyed().is_cancelled());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(leaving.destroyed().is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn wait_for_provider_ends_when_one_is_known() {
+        let directory = Arc::new(directory());
+        let waiter = tokio::spawn({
+            let directory = directory.clone();
+            async move { directory.wait_for_provider().await }
+        });
+        directory.apply(snapshot(1, &[9]));
+        waiter.await.unwrap();
+    }
+}

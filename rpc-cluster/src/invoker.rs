@@ -1,0 +1,256 @@
+//! One instance as this consumer sees it: its address, its lazily-created channel, its
+//! load (calls in flight, latency estimate) and its health.
+
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use rpc_core::transport::{ChannelOptions, connect_lazy};
+use rpc_core::{Instance, InstanceId};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::Channel;
+
+use crate::blacklist::InstanceHealth;
+use crate::ewma::PeakEwma;
+
+/// Settings every invoker of a directory shares.
+#[derive(Debug)]
+pub(crate) struct InvokerSettings {
+    pub(crate) channel: ChannelOptions,
+    pub(crate) default_rtt: Duration,
+    pub(crate) ewma_decay: Duration,
+}
+
+/// One provider instance seen by one reference.
+///
+/// Nothing network-related exists until the instance is first picked: a directory can
+/// hold many thousands of known instances cheaply.
+#[derive(Debug)]
+pub struct Invoker {
+    id: InstanceId,
+    authority: String,
+    instance: ArcSwap<Instance>,
+    weight: AtomicU32,
+    first_seen: Instant,
+    settings: Arc<InvokerSettings>,
+    channel: OnceLock<Option<Channel>>,
+    active: AtomicUsize,
+    /// Woken when the last call in flight ends on a removed invoker.
+    idle: Notify,
+    ewma: PeakEwma,
+    health: InstanceHealth,
+    removed: AtomicBool,
+    destroyed: CancellationToken,
+}
+
+impl Invoker {
+    pub(crate) fn new(instance: Instance, settings: Arc<InvokerSettings>, now: Instant) -> Self {
+        Self {
+            id: instance.id.clone(),
+            authority: instance.authority(),
+            weight: AtomicU32::new(instance.weight),
+            instance: ArcSwap::from_pointee(instance),
+            first_seen: now,
+            ewma: PeakEwma::new(settings.default_rtt, settings.ewma_decay, now),
+            settings,
+            channel: OnceLock::new(),
+            active: AtomicUsize::new(0),
+            idle: Notify::new(),
+            health: InstanceHealth::default(),
+            removed: AtomicBool::new(false),
+            destroyed: CancellationToken::new(),
+        }
+    }
+
+    /// The instance id.
+    pub fn id(&self) -> &InstanceId {
+        &self.id
+    }
+
+    /// `host:port`.
+    pub fn authority(&self) -> &str {
+        &self.authority
+    }
+
+    /// The instance as last registered.
+    pub fn instance(&self) -> Arc<Instance> {
+        self.instance.load_full()
+    }
+
+    /// The registered weight.
+    pub fn weight(&self) -> u32 {
+        self.weight.load(Ordering::Relaxed)
+    }
+
+    /// When this consumer first saw the instance (warm-up counts from here).
+    pub fn first_seen(&self) -> Instant {
+        self.first_seen
+    }
+
+    /// Calls in flight from this consumer to this instance.
+    pub fn active(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Whether a channel has been created (the instance was picked at least once).
+    pub fn is_connected(&self) -> bool {
+        self.channel.get().is_some()
+    }
+
+    /// Whether the registry no longer lists the instance.
+    pub fn is_removed(&self) -> bool {
+        self.removed.load(Ordering::Acquire)
+    }
+
+    /// P2C load: `(in-flight + 1) × peak-EWMA latency` in nanoseconds.
+    pub fn load(&self, now: Instant) -> f64 {
+        (self.active() as f64 + 1.0) * self.ewma.estimate_ns(now)
+    }
+
+    /// Whether the instance may be picked now (ejected, closing, due for its probe).
+    pub fn availability(&self, now: Instant) -> crate::Availability {
+        self.health.availability(now)
+    }
+
+    /// Whether the instance told this consumer it is going offline (closing mark,
+    /// "closing, not executed" rejection, or GOAWAY), within the closing expiry time.
+    pub fn is_closing(&self, now: Instant) -> bool {
+        self.health.is_closing(now)
+    }
+
+    pub(crate) fn health(&self) -> &InstanceHealth {
+        &self.health
+    }
+
+    pub(crate) fn update(&self, instance: Instance) -> bool {
+        let current = self.instance.load();
+        if **current == instance {
+            return false;
+        }
+        self.weight.store(instance.weight, Ordering::Relaxed);
+        self.instance.store(Arc::new(instance));
+        true
+    }
+
+    /// The channel to this instance, created on first use; `None` after the invoker
+    /// was destroyed or when the address cannot form a URI.
+    pub(crate) fn channel(&self) -> Option<Channel> {
+        if self.destroyed.is_cancelled() {
+            return None;
+        }
+        self.channel
+            .get_or_init(
+                || match connect_lazy(&self.authority, &self.settings.channel) {
+                    Ok(channel) => Some(channel),
+                    Err(error) => {
+                        tracing::warn!(instance = %self.id, %error, "cannot build a channel");
+                        None
+                    }
+                },
+            )
+            .clone()
+    }
+
+    pub(crate) fn start_call(self: &Arc<Self>) -> ActiveCall {
+        self.active.fetch_add(1, Ordering::SeqCst);
+        ActiveCall {
+            invoker: self.clone(),
+        }
+    }
+
+    pub(crate) fn observe_latency(&self, rtt: Duration, now: Instant) {
+        self.ewma.observe(rtt, now);
+    }
+
+    pub(crate) fn mark_removed(&self) {
+        self.removed.store(true, Ordering::Release);
+    }
+
+    /// Resolves when no call is in flight (at once if none is). Only meaningful after
+    /// [`Invoker::mark_removed`], which makes the last call's end wake waiters.
+    pub(crate) async fn wait_idle(&self) {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.active.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+
+    /// Cancels calls still in flight and refuses new ones; the connection closes when
+    /// the last reference to the channel is dropped.
+    pub(crate) fn destroy(&self) {
+        self.destroyed.cancel();
+    }
+
+    pub(crate) fn destroyed(&self) -> &CancellationToken {
+        &self.destroyed
+    }
+}
+
+/// Counts one call in flight on an invoker until dropped.
+#[derive(Debug)]
+pub(crate) struct ActiveCall {
+    invoker: Arc<Invoker>,
+}
+
+impl Drop for ActiveCall {
+    fn drop(&mut self) {
+        let before = self.invoker.active.fetch_sub(1, Ordering::SeqCst);
+        if before == 1 && self.invoker.is_removed() {
+            self.invoker.idle.notify_waiters();
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use rpc_core::ServiceKey;
+
+    pub(crate) fn settings() -> Arc<InvokerSettings> {
+        Arc::new(InvokerSettings {
+            channel: ChannelOptions::default(),
+            default_rtt: Duration::from_millis(5),
+            ewma_decay: Duration::from_secs(10),
+        })
+    }
+
+    /// An invoker on 127.0.0.1:(10000 + n) with weight 100.
+    pub(crate) fn invoker(n: usize) -> Arc<Invoker> {
+        weighted(n, 100)
+    }
+
+    pub(crate) fn weighted(n: usize, weight: u32) -> Arc<Invoker> {
+        let mut instance = Instance::new(ServiceKey::new("t.S"), "127.0.0.1", 10000 + n as u16)
+            .with_weight(weight);
+        instance.id = InstanceId::new(format!("i{n}"));
+        Arc::new(Invoker::new(instance, settings(), Instant::now()))
+    }
+
+    #[tokio::test]
+    async fn no_channel_exists_before_the_first_pick() {
+        let invoker = invoker(1);
+        assert!(!invoker.is_connected());
+        assert!(invoker.channel().is_some());
+        assert!(invoker.is_connected());
+        invoker.destroy();
+        assert!(invoker.channel().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn active_calls_count_until_dropped() {
+        let invoker = invoker(1);
+        let call = invoker.start_call();
+        assert_eq!(invoker.active(), 1);
+        drop(call);
+        assert_eq!(invoker.active(), 0);
+    }
+}

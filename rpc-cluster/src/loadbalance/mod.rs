@@ -1,0 +1,285 @@
+//! Load balancing: pick one instance among the selectable ones.
+//!
+//! A [`LoadBalance`] sees a [`Candidates`] view of the directory's current list: the
+//! invokers, their weights (with warm-up applied) and which of them may be picked now
+//! (not ejected, not closing, not already tried in this call). Algorithms that can pick
+//! in O(1) or O(log n) — random, P2C, consistent hash — test only the instances they
+//! draw, so a pick among 10 000 instances costs about as much as among 10; round-robin
+//! and least-active scan the list, as their definitions require.
+//!
+//! The RNG is passed in, so tests run with a seed.
+
+mod consistent_hash;
+mod least_active;
+mod p2c;
+mod random;
+mod round_robin;
+mod warmup;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rpc_core::InstanceId;
+use tokio::time::Instant;
+
+pub use consistent_hash::ConsistentHash;
+pub use least_active::LeastActive;
+pub use p2c::P2c;
+pub use random::Random;
+pub use round_robin::RoundRobin;
+pub use warmup::warmed_weight;
+
+use crate::blacklist::Availability;
+use crate::config::LoadBalanceKind;
+use crate::invoker::Invoker;
+
+/// Picks one instance for one request.
+pub trait LoadBalance: Send + Sync + std::fmt::Debug + 'static {
+    /// The index (into `candidates`) of the instance to call, or `None` when no
+    /// candidate is selectable. Must only return selectable indices and never panic.
+    fn select(
+        &self,
+        candidates: &Candidates<'_>,
+        request: &RequestInfo<'_>,
+        rng: &mut fastrand::Rng,
+    ) -> Option<usize>;
+}
+
+/// What a load balance may know of the request.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestInfo<'a> {
+    /// The gRPC path, `/package.Service/Method`.
+    pub path: &'a str,
+    /// The value of the configured hash-key header, if the request has it.
+    pub hash_key: Option<&'a [u8]>,
+}
+
+/// The directory's list at one version: invokers sorted by id, with prefix sums of
+/// their registered weights for O(log n) weighted draws.
+#[derive(Debug, Default)]
+pub struct InvokerList {
+    version: u64,
+    invokers: Vec<Arc<Invoker>>,
+    cumulative: Vec<u64>,
+    uniform: bool,
+}
+
+impl InvokerList {
+    /// A list of `invokers` (sorted here by id) at `version`.
+    pub fn new(version: u64, mut invokers: Vec<Arc<Invoker>>) -> Self {
+        invokers.sort_by(|a, b| a.id().cmp(b.id()));
+        let mut total = 0u64;
+        let cumulative = invokers
+            .iter()
+            .map(|invoker| {
+                total += u64::from(invoker.weight());
+                total
+            })
+            .collect();
+        let uniform = invokers.windows(2).all(|w| w[0].weight() == w[1].weight());
+        Self {
+            version,
+            invokers,
+            cumulative,
+            uniform,
+        }
+    }
+
+    /// Increases whenever the membership or a weight changes.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The invokers, sorted by instance id.
+    pub fn invokers(&self) -> &[Arc<Invoker>] {
+        &self.invokers
+    }
+
+    /// Number of instances.
+    pub fn len(&self) -> usize {
+        self.invokers.len()
+    }
+
+    /// Whether the list is empty.
+    pub fn is_empty(&self) -> bool {
+        self.invokers.is_empty()
+    }
+}
+
+/// The instances one pick chooses from.
+#[derive(Debug)]
+pub struct Candidates<'a> {
+    list: &'a InvokerList,
+    excluded: &'a [InstanceId],
+    now: Instant,
+    warmup: Option<Duration>,
+}
+
+impl<'a> Candidates<'a> {
+    /// A view of `list` at `now`, without the `excluded` instances (already tried in
+    /// this call), with weights ramped over `warmup` if set.
+    pub fn new(
+        list: &'a InvokerList,
+        excluded: &'a [InstanceId],
+        now: Instant,
+        warmup: Option<Duration>,
+    ) -> Self {
+        Self {
+            list,
+            excluded,
+            now,
+            warmup,
+        }
+    }
+
+    /// Number of instances, selectable or not.
+    pub fn len(&self) -> usize {
+        self.list.invokers.len()
+    }
+
+    /// Whether there are no instances at all.
+    pub fn is_empty(&self) -> bool {
+        self.list.invokers.is_empty()
+    }
+
+    /// The invoker at `index`.
+    pub fn get(&self, index: usize) -> &Arc<Invoker> {
+        &self.list.invokers[index]
+    }
+
+    /// The list's version (changes with membership or weights).
+    pub fn version(&self) -> u64 {
+        self.list.version
+    }
+
+    /// The time of this pick.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Whether the instance at `index` may be picked: weight above 0, not tried in this
+    /// call, and neither ejected nor closing (an instance due for its probe is
+    /// selectable).
+    pub fn is_selectable(&self, index: usize) -> bool {
+        let invoker = &self.list.invokers[index];
+        invoker.weight() > 0
+            && !self.excluded.contains(invoker.id())
+            && !matches!(
+                invoker.health().availability(self.now),
+                Availability::Unavailable { .. }
+            )
+    }
+
+    /// The weight of the instance at `index`, with warm-up applied.
+    pub fn weight(&self, index: usize) -> u32 {
+        let invoker = &self.list.invokers[index];
+        match self.warmup {
+            Some(warmup) => warmed_weight(
+                invoker.weight(),
+                self.now.saturating_duration_since(invoker.first_seen()),
+                warmup,
+            ),
+            None => invoker.weight(),
+        }
+    }
+
+    /// Sum of registered weights (before warm-up).
+    pub fn total_weight(&self) -> u64 {
+        self.list.cumulative.last().copied().unwrap_or(0)
+    }
+
+    /// Whether every instance has the same registered weight.
+    pub fn uniform_weights(&self) -> bool {
+        self.list.uniform
+    }
+
+    /// The index owning `point` in `[0, total_weight)` of the registered weights.
+    pub fn index_at_weight(&self, point: u64) -> usize {
+        self.list
+            .cumulative
+            .partition_point(|&sum| sum <= point)
+            .min(self.len().saturating_sub(1))
+    }
+
+    /// Indices of every selectable instance, in list order.
+    pub fn selectable(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.len()).filter(|&i| self.is_selectable(i))
+    }
+
+    /// Whether warm-up may lower the weight of the instance at `index` right now.
+    pub(crate) fn warming(&self, index: usize) -> bool {
+        self.warmup.is_some_and(|warmup| {
+            self.now
+                .saturating_duration_since(self.get(index).first_seen())
+                < warmup
+        })
+    }
+
+    /// A weighted draw over `indices` by effective weight; `None` if all weigh 0.
+    pub(crate) fn weighted_among(
+        &self,
+        indices: &[usize],
+        rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
+        let total: u64 = indices.iter().map(|&i| u64::from(self.weight(i))).sum();
+        if total == 0 {
+            return None;
+        }
+        let mut point = rng.u64(..total);
+        for &i in indices {
+            let weight = u64::from(self.weight(i));
+            if point < weight {
+                return Some(i);
+            }
+            point -= weight;
+        }
+        indices.last().copied()
+    }
+}
+
+/// Builds the load balance named by `kind`.
+pub fn build(kind: LoadBalanceKind) -> Arc<dyn LoadBalance> {
+    match kind {
+        LoadBalanceKind::Random => Arc::new(Random),
+        LoadBalanceKind::RoundRobin => Arc::new(RoundRobin::default()),
+        LoadBalanceKind::P2c => Arc::new(P2c),
+        LoadBalanceKind::LeastActive => Arc::new(LeastActive),
+        LoadBalanceKind::ConsistentHash => Arc::new(ConsistentHash::default()),
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+    use crate::invoker::tests::weighted;
+
+    /// A list of invokers with the given weights, ids `i0`, `i1`, ...
+    pub(crate) fn list(weights: &[u32]) -> InvokerList {
+        InvokerList::new(
+            1,
+            weights
+                .iter()
+                .enumerate()
+                .map(|(n, &w)| weighted(n, w))
+                .collect(),
+        )
+    }
+
+    /// Shares of `picks` draws, as fractions per index.
+    pub(crate) fn shares(
+        lb: &dyn LoadBalance,
+        list: &InvokerList,
+        picks: usize,
+        seed: u64,
+    ) -> Vec<f64> {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut counts = vec![0usize; list.len()];
+        let candidates = Candidates::new(list, &[], Instant::now(), None);
+        for _ in 0..picks {
+            counts[lb
+                .select(&candidates, &RequestInfo::default(), &mut rng)
+                .unwrap()] += 1;
+        }
+        counts.iter().map(|&c| c as f64 / picks as f64).collect()
+    }
+}

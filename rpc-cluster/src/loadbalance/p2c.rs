@@ -1,0 +1,134 @@
+//! Power of two choices over peak-EWMA load.
+
+use super::{Candidates, LoadBalance, RequestInfo};
+
+/// Draws attempted per choice before falling back to a scan.
+const DRAWS: usize = 8;
+
+/// Power of two choices (Mitzenmacher, "The Power of Two Choices in Randomized Load
+/// Balancing", 2001), with Finagle's and tower's load: `(in-flight + 1) × peak-EWMA
+/// latency`, divided by the instance's weight (with warm-up). Two distinct selectable
+/// instances are drawn uniformly and the less loaded one is picked.
+///
+/// The load is measured by this consumer alone — calls in flight and latencies it saw —
+/// so providers need not report anything. Failed calls enter the latency estimate as
+/// the failure penalty, so an instance that fails fast looks slow, not fast. A pick
+/// costs O(1).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct P2c;
+
+impl LoadBalance for P2c {
+    fn select(
+        &self,
+        candidates: &Candidates<'_>,
+        _request: &RequestInfo<'_>,
+        rng: &mut fastrand::Rng,
+    ) -> Option<usize> {
+        let first = draw(candidates, rng, None)?;
+        let Some(second) = draw(candidates, rng, Some(first)) else {
+            return Some(first);
+        };
+        let cost = |index: usize| {
+            candidates.get(index).load(candidates.now())
+                / f64::from(candidates.weight(index).max(1))
+        };
+        let (a, b) = (cost(first), cost(second));
+        if a < b || (a == b && rng.bool()) {
+            Some(first)
+        } else {
+            Some(second)
+        }
+    }
+}
+
+/// A uniformly drawn selectable index other than `other`.
+fn draw(
+    candidates: &Candidates<'_>,
+    rng: &mut fastrand::Rng,
+    other: Option<usize>,
+) -> Option<usize> {
+    let len = candidates.len();
+    if len == 0 {
+        return None;
+    }
+    for _ in 0..DRAWS {
+        let index = rng.usize(..len);
+        if Some(index) != other && candidates.is_selectable(index) {
+            return Some(index);
+        }
+    }
+    let selectable: Vec<usize> = candidates
+        .selectable()
+        .filter(|&i| Some(i) != other)
+        .collect();
+    (!selectable.is_empty()).then(|| selectable[rng.usize(..selectable.len())])
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::loadbalance::testing::list;
+    use tokio::time::Instant;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn share_of_first(list: &crate::loadbalance::InvokerList, picks: usize) -> f64 {
+        let mut rng = fastrand::Rng::with_seed(11);
+        let candidates = Candidates::new(list, &[], Instant::now(), None);
+        let first = (0..picks)
+            .filter(|_| P2c.select(&candidates, &RequestInfo::default(), &mut rng) == Some(0))
+            .count();
+        first as f64 / picks as f64
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_fast_instance_gets_most_traffic() {
+        let list = list(&[100, 100, 100]);
+        let now = Instant::now();
+        list.invokers()[0].observe_latency(ms(1), now);
+        list.invokers()[1].observe_latency(ms(50), now);
+        list.invokers()[2].observe_latency(ms(50), now);
+        // The fast one wins every comparison it is in: 2 of the 3 pairs.
+        let share = share_of_first(&list, 30_000);
+        assert!(share > 0.6, "fast instance share {share}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_in_flight_count_as_load() {
+        let list = list(&[100, 100]);
+        let now = Instant::now();
+        for invoker in list.invokers() {
+            invoker.observe_latency(ms(10), now);
+        }
+        let _busy: Vec<_> = (0..3).map(|_| list.invokers()[0].start_call()).collect();
+        assert_eq!(share_of_first(&list, 1_000), 0.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_fast_failing_instance_does_not_look_fast() {
+        // The cluster records a failure as the failure penalty (1 s by default) even
+        // when the failure came back in 0.1 ms.
+        let list = list(&[100, 100]);
+        let now = Instant::now();
+        list.invokers()[0].observe_latency(Duration::from_secs(1), now);
+        list.invokers()[1].observe_latency(ms(20), now);
+        assert_eq!(share_of_first(&list, 1_000), 0.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_selectable_instance_is_picked_and_none_gives_none() {
+        let one = list(&[100]);
+        assert_eq!(share_of_first(&one, 100), 1.0);
+        let mut rng = fastrand::Rng::with_seed(1);
+        let excluded = [one.invokers()[0].id().clone()];
+        let candidates = Candidates::new(&one, &excluded, Instant::now(), None);
+        assert_eq!(
+            P2c.select(&candidates, &RequestInfo::default(), &mut rng),
+            None
+        );
+    }
+}

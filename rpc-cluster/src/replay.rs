@@ -1,0 +1,286 @@
+//! The request body of one call, kept so the call can be sent again.
+//!
+//! A unary request (and any request whose body is complete when the call starts) is
+//! buffered up to `max_replay_bytes` and replayed to each attempt. A body still
+//! streaming is sent once; it can go to another instance only if the first attempt
+//! never polled it — then nothing of it left this process, which is exactly the rule
+//! "streaming calls are retried only if nothing was sent".
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_util::FutureExt;
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+use http_body_util::BodyExt;
+use parking_lot::Mutex;
+use tonic::Status;
+use tonic::body::Body as TonicBody;
+
+/// The captured request body of one call.
+#[derive(Debug)]
+pub(crate) enum RequestBody {
+    /// Complete: every attempt gets a copy.
+    Buffered {
+        data: Arc<[Bytes]>,
+        trailers: Option<HeaderMap>,
+    },
+    /// Still streaming: the first attempt to poll it owns it.
+    Streaming(Arc<Mutex<Option<Prefixed>>>),
+}
+
+/// Frames already read, followed by the rest of the original body.
+#[derive(Debug)]
+pub(crate) struct Prefixed {
+    prefix: VecDeque<Frame<Bytes>>,
+    rest: TonicBody,
+}
+
+impl RequestBody {
+    /// Reads what `body` has ready without waiting: all of it for a unary call.
+    pub(crate) fn capture(mut body: TonicBody, max_bytes: usize) -> Self {
+        let mut data = Vec::new();
+        let mut size = 0usize;
+        loop {
+            match body.frame().now_or_never() {
+                Some(None) => {
+                    return Self::Buffered {
+                        data: data.into(),
+                        trailers: None,
+                    };
+                }
+                Some(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(chunk) => {
+                        size += chunk.len();
+                        data.push(chunk);
+                        if size > max_bytes {
+                            return Self::streaming(data, body);
+                        }
+                    }
+                    Err(frame) => {
+                        if let Ok(trailers) = frame.into_trailers() {
+                            return Self::Buffered {
+                                data: data.into(),
+                                trailers: Some(trailers),
+                            };
+                        }
+                    }
+                },
+                // An error or a body not finished yet: send what we have, then the rest.
+                Some(Some(Err(status))) => {
+                    let rest = TonicBody::new(ErrorBody(Some(status)));
+                    return Self::streaming(data, rest);
+                }
+                None => return Self::streaming(data, body),
+            }
+        }
+    }
+
+    fn streaming(data: Vec<Bytes>, rest: TonicBody) -> Self {
+        Self::Streaming(Arc::new(Mutex::new(Some(Prefixed {
+            prefix: data.into_iter().map(Frame::data).collect(),
+            rest,
+        }))))
+    }
+
+    /// Whether another attempt can be sent (always when buffered; when streaming, only
+    /// while no attempt has polled the body).
+    pub(crate) fn replayable(&self) -> bool {
+        match self {
+            Self::Buffered { .. } => true,
+            Self::Streaming(slot) => slot.lock().is_some(),
+        }
+    }
+
+    /// The body of one attempt, and the flag that tells whether it was polled (maybe
+    /// sent). `None` when a streaming body was already consumed.
+    pub(crate) fn attempt(&self) -> Option<(TonicBody, SentFlag)> {
+        let sent = SentFlag::default();
+        let source = match self {
+            Self::Buffered { data, trailers } => Source::Buffered {
+                data: data.clone(),
+                next: 0,
+                trailers: trailers.clone(),
+            },
+            Self::Streaming(slot) => {
+                if slot.lock().is_none() {
+                    return None;
+                }
+                Source::Shared {
+                    slot: slot.clone(),
+                    taken: None,
+                }
+            }
+        };
+        let body = AttemptBody {
+            source,
+            sent: sent.clone(),
+        };
+        Some((TonicBody::new(body), sent))
+    }
+}
+
+/// Set when an attempt's body was first polled: from then on the request may have
+/// reached the provider.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SentFlag(Arc<AtomicBool>);
+
+impl SentFlag {
+    pub(crate) fn was_sent(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
+enum Source {
+    Buffered {
+        data: Arc<[Bytes]>,
+        next: usize,
+        trailers: Option<HeaderMap>,
+    },
+    Shared {
+        slot: Arc<Mutex<Option<Prefixed>>>,
+        taken: Option<Prefixed>,
+    },
+}
+
+struct AttemptBody {
+    source: Source,
+    sent: SentFlag,
+}
+
+impl Body for AttemptBody {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        self.sent.0.store(true, Ordering::Release);
+        match &mut self.source {
+            Source::Buffered {
+                data,
+                next,
+                trailers,
+            } => {
+                if let Some(chunk) = data.get(*next) {
+                    *next += 1;
+                    return Poll::Ready(Some(Ok(Frame::data(chunk.clone()))));
+                }
+                Poll::Ready(trailers.take().map(|t| Ok(Frame::trailers(t))))
+            }
+            Source::Shared { slot, taken } => {
+                if taken.is_none() {
+                    *taken = slot.lock().take();
+                }
+                let Some(prefixed) = taken.as_mut() else {
+                    return Poll::Ready(Some(Err(Status::internal("request body already sent"))));
+                };
+                if let Some(frame) = prefixed.prefix.pop_front() {
+                    return Poll::Ready(Some(Ok(frame)));
+                }
+                Pin::new(&mut prefixed.rest).poll_frame(cx)
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.source {
+            Source::Buffered {
+                data,
+                next,
+                trailers,
+            } => *next >= data.len() && trailers.is_none(),
+            Source::Shared { .. } => false,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.source {
+            Source::Buffered { data, next, .. } => {
+                SizeHint::with_exact(data[*next..].iter().map(|c| c.len() as u64).sum())
+            }
+            Source::Shared { .. } => SizeHint::default(),
+        }
+    }
+}
+
+/// A body that fails with the error its source failed with.
+struct ErrorBody(Option<Status>);
+
+impl Body for ErrorBody {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        Poll::Ready(self.0.take().map(Err))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::stream;
+    use http_body_util::{BodyExt, StreamBody};
+
+    async fn collect(body: TonicBody) -> Vec<u8> {
+        body.collect().await.unwrap().to_bytes().to_vec()
+    }
+
+    #[tokio::test]
+    async fn a_complete_body_is_replayed_to_every_attempt() {
+        let body = RequestBody::capture(
+            TonicBody::new(http_body_util::Full::new(Bytes::from("abc"))),
+            1024,
+        );
+        assert!(body.replayable());
+        for _ in 0..3 {
+            let (attempt, sent) = body.attempt().unwrap();
+            assert!(!sent.was_sent());
+            assert_eq!(collect(attempt).await, b"abc");
+            assert!(sent.was_sent());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_streaming_body_goes_once_and_only_if_untouched() {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Status>>(4);
+        let stream = tokio_stream_from(rx);
+        tx.send(Ok(Frame::data(Bytes::from("a")))).await.unwrap();
+        let body = RequestBody::capture(TonicBody::new(StreamBody::new(stream)), 1024);
+        assert!(body.replayable());
+        let (first, sent) = body.attempt().unwrap();
+        drop(first);
+        assert!(!sent.was_sent(), "never polled");
+        assert!(body.replayable(), "untouched: another attempt may have it");
+        let (second, _) = body.attempt().unwrap();
+        tx.send(Ok(Frame::data(Bytes::from("b")))).await.unwrap();
+        drop(tx);
+        assert_eq!(collect(second).await, b"ab");
+        assert!(!body.replayable());
+        assert!(body.attempt().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_limit_is_not_buffered() {
+        let frames =
+            stream::iter((0..4).map(|_| Ok::<_, Status>(Frame::data(Bytes::from(vec![0u8; 10])))));
+        let body = RequestBody::capture(TonicBody::new(StreamBody::new(frames)), 15);
+        assert!(matches!(body, RequestBody::Streaming(_)));
+        let (attempt, _) = body.attempt().unwrap();
+        assert_eq!(collect(attempt).await.len(), 40, "nothing lost");
+    }
+
+    fn tokio_stream_from<T: Send + 'static>(
+        mut rx: tokio::sync::mpsc::Receiver<T>,
+    ) -> impl futures_util::Stream<Item = T> + Send + 'static {
+        stream::poll_fn(move |cx| rx.poll_recv(cx))
+    }
+}

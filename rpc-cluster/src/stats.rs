@@ -1,0 +1,68 @@
+//! Counters of what a reference's cluster did.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::blacklist::BlacklistCounts;
+
+/// Live counters of one reference.
+#[derive(Debug, Default)]
+pub(crate) struct ClusterStats {
+    calls: AtomicU64,
+    retries: AtomicU64,
+    reroutes: AtomicU64,
+    budget_exhausted: AtomicU64,
+    no_provider: AtomicU64,
+    swallowed: AtomicU64,
+}
+
+/// A copy of a reference's counters at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClusterCounts {
+    /// Calls made through the reference.
+    pub calls: u64,
+    /// Failover retries (attempts after the first that may have cost the provider work).
+    pub retries: u64,
+    /// Requests a closing provider refused and that went to another instance.
+    pub reroutes: u64,
+    /// Retries not made because the retry budget was empty.
+    pub budget_exhausted: u64,
+    /// Calls that found no provider at all.
+    pub no_provider: u64,
+    /// Failures answered with an empty response (failsafe, failback).
+    pub swallowed: u64,
+    /// What the blacklist did.
+    pub blacklist: BlacklistCounts,
+}
+
+impl ClusterStats {
+    pub(crate) fn counts(&self, blacklist: BlacklistCounts) -> ClusterCounts {
+        ClusterCounts {
+            calls: self.calls.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
+            reroutes: self.reroutes.load(Ordering::Relaxed),
+            budget_exhausted: self.budget_exhausted.load(Ordering::Relaxed),
+            no_provider: self.no_provider.load(Ordering::Relaxed),
+            swallowed: self.swallowed.load(Ordering::Relaxed),
+            blacklist,
+        }
+    }
+
+    pub(crate) fn note_call(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn note_retry(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn note_reroute(&self) {
+        self.reroutes.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn note_budget_exhausted(&self) {
+        self.budget_exhausted.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn note_no_provider(&self) {
+        self.no_provider.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn note_swallowed(&self) {
+        self.swallowed.fetch_add(1, Ordering::Relaxed);
+    }
+}

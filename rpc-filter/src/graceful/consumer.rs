@@ -1,0 +1,113 @@
+//! The consumer side of graceful offline.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use pin_project_lite::pin_project;
+use rpc_core::{GuardedBody, InflightGuard, Lifecycle};
+use tonic::body::Body as TonicBody;
+use tower_layer::Layer;
+use tower_service::Service;
+
+/// Applies [`ConsumerGraceful`] to a reference's channel.
+#[derive(Clone, Debug)]
+pub struct ConsumerGracefulLayer {
+    lifecycle: Lifecycle,
+}
+
+impl ConsumerGracefulLayer {
+    /// A layer counting into `lifecycle`'s outbound counter.
+    pub fn new(lifecycle: Lifecycle) -> Self {
+        Self { lifecycle }
+    }
+}
+
+impl<S> Layer<S> for ConsumerGracefulLayer {
+    type Service = ConsumerGraceful<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ConsumerGraceful {
+            inner,
+            lifecycle: self.lifecycle.clone(),
+        }
+    }
+}
+
+/// The consumer filter of graceful offline: counts each outbound call in the
+/// lifecycle's outbound counter until its response body ends (shutdown step 5 waits for
+/// it), and refuses new calls with `UNAVAILABLE` once outbound has been drained (step 6
+/// on), when channels are about to close. Until then this process's own code may start
+/// new calls, e.g. a provider handler still finishing its work.
+#[derive(Clone, Debug)]
+pub struct ConsumerGraceful<S> {
+    inner: S,
+    lifecycle: Lifecycle,
+}
+
+impl<S, B> Service<Request<B>> for ConsumerGraceful<S>
+where
+    S: Service<Request<B>, Response = Response<TonicBody>>,
+{
+    type Response = Response<TonicBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let guard = self.lifecycle.outbound().acquire();
+        if self.lifecycle.phase().rejects_outbound() {
+            drop(guard);
+            let status =
+                tonic::Status::unavailable("application is shut down; outbound call not sent");
+            return ResponseFuture::Refused {
+                response: Some(status.into_http()),
+            };
+        }
+        ResponseFuture::Sent {
+            inner: self.inner.call(request),
+            guard: Some(guard),
+        }
+    }
+}
+
+pin_project! {
+    /// Future of [`ConsumerGraceful`].
+    #[project = Projection]
+    pub enum ResponseFuture<F> {
+        /// The call was sent; its guard moves into the response body.
+        Sent {
+            #[pin]
+            inner: F,
+            guard: Option<InflightGuard>,
+        },
+        /// The call was refused before it was sent.
+        Refused { response: Option<Response<TonicBody>> },
+    }
+}
+
+impl<F, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<TonicBody>, E>>,
+{
+    type Output = Result<Response<TonicBody>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            Projection::Sent { inner, guard } => {
+                let response = std::task::ready!(inner.poll(cx))?;
+                let guard = guard.take().expect("polled after completion");
+                Poll::Ready(Ok(
+                    response.map(|body| TonicBody::new(GuardedBody::new(body, guard)))
+                ))
+            }
+            Projection::Refused { response } => {
+                Poll::Ready(Ok(response.take().expect("polled after completion")))
+            }
+        }
+    }
+}

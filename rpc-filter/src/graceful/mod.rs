@@ -1,0 +1,12 @@
+//! The graceful-shutdown filters, one per side of a call.
+//!
+//! Both take their guard *before* they read the lifecycle's phase. The shutdown sequence
+//! does the reverse (it moves the phase, then waits for the counter to reach zero), so
+//! either the request sees the new phase and is refused, or the drain sees the request
+//! and waits for it: a request can never slip between "admitted" and "counted".
+
+mod consumer;
+mod provider;
+
+pub use consumer::{ConsumerGraceful, ConsumerGracefulLayer};
+pub use provider::{ProviderGraceful, ProviderGracefulLayer, closing_rejection};

@@ -1,0 +1,277 @@
+//! The provider side of graceful offline.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use http::{HeaderValue, Request, Response};
+use pin_project_lite::pin_project;
+use rpc_core::metadata::{CLOSING, CLOSING_VALUE, NOT_EXECUTED, NOT_EXECUTED_CLOSING};
+use rpc_core::{GuardedBody, InflightGuard, Lifecycle};
+use tonic::body::Body as TonicBody;
+use tower_layer::Layer;
+use tower_service::Service;
+
+/// Path prefix of the gRPC health service. Health checks are answered during shutdown
+/// (they report NOT_SERVING), and they neither count as traffic for the "no request
+/// during the offline window" condition nor delay the drain: a probe every few seconds
+/// must not hold an idle provider open.
+const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
+
+/// Applies [`ProviderGraceful`] to a service (tonic routes).
+#[derive(Clone, Debug)]
+pub struct ProviderGracefulLayer {
+    lifecycle: Lifecycle,
+}
+
+impl ProviderGracefulLayer {
+    /// A layer driven by `lifecycle`'s phase and counting into its inbound counter.
+    pub fn new(lifecycle: Lifecycle) -> Self {
+        Self { lifecycle }
+    }
+}
+
+impl<S> Layer<S> for ProviderGracefulLayer {
+    type Service = ProviderGraceful<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ProviderGraceful {
+            inner,
+            lifecycle: self.lifecycle.clone(),
+        }
+    }
+}
+
+/// The provider filter of graceful offline. For each request:
+/// 1. counts it in the lifecycle's inbound counter (until its response body ends) and
+///    notes its arrival time;
+/// 2. from shutdown step 3 on, answers it at once with `UNAVAILABLE` plus
+///    `rpc-not-executed: closing` without running it (our consumers re-send it
+///    elsewhere);
+/// 3. from shutdown step 1 on, adds `rpc-closing: 1` to its response headers so the
+///    consumer stops choosing this instance before the registry tells it.
+#[derive(Clone, Debug)]
+pub struct ProviderGraceful<S> {
+    inner: S,
+    lifecycle: Lifecycle,
+}
+
+impl<S, B> Service<Request<B>> for ProviderGraceful<S>
+where
+    S: Service<Request<B>, Response = Response<TonicBody>>,
+{
+    type Response = Response<TonicBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if request.uri().path().starts_with(HEALTH_PREFIX) {
+            return ResponseFuture::Admitted {
+                inner: self.inner.call(request),
+                guard: None,
+                lifecycle: self.lifecycle.clone(),
+            };
+        }
+        let guard = self.lifecycle.inbound().acquire();
+        self.lifecycle.request_clock().touch();
+        if self.lifecycle.phase().rejects_inbound() {
+            drop(guard);
+            self.lifecycle.note_rejected();
+            return ResponseFuture::Rejected {
+                response: Some(closing_rejection()),
+            };
+        }
+        ResponseFuture::Admitted {
+            inner: self.inner.call(request),
+            guard: Some(guard),
+            lifecycle: self.lifecycle.clone(),
+        }
+    }
+}
+
+/// The response to a request refused because the provider is closing: a trailers-only
+/// gRPC response with status `UNAVAILABLE`, `rpc-not-executed: closing` and
+/// `rpc-closing: 1`. A plain gRPC client sees an ordinary UNAVAILABLE.
+pub fn closing_rejection() -> Response<TonicBody> {
+    let mut response =
+        tonic::Status::unavailable("provider is shutting down; request not executed")
+            .into_http::<TonicBody>();
+    let headers = response.headers_mut();
+    headers.insert(NOT_EXECUTED, NOT_EXECUTED_CLOSING);
+    headers.insert(CLOSING, CLOSING_VALUE);
+    response
+}
+
+pin_project! {
+    /// Future of [`ProviderGraceful`].
+    #[project = Projection]
+    pub enum ResponseFuture<F> {
+        /// The request runs; its guard moves into the response body.
+        Admitted {
+            #[pin]
+            inner: F,
+            guard: Option<InflightGuard>,
+            lifecycle: Lifecycle,
+        },
+        /// The request was refused before running.
+        Rejected { response: Option<Response<TonicBody>> },
+    }
+}
+
+impl<F, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<TonicBody>, E>>,
+{
+    type Output = Result<Response<TonicBody>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            Projection::Admitted {
+                inner,
+                guard,
+                lifecycle,
+            } => {
+                let mut response = std::task::ready!(inner.poll(cx))?;
+                if lifecycle.phase().is_closing() {
+                    response
+                        .headers_mut()
+                        .insert(CLOSING, HeaderValue::from_static("1"));
+                }
+                Poll::Ready(Ok(match guard.take() {
+                    Some(guard) => {
+                        response.map(|body| TonicBody::new(GuardedBody::new(body, guard)))
+                    }
+                    None => response,
+                }))
+            }
+            Projection::Rejected { response } => {
+                Poll::Ready(Ok(response.take().expect("polled after completion")))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::time::Duration;
+
+    use http_body_util::BodyExt;
+    use rpc_core::{Phase, ShutdownConfig};
+    use tokio::sync::oneshot;
+    use tower::{ServiceExt, service_fn};
+
+    use super::*;
+
+    fn config() -> ShutdownConfig {
+        ShutdownConfig {
+            consumer_update_wait_time: Duration::from_secs(10),
+            offline_request_window_timeout: Duration::from_secs(1),
+            step_timeout: Duration::from_secs(5),
+            internal_signal: false,
+            ..ShutdownConfig::default()
+        }
+    }
+
+    async fn wait_phase(lifecycle: &Lifecycle, phase: Phase) {
+        let mut rx = lifecycle.watch_phase();
+        rx.wait_for(|p| *p >= phase).await.unwrap();
+    }
+
+    fn request(path: &str) -> Request<TonicBody> {
+        Request::builder()
+            .uri(path)
+            .body(TonicBody::empty())
+            .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn marks_then_rejects_and_the_drain_waits_for_admitted_requests() {
+        let lifecycle = Lifecycle::new("test", config());
+        let (release_tx, release_rx) = oneshot::channel::<()>();
+        let release_rx = std::sync::Arc::new(parking_lot_free::Slot::new(release_rx));
+        let service = ProviderGracefulLayer::new(lifecycle.clone()).layer(service_fn(
+            move |_req: Request<TonicBody>| {
+                let release = release_rx.take();
+                async move {
+                    if let Some(release) = release {
+                        let _ = release.await;
+                    }
+                    let body = http_body_util::Full::new(bytes::Bytes::from_static(b"reply"));
+                    Ok::<_, Infallible>(Response::new(TonicBody::new(body)))
+                }
+            },
+        ));
+
+        // Serving: no mark.
+        let slow = tokio::spawn(service.clone().oneshot(request("/echo.Echo/Echo")));
+        tokio::task::yield_now().await;
+        assert_eq!(lifecycle.inbound().current(), 1);
+
+        let shutdown = tokio::spawn(lifecycle.before_shutdown());
+        wait_phase(&lifecycle, Phase::WaitingForConsumers).await;
+        let marked = service
+            .clone()
+            .oneshot(request("/echo.Echo/Echo"))
+            .await
+            .unwrap();
+        assert_eq!(marked.headers().get(CLOSING).unwrap(), "1");
+        assert!(marked.headers().get(NOT_EXECUTED).is_none());
+        drop(marked);
+
+        wait_phase(&lifecycle, Phase::DrainingInbound).await;
+        let rejected = service
+            .clone()
+            .oneshot(request("/echo.Echo/Echo"))
+            .await
+            .unwrap();
+        assert_eq!(rejected.headers().get(NOT_EXECUTED).unwrap(), "closing");
+        assert_eq!(rejected.headers().get("grpc-status").unwrap(), "14");
+
+        // The health service is still answered, not rejected.
+        let health = service
+            .clone()
+            .oneshot(request("/grpc.health.v1.Health/Check"))
+            .await
+            .unwrap();
+        assert!(health.headers().get(NOT_EXECUTED).is_none());
+
+        // The drain waits for the slow request, whose body must end first.
+        assert_eq!(lifecycle.phase(), Phase::DrainingInbound);
+        release_tx.send(()).unwrap();
+        let response = slow.await.unwrap().unwrap();
+        assert_eq!(
+            lifecycle.inbound().current(),
+            1,
+            "counted until the body ends"
+        );
+        response.into_body().collect().await.unwrap();
+        assert_eq!(lifecycle.inbound().current(), 0);
+
+        let report = shutdown.await.unwrap();
+        assert_eq!(report.rejected, 1);
+        assert_eq!(report.inbound_left, 0);
+        assert_eq!(report.exit_code(), 0);
+    }
+
+    /// A one-shot slot so the first call of a `Fn` service can take the receiver.
+    mod parking_lot_free {
+        use std::sync::Mutex;
+
+        pub struct Slot<T>(Mutex<Option<T>>);
+
+        impl<T> Slot<T> {
+            pub fn new(value: T) -> Self {
+                Self(Mutex::new(Some(value)))
+            }
+
+            pub fn take(&self) -> Option<T> {
+                self.0.lock().unwrap().take()
+            }
+        }
+    }
+}
