@@ -1,1 +1,49 @@
-//! placeholder
+//! # rpc
+//!
+//! A Rust gRPC framework whose reason to exist is **lossless online/offline**: any
+//! instance of a service can be started, stopped, scaled or upgraded in place under full
+//! load, and no request fails because of it.
+//!
+//! Application code depends on this crate alone. It uses the stubs `tonic-build`
+//! generates, unchanged:
+//!
+//! ```no_run
+//! use rpc::{Application, Config};
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = Config::from_file("provider.yaml")?;
+//! let mut builder = Application::builder(config);
+//! // Consumer: a generated client over a reference.
+//! // let greeter = GreeterClient::new(builder.reference("helloworld.Greeter"));
+//! // Provider: a generated server.
+//! // builder.service(GreeterServer::new(MyGreeter));
+//! let app = builder.start().await?;
+//! std::process::exit(app.wait().await.exit_code());
+//! # }
+//! ```
+//!
+//! Start-up subscribes references, binds listeners, runs readiness gates and only then
+//! registers. SIGTERM (or [`Application::before_shutdown`]) runs the seven-step graceful
+//! shutdown: unregister, wait for consumers, reject new requests as retryable, drain
+//! inbound, drain outbound, close protocols, run callbacks.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod application;
+pub mod config;
+
+pub use application::{Application, ApplicationBuilder, ApplicationError, ReferenceChannel};
+pub use config::{Config, ConfigError};
+pub use rpc_core::lifecycle::{
+    Interrupt, Phase, ShutdownConfig, ShutdownReport, Step, StepOutcome,
+};
+pub use rpc_core::{Instance, Lifecycle, ServiceKey};
+
+/// The cluster layer: directory, blacklist, load balancing, strategies.
+pub use rpc_cluster as cluster;
+/// The core vocabulary, transport and lifecycle.
+pub use rpc_core as core;
+/// The tower filters.
+pub use rpc_filter as filter;
+/// Registry backends and [`connect`](rpc_registry::connect).
+pub use rpc_registry as registry;

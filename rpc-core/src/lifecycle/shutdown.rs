@@ -77,6 +77,37 @@ impl Lifecycle {
         report
     }
 
+    /// Stops at once, the way a killed process does: listeners and connections close,
+    /// requests in flight are dropped, and only then are registrations withdrawn (as a
+    /// registry session would expire). No step waits. For demonstrations and tests of
+    /// what graceful offline prevents; never part of a normal shutdown.
+    pub async fn abort(&self) {
+        self.advance(Phase::Stopped);
+        let (registrations, servers, references, registries) = {
+            let mut parts = self.inner.parts.lock();
+            (
+                std::mem::take(&mut parts.registrations),
+                std::mem::take(&mut parts.servers),
+                std::mem::take(&mut parts.references),
+                std::mem::take(&mut parts.registries),
+            )
+        };
+        join_all(servers.iter().map(|server| server.abort())).await;
+        for (registry, instance) in &registrations {
+            let _ = registry.unregister(instance).await;
+        }
+        join_all(references.iter().map(|reference| reference.close())).await;
+        join_all(
+            registries
+                .iter()
+                .map(|registry| close_registry(registry.clone())),
+        )
+        .await;
+        self.inner
+            .finished
+            .send_replace(Some(ShutdownReport::default()));
+    }
+
     async fn unregister(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {
         self.advance(Phase::Unregistering);
         self.set_health(ServingStatus::NotServing).await;

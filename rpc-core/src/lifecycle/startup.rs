@@ -185,7 +185,7 @@ impl Lifecycle {
             }
             Err(error) => {
                 tracing::error!(app = %self.name(), %error, "start-up failed; undoing it");
-                self.undo_start().await;
+                self.abort().await;
                 Err(error)
             }
         }
@@ -276,34 +276,6 @@ impl Lifecycle {
             }
         }
         first_error.map_or(Ok(()), Err)
-    }
-
-    async fn undo_start(&self) {
-        let (registrations, servers, references, registries) = {
-            let mut parts = self.inner.parts.lock();
-            (
-                std::mem::take(&mut parts.registrations),
-                std::mem::take(&mut parts.servers),
-                std::mem::take(&mut parts.references),
-                std::mem::take(&mut parts.registries),
-            )
-        };
-        for (registry, instance) in &registrations {
-            if let Err(error) = registry.unregister(instance).await {
-                tracing::warn!(%error, "undo: unregister failed");
-            }
-        }
-        for server in &servers {
-            server.abort().await;
-        }
-        for reference in &references {
-            reference.close().await;
-        }
-        for registry in &registries {
-            let _ = registry.close().await;
-        }
-        self.advance(Phase::Stopped);
-        self.inner.finished.send_replace(Some(Default::default()));
     }
 
     pub(crate) async fn set_health(&self, status: ServingStatus) {

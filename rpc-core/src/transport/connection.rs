@@ -17,7 +17,8 @@ use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
-use tower::Service;
+use tonic::transport::server::TcpConnectInfo;
+use tower::{Service, ServiceExt};
 
 use crate::registry::BoxError;
 
@@ -52,6 +53,16 @@ pub(crate) async fn serve<S, B>(
     B::Error: Into<BoxError>,
 {
     signals.open.fetch_add(1, Ordering::Relaxed);
+    // Handlers can ask tonic's `Request::local_addr()` / `remote_addr()`, as with
+    // tonic's own server.
+    let info = TcpConnectInfo {
+        local_addr: stream.local_addr().ok(),
+        remote_addr: stream.peer_addr().ok(),
+    };
+    let service = service.map_request(move |mut request: Request<Incoming>| {
+        request.extensions_mut().insert(info.clone());
+        request
+    });
     let heard_from_peer = Arc::new(AtomicBool::new(false));
     let io = TokioIo::new(FirstRead::new(stream, heard_from_peer.clone()));
     let conn = builder.serve_connection(io, TowerToHyperService::new(service));

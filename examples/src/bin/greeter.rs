@@ -1,0 +1,86 @@
+//! Two greeter providers and one consumer in one process, on the in-process registry.
+//! Every reply names the provider (host:port) that answered.
+//!
+//! `cargo run --bin greeter -- [CALLS]` (default 10 calls).
+
+use std::collections::BTreeMap;
+
+use proto::greeter::HelloRequest;
+use proto::greeter::greeter_client::GreeterClient;
+use proto::greeter::greeter_server::GreeterServer;
+use rpc::{Application, ApplicationError, Config};
+use rpc_examples::services::GreeterProvider;
+
+fn config(name: &str) -> Config {
+    let mut config = Config::default();
+    config.application.name = name.to_owned();
+    // In one process the framework must not take over SIGINT: the example ends by itself.
+    config.graceful_shutdown.internal_signal = false;
+    config
+}
+
+async fn provider(name: &str) -> Result<Application, ApplicationError> {
+    let mut builder = Application::builder(config(name));
+    builder.service(GreeterServer::new(GreeterProvider));
+    builder.start().await
+}
+
+#[tokio::main]
+async fn main() {
+    rpc_examples::init_logging();
+    let calls: usize = match std::env::args().nth(1).map(|arg| arg.parse()) {
+        None => 10,
+        Some(Ok(calls)) => calls,
+        Some(Err(_)) => {
+            eprintln!("usage: greeter [CALLS]   (CALLS: a number, default 10)");
+            std::process::exit(2);
+        }
+    };
+    if let Err(error) = run(calls).await {
+        eprintln!("greeter: {error}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(calls: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let providers = [provider("provider-1").await?, provider("provider-2").await?];
+    for app in &providers {
+        println!(
+            "provider listening on {}",
+            app.local_addr().expect("serves greeter")
+        );
+    }
+
+    let mut builder = Application::builder(config("consumer"));
+    let mut client = GreeterClient::new(builder.reference("helloworld.Greeter"));
+    let consumer = builder.start().await?;
+
+    let mut answered: BTreeMap<String, usize> = BTreeMap::new();
+    for n in 1..=calls {
+        let request = HelloRequest {
+            name: format!("call {n}"),
+            count: 0,
+        };
+        let reply = client.say_hello(request).await?.into_inner();
+        println!("{} <- {}", reply.message, reply.provider);
+        *answered.entry(reply.provider).or_default() += 1;
+    }
+    let mut stream = client
+        .say_hello_stream(HelloRequest {
+            name: "stream".to_owned(),
+            count: 3,
+        })
+        .await?
+        .into_inner();
+    while let Some(reply) = stream.message().await? {
+        println!("{} <- {} (stream)", reply.message, reply.provider);
+    }
+
+    println!("replies per provider: {answered:?}");
+    consumer.before_shutdown().await;
+    for app in &providers {
+        let report = app.before_shutdown().await;
+        println!("provider shut down: {report}");
+    }
+    Ok(())
+}
