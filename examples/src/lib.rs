@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod load;
 pub mod services;
 
 /// Installs a `tracing` subscriber that prints to stderr, filtered by `RUST_LOG`

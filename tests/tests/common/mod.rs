@@ -1,0 +1,57 @@
+//! Helpers shared by the end-to-end tests: applications on loopback, on an in-process
+//! registry hub of their own.
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use proto::echo::echo_server::EchoServer;
+use proto::greeter::greeter_server::GreeterServer;
+use rpc::registry::MemoryHub;
+use rpc::{Application, ApplicationBuilder, Config};
+use rpc_examples::services::{EchoProvider, GreeterProvider};
+
+/// A configuration for tests: loopback, port 0, no signal handlers, quick shutdown.
+pub fn config(name: &str) -> Config {
+    let mut config = Config::default();
+    config.application.name = name.to_owned();
+    config.graceful_shutdown.internal_signal = false;
+    config
+}
+
+/// A builder whose registry is a client of `hub` with `delay` propagation delay.
+pub fn builder(name: &str, hub: &MemoryHub, delay: Duration) -> ApplicationBuilder {
+    builder_with(config(name), hub, delay)
+}
+
+/// As [`builder`], with a given configuration.
+pub fn builder_with(config: Config, hub: &MemoryHub, delay: Duration) -> ApplicationBuilder {
+    let mut builder = Application::builder(config);
+    builder.registry("default", Arc::new(hub.client_with_delay(delay)));
+    builder
+}
+
+/// Starts a greeter provider on `hub`.
+pub async fn greeter_provider(hub: &MemoryHub) -> Application {
+    let mut builder = builder("greeter-provider", hub, Duration::ZERO);
+    builder.service(GreeterServer::new(GreeterProvider));
+    builder.start().await.expect("provider starts")
+}
+
+/// Starts an echo provider on `hub` that works `work_ms` per request.
+pub async fn echo_provider(hub: &MemoryHub, work_ms: u32, config: Config) -> Application {
+    let mut builder = builder_with(config, hub, Duration::ZERO);
+    builder.service(EchoServer::new(EchoProvider { work_ms }));
+    builder.start().await.expect("provider starts")
+}
+
+/// Installs a test log subscriber (RUST_LOG, default warn).
+pub fn logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_test_writer()
+        .try_init();
+}

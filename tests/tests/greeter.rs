@@ -1,0 +1,166 @@
+//! The request path end to end: generated client → reference → registry → HTTP/2 →
+//! generated server; and the clear errors of bad input.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use proto::greeter::HelloRequest;
+use proto::greeter::greeter_client::GreeterClient;
+use proto::greeter::greeter_server::GreeterServer;
+use rpc::cluster::ClusterError;
+use rpc::core::lifecycle::StartError;
+use rpc::core::transport::TransportError;
+use rpc::registry::MemoryHub;
+use rpc::{Application, ApplicationError};
+use rpc_examples::services::GreeterProvider;
+
+fn hello(name: &str) -> HelloRequest {
+    HelloRequest {
+        name: name.to_owned(),
+        count: 0,
+    }
+}
+
+#[tokio::test]
+async fn calls_reach_both_providers_through_the_registry() {
+    let hub = MemoryHub::new();
+    let providers = [
+        common::greeter_provider(&hub).await,
+        common::greeter_provider(&hub).await,
+    ];
+    let addresses: BTreeSet<String> = providers
+        .iter()
+        .map(|p| p.local_addr().unwrap().to_string())
+        .collect();
+
+    let mut builder = common::builder("consumer", &hub, Duration::ZERO);
+    let mut client = GreeterClient::new(builder.reference("helloworld.Greeter"));
+    let consumer = builder.start().await.unwrap();
+
+    let mut answered = BTreeSet::new();
+    for n in 0..40 {
+        let reply = client
+            .say_hello(hello(&format!("n{n}")))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(reply.message, format!("Hello, n{n}!"));
+        answered.insert(reply.provider);
+    }
+    assert_eq!(answered, addresses, "both providers answered");
+
+    let mut stream = client
+        .say_hello_stream(HelloRequest {
+            name: "s".into(),
+            count: 3,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut replies = Vec::new();
+    while let Some(reply) = stream.message().await.unwrap() {
+        replies.push(reply.message);
+    }
+    assert_eq!(replies, ["Hello #1, s!", "Hello #2, s!", "Hello #3, s!"]);
+
+    // An application error is the provider's answer, not a failure to retry.
+    let status = client.say_hello(hello("")).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert_eq!(consumer.references()[0].stats().retries, 0);
+
+    consumer.before_shutdown().await;
+    for provider in &providers {
+        assert_eq!(provider.before_shutdown().await.exit_code(), 0);
+    }
+}
+
+#[tokio::test]
+async fn a_call_with_no_provider_is_a_typed_unavailable() {
+    let hub = MemoryHub::new();
+    let mut config = common::config("consumer");
+    config.consumer.check = false;
+    let mut builder = common::builder_with(config, &hub, Duration::ZERO);
+    let mut client = GreeterClient::new(builder.reference("helloworld.Greeter"));
+    let consumer = builder.start().await.unwrap();
+
+    let status = client.say_hello(hello("x")).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable);
+    assert!(
+        status
+            .message()
+            .contains("no provider available for helloworld.Greeter"),
+        "{status:?}"
+    );
+    let source = std::error::Error::source(&status).and_then(|e| e.downcast_ref::<ClusterError>());
+    assert!(
+        matches!(source, Some(ClusterError::NoProvider { .. })),
+        "{status:?}"
+    );
+    consumer.before_shutdown().await;
+}
+
+#[tokio::test]
+async fn check_true_fails_start_up_naming_the_service() {
+    let hub = MemoryHub::new();
+    let mut config = common::config("consumer");
+    config.consumer.check_timeout = Duration::from_millis(100);
+    let mut builder = common::builder_with(config, &hub, Duration::ZERO);
+    let _client = GreeterClient::new(builder.reference("helloworld.Greeter"));
+    let error = builder
+        .start()
+        .await
+        .err()
+        .expect("no provider: start-up fails");
+    assert!(
+        matches!(
+            error,
+            ApplicationError::Start(StartError::NoProvider { .. })
+        ),
+        "{error}"
+    );
+    assert!(error.to_string().contains("helloworld.Greeter"), "{error}");
+}
+
+#[tokio::test]
+async fn a_malformed_registry_url_is_named() {
+    let mut config = common::config("app");
+    config.registries.get_mut("default").unwrap().url = "etcd://127.0.0.1:notaport".to_owned();
+    let error = Application::builder(config)
+        .start()
+        .await
+        .err()
+        .expect("bad URL");
+    let message = error.to_string();
+    assert!(
+        matches!(error, ApplicationError::Registry { .. }),
+        "{message}"
+    );
+    assert!(
+        message.contains("registry `default`") && message.contains("bad port `notaport`"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_port_in_use_is_a_bind_error_and_nothing_is_registered() {
+    let hub = MemoryHub::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut config = common::config("provider");
+    config.protocol.port = taken.local_addr().unwrap().port();
+    let mut builder = common::builder_with(config, &hub, Duration::ZERO);
+    builder.service(GreeterServer::new(GreeterProvider));
+    let error = builder.start().await.err().expect("port in use");
+    match &error {
+        ApplicationError::Start(StartError::Transport(TransportError::Bind { source, .. })) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::AddrInUse);
+        }
+        other => panic!("expected a bind error, got {other}"),
+    }
+    assert!(error.to_string().contains("cannot listen on"), "{error}");
+    assert!(
+        hub.instances(&rpc::ServiceKey::new("helloworld.Greeter"))
+            .is_empty()
+    );
+}
