@@ -178,6 +178,7 @@ pub(crate) async fn dispatch(
     was_sent: impl Fn() -> bool,
 ) -> Outcome {
     let started = Instant::now();
+    invoker.note_dispatch(started);
     if invoker.health().availability(started) == Availability::Probe {
         invoker.health().begin_probe(started);
     }
@@ -239,11 +240,13 @@ fn learn(cluster: &ClusterInner, invoker: &Arc<Invoker>, outcome: &Outcome, star
     let blacklist = &cluster.blacklist;
     let response = match outcome {
         Outcome::Success(response) | Outcome::AppError(response) => {
+            invoker.note_result(false, now);
             invoker.observe_latency(rtt, now);
             blacklist.on_success(invoker, now);
             Some(response)
         }
         Outcome::Failure(failure) => {
+            invoker.note_result(true, now);
             if failure.kind == FailureKind::Rejected {
                 blacklist.mark_closing(invoker, now);
             } else {
@@ -286,10 +289,23 @@ fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
 
 impl Failure {
     /// What the caller receives for this failure.
+    ///
+    /// A transport error becomes `UNAVAILABLE` (as gRPC's C++ and Java clients report a
+    /// lost connection), keeping the error as the status's source.
     pub(crate) fn into_result(self) -> Result<Response<TonicBody>, BoxError> {
         match self.response {
             Ok(response) => Ok(response),
-            Err(error) => Err(Box::new(tonic::Status::from_error(error))),
+            Err(error) => {
+                let message = match self.kind {
+                    FailureKind::NotSent => format!("request not sent: {error}"),
+                    _ => format!(
+                        "connection failed after the request was sent (it may have run): {error}"
+                    ),
+                };
+                let mut status = tonic::Status::unavailable(message);
+                status.set_source(Arc::from(error));
+                Err(Box::new(status))
+            }
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -45,6 +45,24 @@ pub struct Invoker {
     health: InstanceHealth,
     removed: AtomicBool,
     destroyed: CancellationToken,
+    dispatched: AtomicU64,
+    failures: AtomicU64,
+    /// Times as nanoseconds after `first_seen`, plus one; 0 means "never".
+    last_dispatch: AtomicU64,
+    failing_since: AtomicU64,
+}
+
+/// What one consumer sent to one instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InvokerStats {
+    /// Attempts sent (each retry is one more).
+    pub dispatched: u64,
+    /// Attempts that failed at the connection level, timed out or were refused.
+    pub failures: u64,
+    /// When the latest attempt was sent.
+    pub last_dispatch: Option<Instant>,
+    /// When the current run of failures began (cleared by a success).
+    pub failing_since: Option<Instant>,
 }
 
 impl Invoker {
@@ -63,6 +81,50 @@ impl Invoker {
             health: InstanceHealth::default(),
             removed: AtomicBool::new(false),
             destroyed: CancellationToken::new(),
+            dispatched: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            last_dispatch: AtomicU64::new(0),
+            failing_since: AtomicU64::new(0),
+        }
+    }
+
+    /// What this consumer sent to the instance so far.
+    pub fn stats(&self) -> InvokerStats {
+        InvokerStats {
+            dispatched: self.dispatched.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+            last_dispatch: self.instant(&self.last_dispatch),
+            failing_since: self.instant(&self.failing_since),
+        }
+    }
+
+    fn stamp(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.first_seen).as_nanos() as u64 + 1
+    }
+
+    fn instant(&self, stamp: &AtomicU64) -> Option<Instant> {
+        match stamp.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(self.first_seen + Duration::from_nanos(n - 1)),
+        }
+    }
+
+    pub(crate) fn note_dispatch(&self, at: Instant) {
+        self.dispatched.fetch_add(1, Ordering::Relaxed);
+        self.last_dispatch.store(self.stamp(at), Ordering::Relaxed);
+    }
+
+    pub(crate) fn note_result(&self, failed: bool, at: Instant) {
+        if failed {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+            let _ = self.failing_since.compare_exchange(
+                0,
+                self.stamp(at),
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        } else if self.failing_since.load(Ordering::Relaxed) != 0 {
+            self.failing_since.store(0, Ordering::Relaxed);
         }
     }
 

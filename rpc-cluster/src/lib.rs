@@ -42,6 +42,6 @@ pub use config::{
 };
 pub use directory::{Applied, Directory};
 pub use error::ClusterError;
-pub use invoker::Invoker;
+pub use invoker::{Invoker, InvokerStats};
 pub use reference::ClusterReference;
 pub use stats::ClusterCounts;
