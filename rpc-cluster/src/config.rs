@@ -217,7 +217,10 @@ pub struct DirectoryConfig {
     /// flight; calls still running after that are cancelled. Default 30 s.
     #[serde(with = "humantime_serde", alias = "closing-invoker-expire-time")]
     pub closing_invoker_expire_time: Duration,
-    /// Latency assumed for an instance before its first response (P2C). Default 30 ms.
+    /// Latency assumed for an instance before its first response (P2C). The estimate
+    /// decays toward observed latencies, so a new instance is eased in rather than
+    /// flooded. Default 5 ms (tower's is 30 ms, tuned for wider networks; on a LAN that
+    /// kept new instances nearly idle for half a minute).
     #[serde(with = "humantime_serde", alias = "default-rtt")]
     pub default_rtt: Duration,
     /// Latency a failed call counts as in the peak-EWMA estimate (P2C), so an instance
@@ -234,7 +237,7 @@ impl Default for DirectoryConfig {
         Self {
             empty_protection: true,
             closing_invoker_expire_time: Duration::from_secs(30),
-            default_rtt: Duration::from_millis(30),
+            default_rtt: Duration::from_millis(5),
             failure_penalty: Duration::from_secs(1),
             ewma_decay: Duration::from_secs(10),
         }

@@ -42,11 +42,13 @@ async fn main() {
             std::process::exit(1);
         }
     };
+    // A closed stdout (the parent stopped reading) must not turn into a panic.
+    let mut stdout = std::io::stdout();
     if let Some(addr) = app.local_addr() {
-        println!("listening on {addr}");
-        let _ = std::io::stdout().flush();
+        let _ = writeln!(stdout, "listening on {addr}");
+        let _ = stdout.flush();
     }
     let report = app.wait().await;
-    println!("shutdown {report}");
+    let _ = writeln!(stdout, "shutdown {report}");
     std::process::exit(report.exit_code());
 }

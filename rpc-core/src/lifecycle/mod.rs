@@ -20,6 +20,8 @@ mod report;
 mod shutdown;
 mod signals;
 mod startup;
+#[cfg(test)]
+mod tests;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -126,6 +128,11 @@ impl Lifecycle {
     /// A receiver that sees every phase change.
     pub fn watch_phase(&self) -> watch::Receiver<Phase> {
         self.inner.phase.subscribe()
+    }
+
+    /// Every phase entered so far, with the time it was entered (tokio's clock).
+    pub fn phase_history(&self) -> Vec<(Phase, tokio::time::Instant)> {
+        self.inner.phase.history()
     }
 
     /// Inbound requests in flight on this application's providers (drained in step 4).

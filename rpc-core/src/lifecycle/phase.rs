@@ -95,7 +95,8 @@ impl fmt::Display for Phase {
 pub(crate) struct PhaseCell {
     fast: AtomicU8,
     tx: watch::Sender<Phase>,
-    entered: Mutex<Instant>,
+    /// Every phase entered, with when: a `watch` receiver sees only the latest.
+    history: Mutex<Vec<(Phase, Instant)>>,
     name: String,
 }
 
@@ -104,7 +105,7 @@ impl PhaseCell {
         Self {
             fast: AtomicU8::new(Phase::Created as u8),
             tx: watch::Sender::new(Phase::Created),
-            entered: Mutex::new(Instant::now()),
+            history: Mutex::new(vec![(Phase::Created, Instant::now())]),
             name,
         }
     }
@@ -117,6 +118,10 @@ impl PhaseCell {
         self.tx.subscribe()
     }
 
+    pub(crate) fn history(&self) -> Vec<(Phase, Instant)> {
+        self.history.lock().clone()
+    }
+
     /// Moves to `next` if it is later than the current phase, logging how long the
     /// previous phase lasted. Returns whether the phase changed.
     pub(crate) fn advance(&self, next: Phase) -> bool {
@@ -125,7 +130,12 @@ impl PhaseCell {
             return false;
         }
         let now = Instant::now();
-        let lasted = now - std::mem::replace(&mut *self.entered.lock(), now);
+        let lasted = {
+            let mut history = self.history.lock();
+            let entered = history.last().map_or(now, |(_, at)| *at);
+            history.push((next, now));
+            now - entered
+        };
         tracing::info!(
             app = %self.name,
             from = %previous,

@@ -81,7 +81,8 @@ pub struct ShutdownReport {
     pub inbound_left: usize,
     /// Outbound requests still in flight when the drain-outbound bound passed.
     pub outbound_left: usize,
-    /// Registrations that could not be withdrawn (they expire with the session/lease).
+    /// Registrations that could not be withdrawn, by error or because the step's bound
+    /// passed first (they expire with the registry session or lease).
     pub unregister_failures: usize,
     /// Connections closed after the GOAWAY exchange.
     pub connections_closed: usize,

@@ -7,8 +7,9 @@
 //! remaining wait at once.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use futures_util::FutureExt;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 use tonic_health::ServingStatus;
@@ -112,34 +113,29 @@ impl Lifecycle {
         self.advance(Phase::Unregistering);
         self.set_health(ServingStatus::NotServing).await;
         let registrations = std::mem::take(&mut self.inner.parts.lock().registrations);
-        let bound = deadline.bound(self.config().step_timeout);
-        let withdrawals = registrations.iter().map(|(registry, instance)| async move {
-            match tokio::time::timeout_at(bound, registry.unregister(instance)).await {
-                Ok(Ok(())) => true,
-                Ok(Err(error)) => {
-                    tracing::warn!(instance = %instance.id, %error, "unregister failed; the registration will expire");
-                    false
-                }
-                Err(_) => {
-                    tracing::warn!(instance = %instance.id, registry = registry.url(), "unregister timed out; the registration will expire");
-                    false
+        let withdrawn = AtomicUsize::new(0);
+        let withdrawals = registrations.iter().map(|(registry, instance)| {
+            let withdrawn = &withdrawn;
+            async move {
+                match registry.unregister(instance).await {
+                    Ok(()) => {
+                        withdrawn.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(error) => {
+                        tracing::warn!(instance = %instance.id, %error, "unregister failed; the registration will expire");
+                    }
                 }
             }
         });
-        let mut failures = 0;
-        let outcome = deadline
-            .wait(
-                async {
-                    failures = join_all(withdrawals)
-                        .await
-                        .into_iter()
-                        .filter(|ok| !ok)
-                        .count();
-                },
-                bound,
-            )
-            .await;
-        report.unregister_failures = failures;
+        let bound = deadline.bound(self.config().step_timeout);
+        let outcome = deadline.wait(join_all(withdrawals).map(drop), bound).await;
+        report.unregister_failures = registrations.len() - withdrawn.load(Ordering::Relaxed);
+        if outcome == StepOutcome::TimedOut {
+            tracing::warn!(
+                pending = report.unregister_failures,
+                "unregistering timed out; those registrations will expire with their session"
+            );
+        }
         outcome
     }
 

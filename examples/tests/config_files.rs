@@ -1,0 +1,54 @@
+//! The example configuration files load, in both formats, and mean the same thing.
+
+use std::time::Duration;
+
+use rpc::{Config, ConfigError};
+
+const YAML: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/provider.yaml");
+const TOML: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/provider.toml");
+
+#[test]
+fn the_yaml_and_toml_examples_load_and_agree() {
+    let yaml = Config::from_file(YAML).unwrap();
+    let toml = Config::from_file(TOML).unwrap();
+    assert_eq!(yaml.application.name, "greeter-provider");
+    assert_eq!(yaml.graceful_shutdown.timeout, Duration::from_secs(25));
+    assert_eq!(
+        yaml.graceful_shutdown.offline_request_window_timeout,
+        Duration::from_millis(500)
+    );
+    assert_eq!(yaml.graceful_shutdown, toml.graceful_shutdown);
+    assert_eq!(yaml.protocol, toml.protocol);
+    assert_eq!(yaml.registries, toml.registries);
+    assert_eq!(
+        yaml.provider.services["helloworld.Greeter"].weight,
+        toml.provider.services["helloworld.Greeter"].weight
+    );
+}
+
+#[test]
+fn a_bad_file_names_the_file_and_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.yaml");
+    std::fs::write(&path, "graceful_shutdown:\n  step_timeout: three seconds\n").unwrap();
+    let error = Config::from_file(&path).unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, ConfigError::Invalid { .. }), "{message}");
+    assert!(message.contains("bad.yaml"), "{message}");
+    assert!(
+        message.contains("graceful_shutdown.step_timeout"),
+        "{message}"
+    );
+
+    let missing = Config::from_file(dir.path().join("missing.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(missing.contains("missing.yaml"), "{missing}");
+    let unknown_format = Config::from_file(dir.path().join("x.json"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        unknown_format.contains(".yaml, .yml or .toml"),
+        "{unknown_format}"
+    );
+}

@@ -1,0 +1,327 @@
+//! The lifecycle with tokio's paused clock: every step's end condition and bound, the
+//! report, the phase sequence, callbacks and the interrupt.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+use super::*;
+use crate::registry::{RegistryError, Subscription, SubscriptionId};
+use crate::{Instance, Registry, ServiceKey};
+
+fn config() -> ShutdownConfig {
+    ShutdownConfig {
+        internal_signal: false,
+        ..ShutdownConfig::default()
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+async fn started(config: ShutdownConfig) -> Lifecycle {
+    let lifecycle = Lifecycle::new("test", config);
+    lifecycle.start(StartPlan::default()).await.unwrap();
+    lifecycle
+}
+
+fn outcome(report: &ShutdownReport, step: Step) -> (Duration, StepOutcome) {
+    let line = report.step(step).unwrap();
+    (line.duration, line.outcome)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_application_passes_every_phase_in_order_in_one_window() {
+    let lifecycle = started(config()).await;
+    assert_eq!(lifecycle.phase(), Phase::Serving);
+    let report = lifecycle.before_shutdown().await;
+    let phases: Vec<Phase> = lifecycle
+        .phase_history()
+        .into_iter()
+        .map(|(phase, _)| phase)
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            Phase::Created,
+            Phase::Starting,
+            Phase::Serving,
+            Phase::Unregistering,
+            Phase::WaitingForConsumers,
+            Phase::Rejecting,
+            Phase::DrainingInbound,
+            Phase::DrainingOutbound,
+            Phase::Destroying,
+            Phase::Callbacks,
+            Phase::Stopped
+        ]
+    );
+    assert_eq!(*lifecycle.watch_phase().borrow(), Phase::Stopped);
+    let steps: Vec<Step> = report.steps.iter().map(|s| s.step).collect();
+    assert_eq!(
+        steps,
+        [
+            Step::Unregister,
+            Step::WaitForConsumers,
+            Step::RejectNew,
+            Step::DrainInbound,
+            Step::DrainOutbound,
+            Step::DestroyProtocols,
+            Step::Callbacks
+        ]
+    );
+    // Only the offline window is waited: no fixed sleep anywhere.
+    assert_eq!(report.total, ms(500));
+    assert_eq!(
+        outcome(&report, Step::WaitForConsumers),
+        (ms(500), StepOutcome::Completed)
+    );
+    assert_eq!(report.exit_code(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn waiting_for_consumers_extends_while_requests_arrive_up_to_its_bound() {
+    let lifecycle = started(config()).await;
+    let clock = lifecycle.request_clock().clone();
+    // A request every 100 ms for 1.2 s, then silence.
+    let traffic = tokio::spawn(async move {
+        for _ in 0..12 {
+            clock.touch();
+            tokio::time::sleep(ms(100)).await;
+        }
+    });
+    let report = lifecycle.before_shutdown().await;
+    traffic.await.unwrap();
+    // Last request at 1.1 s; quiet for 500 ms after it.
+    assert_eq!(
+        outcome(&report, Step::WaitForConsumers),
+        (ms(1_600), StepOutcome::Completed)
+    );
+
+    let lifecycle = started(config()).await;
+    let clock = lifecycle.request_clock().clone();
+    let endless = tokio::spawn(async move {
+        loop {
+            clock.touch();
+            tokio::time::sleep(ms(100)).await;
+        }
+    });
+    let report = lifecycle.before_shutdown().await;
+    endless.abort();
+    assert_eq!(
+        outcome(&report, Step::WaitForConsumers),
+        (ms(3_000), StepOutcome::TimedOut)
+    );
+    assert_eq!(
+        report.exit_code(),
+        0,
+        "a full wait loses nothing: later requests are rejected safely"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn drains_end_when_the_counters_reach_zero_or_at_the_step_bound() {
+    let lifecycle = started(config()).await;
+    let inbound = lifecycle.inbound().acquire();
+    let outbound = lifecycle.outbound().acquire();
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(ms(1_200)).await;
+        drop(inbound);
+        tokio::time::sleep(ms(300)).await;
+        drop(outbound);
+    });
+    let report = lifecycle.before_shutdown().await;
+    release.await.unwrap();
+    // Window ends at 0.5 s; inbound drains at 1.2 s; outbound at 1.5 s.
+    assert_eq!(
+        outcome(&report, Step::DrainInbound),
+        (ms(700), StepOutcome::Completed)
+    );
+    assert_eq!(
+        outcome(&report, Step::DrainOutbound),
+        (ms(300), StepOutcome::Completed)
+    );
+    assert_eq!(report.exit_code(), 0);
+
+    let lifecycle = started(config()).await;
+    let _stuck_in = lifecycle.inbound().acquire();
+    let _stuck_out = lifecycle.outbound().acquire();
+    let report = lifecycle.before_shutdown().await;
+    assert_eq!(
+        outcome(&report, Step::DrainInbound),
+        (ms(3_000), StepOutcome::TimedOut)
+    );
+    assert_eq!(
+        outcome(&report, Step::DrainOutbound),
+        (ms(3_000), StepOutcome::TimedOut)
+    );
+    assert_eq!((report.inbound_left, report.outbound_left), (1, 1));
+    assert!(report.forced());
+    assert_eq!(report.exit_code(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_whole_sequence_is_bounded_by_timeout() {
+    let lifecycle = started(ShutdownConfig {
+        timeout: ms(2_000),
+        ..config()
+    })
+    .await;
+    let _stuck = lifecycle.inbound().acquire();
+    let report = lifecycle.before_shutdown().await;
+    assert_eq!(report.total, ms(2_000));
+    assert_eq!(
+        outcome(&report, Step::DrainInbound),
+        (ms(1_500), StepOutcome::TimedOut)
+    );
+    assert_eq!(report.exit_code(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn callbacks_run_once_in_order_bounded_and_a_panic_is_contained() {
+    let lifecycle = started(ShutdownConfig {
+        timeout: ms(5_000),
+        ..config()
+    })
+    .await;
+    let order = Arc::new(Mutex::new(Vec::new()));
+    for n in 0..3 {
+        let order = order.clone();
+        lifecycle.on_shutdown(move || async move {
+            order.lock().push(n);
+            if n == 1 {
+                panic!("callback 1 fails");
+            }
+        });
+    }
+    let slow_ran = Arc::new(AtomicUsize::new(0));
+    let slow = slow_ran.clone();
+    lifecycle.on_shutdown(move || async move {
+        tokio::time::sleep(Duration::from_secs(3_600)).await;
+        slow.fetch_add(1, Ordering::SeqCst);
+    });
+    let (first, second) = tokio::join!(lifecycle.before_shutdown(), lifecycle.before_shutdown());
+    assert_eq!(first, second, "both callers see the same single run");
+    let again = lifecycle.before_shutdown().await;
+    assert_eq!(again, first);
+    assert_eq!(
+        *order.lock(),
+        [0, 1, 2],
+        "in order, each once, the panic did not stop the rest"
+    );
+    assert_eq!(slow_ran.load(Ordering::SeqCst), 0);
+    assert_eq!(first.callbacks_failed, 2, "the panic and the slow one");
+    assert_eq!(
+        first.total,
+        ms(5_000),
+        "the slow callback was cut at the timeout"
+    );
+    assert_eq!(first.exit_code(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_interrupt_skips_the_remaining_waits_and_callbacks() {
+    let lifecycle = started(config()).await;
+    let _stuck = lifecycle.inbound().acquire();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = ran.clone();
+    lifecycle.on_shutdown(move || async move {
+        counter.fetch_add(1, Ordering::SeqCst);
+    });
+    let shutdown = tokio::spawn(lifecycle.before_shutdown());
+    tokio::time::sleep(ms(1_000)).await;
+    assert_eq!(lifecycle.phase(), Phase::DrainingInbound);
+    let before = Instant::now();
+    lifecycle.interrupt(Interrupt::Sigterm);
+    let report = shutdown.await.unwrap();
+    assert_eq!(
+        before.elapsed(),
+        Duration::ZERO,
+        "nothing more was waited for"
+    );
+    assert_eq!(outcome(&report, Step::DrainInbound).1, StepOutcome::Skipped);
+    assert_eq!(outcome(&report, Step::Callbacks).1, StepOutcome::Skipped);
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert_eq!(report.interrupted_by, Some(Interrupt::Sigterm));
+    assert_eq!(report.exit_code(), 143);
+}
+
+/// A registry whose `unregister` never answers (a network partition).
+struct HangingRegistry {
+    registered: AtomicUsize,
+}
+
+#[async_trait]
+impl Registry for HangingRegistry {
+    fn url(&self) -> &str {
+        "hanging://"
+    }
+    async fn register(&self, _: &Instance) -> Result<(), RegistryError> {
+        self.registered.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    async fn unregister(&self, _: &Instance) -> Result<(), RegistryError> {
+        std::future::pending().await
+    }
+    async fn subscribe(&self, _: &ServiceKey) -> Result<Subscription, RegistryError> {
+        Err(RegistryError::Closed {
+            url: self.url().into(),
+        })
+    }
+    async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
+        Err(RegistryError::UnknownSubscription(id))
+    }
+    async fn close(&self) -> Result<(), RegistryError> {
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unreachable_registry_cannot_hold_up_unregistering() {
+    let registry = Arc::new(HangingRegistry {
+        registered: AtomicUsize::new(0),
+    });
+    let lifecycle = Lifecycle::new("test", config());
+    let service = tower::util::BoxCloneSyncService::new(tower::service_fn(
+        |_req: http::Request<hyper::body::Incoming>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+        },
+    ));
+    let plan = StartPlan {
+        exports: vec![Export {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            advertise_host: None,
+            options: Default::default(),
+            service,
+            services: vec![ExportedService::new(ServiceKey::new("t.S"))],
+        }],
+        registries: vec![registry.clone()],
+        ..StartPlan::default()
+    };
+    lifecycle.start(plan).await.unwrap();
+    assert_eq!(registry.registered.load(Ordering::SeqCst), 1);
+    assert_eq!(lifecycle.registrations().len(), 1);
+    let report = lifecycle.before_shutdown().await;
+    assert_eq!(
+        outcome(&report, Step::Unregister),
+        (ms(3_000), StepOutcome::TimedOut)
+    );
+    assert_eq!(
+        report.unregister_failures, 1,
+        "cut by the bound: the registration will expire"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn start_twice_is_an_error() {
+    let lifecycle = started(config()).await;
+    assert!(matches!(
+        lifecycle.start(StartPlan::default()).await,
+        Err(StartError::AlreadyStarted(_))
+    ));
+}
