@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod load;
+pub mod rolling;
 pub mod services;
 
 /// Installs a `tracing` subscriber that prints to stderr, filtered by `RUST_LOG`

@@ -144,6 +144,7 @@ fn histogram() -> Histogram<u64> {
 pub struct Load {
     record: Arc<Mutex<LoadRecord>>,
     restarting: Arc<std::sync::atomic::AtomicBool>,
+    finished: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Load {
@@ -152,6 +153,11 @@ impl Load {
     pub fn set_restarting(&self, restarting: bool) {
         self.restarting
             .store(restarting, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether every request has been sent and answered.
+    pub fn finished(&self) -> bool {
+        self.finished.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Reads the record so far.
@@ -172,6 +178,7 @@ where
     let load = Load {
         record: Arc::new(Mutex::new(LoadRecord::new(started))),
         restarting: Arc::default(),
+        finished: Arc::default(),
     };
     observe(load.clone());
     let mut tasks = tokio::task::JoinSet::new();
@@ -204,9 +211,8 @@ where
         load.record.lock().sent = sent;
     }
     while tasks.join_next().await.is_some() {}
-    let record = Arc::try_unwrap(load.record).map(Mutex::into_inner);
-    record.unwrap_or_else(|shared| {
-        let mut guard = shared.lock();
-        std::mem::replace(&mut *guard, LoadRecord::new(started))
-    })
+    load.finished
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    // Observers may still hold the handle: take the record out rather than unwrap.
+    std::mem::replace(&mut *load.record.lock(), LoadRecord::new(started))
 }

@@ -3,8 +3,11 @@
 use std::fmt;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
+
 /// The seven steps of graceful offline, in the order they run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Step {
     /// 1. Withdraw every registration (subscriptions stay).
     Unregister,
@@ -37,7 +40,8 @@ impl fmt::Display for Step {
 }
 
 /// How a step ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum StepOutcome {
     /// Its condition held (or it had nothing to wait for).
     Completed,
@@ -49,7 +53,7 @@ pub enum StepOutcome {
 }
 
 /// One step's line in the report.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepReport {
     /// Which step.
     pub step: Step,
@@ -60,7 +64,7 @@ pub struct StepReport {
 }
 
 /// The signal that interrupted a shutdown already under way.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Interrupt {
     /// A second SIGINT: exit code 130.
     Sigint,
@@ -69,7 +73,7 @@ pub enum Interrupt {
 }
 
 /// The result of one run of the shutdown sequence.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShutdownReport {
     /// Steps in the order they ran.
     pub steps: Vec<StepReport>,

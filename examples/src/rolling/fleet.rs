@@ -1,0 +1,287 @@
+//! The instances of a run: how to start a provider, a proxy or the load client, and how
+//! to stop one gracefully or the hard way.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use proto::echo::echo_client::EchoClient;
+use proto::echo::echo_server::{Echo, EchoServer};
+use proto::echo::{EchoReply, EchoRequest};
+use rpc::registry::{MemoryHub, RegistryUrl};
+use rpc::{Application, ApplicationBuilder, Config, ReferenceChannel, ShutdownReport};
+use tonic::{Request, Response, Status};
+
+use super::process::ChildInstance;
+use super::{Mode, Options, RollingError};
+use crate::services::EchoProvider;
+
+/// Group under which proxies register `echo.Echo`.
+pub const PROXY_GROUP: &str = "proxy";
+/// Group under which providers register `echo.Echo`.
+pub const BACKEND_GROUP: &str = "backend";
+
+/// The two kinds of restarted instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// Serves `echo.Echo` (group `backend`) with simulated work.
+    Provider,
+    /// Serves `echo.Echo` (group `proxy`) by calling a provider.
+    Proxy,
+}
+
+impl Role {
+    /// `provider` or `proxy`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Provider => "provider",
+            Role::Proxy => "proxy",
+        }
+    }
+}
+
+/// Where instances find each other.
+#[derive(Clone, Debug)]
+enum Registry {
+    /// One in-process hub for the run; every instance gets its own client with the
+    /// propagation delay.
+    Memory { hub: MemoryHub, delay: Duration },
+    /// A registry server; every instance connects its own client.
+    Url(String),
+}
+
+/// Starts instances of a run. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Fleet {
+    registry: Registry,
+    mode: Mode,
+    work_ms: u32,
+    /// Whether instances install signal handlers (only in their own process).
+    signals: bool,
+    /// The binary that child processes run.
+    executable: std::path::PathBuf,
+}
+
+impl Fleet {
+    /// The fleet of a run with `options`.
+    ///
+    /// # Errors
+    /// [`RollingError::Usage`] for an unparsable registry URL.
+    pub async fn new(options: &Options) -> Result<Self, RollingError> {
+        let url = RegistryUrl::parse(&options.registry)
+            .map_err(|e| RollingError::Usage(e.to_string()))?;
+        let registry = if url.scheme() == "memory" {
+            let delay = url
+                .duration_param("delay", options.registry_delay)
+                .map_err(|e| RollingError::Usage(e.to_string()))?;
+            Registry::Memory {
+                hub: MemoryHub::new(),
+                delay,
+            }
+        } else {
+            // Fail early, with the registry's own error, if it cannot be reached.
+            let probe = rpc::registry::connect(&options.registry)
+                .await
+                .map_err(|e| RollingError::Usage(format!("--registry: {e}")))?;
+            let _ = probe.close().await;
+            Registry::Url(options.registry.clone())
+        };
+        Ok(Self {
+            registry,
+            mode: options.mode,
+            work_ms: options.work_ms,
+            signals: false,
+            executable: options.executable.clone(),
+        })
+    }
+
+    /// The fleet of one child process: it starts its single instance in-process, with
+    /// signal handlers, on the registry at `url`.
+    pub fn for_child(url: &str, work_ms: u32) -> Self {
+        Self {
+            registry: Registry::Url(url.to_owned()),
+            mode: Mode::InProcess,
+            work_ms,
+            signals: true,
+            executable: std::path::PathBuf::new(),
+        }
+    }
+
+    /// How long until consumers hear of a registration (the in-process registry's
+    /// delay; a small allowance for real registries).
+    pub fn propagation(&self) -> Duration {
+        match &self.registry {
+            Registry::Memory { delay, .. } => *delay,
+            Registry::Url(_) => Duration::from_millis(500),
+        }
+    }
+
+    /// Starts one instance.
+    ///
+    /// # Errors
+    /// [`RollingError::Start`] naming the instance.
+    pub async fn start(&self, role: Role, name: &str) -> Result<Instance, RollingError> {
+        let started = match self.mode {
+            Mode::InProcess => self
+                .start_in_process(role, name)
+                .await
+                .map(Instance::InProcess),
+            Mode::Processes => match &self.registry {
+                Registry::Url(url) => {
+                    ChildInstance::spawn(&self.executable, role, name, url, self.work_ms)
+                        .await
+                        .map(Instance::Process)
+                }
+                Registry::Memory { .. } => {
+                    Err("processes need a cross-process registry".to_owned())
+                }
+            },
+        };
+        started.map_err(|message| RollingError::Start {
+            name: name.to_owned(),
+            message,
+        })
+    }
+
+    /// Starts one instance as an application in this process.
+    pub(crate) async fn start_in_process(
+        &self,
+        role: Role,
+        name: &str,
+    ) -> Result<Application, String> {
+        let mut builder = self.builder(role_config(role, name, self.signals));
+        match role {
+            Role::Provider => {
+                builder.service(EchoServer::new(EchoProvider {
+                    work_ms: self.work_ms,
+                }));
+            }
+            Role::Proxy => {
+                let backend = EchoClient::new(builder.reference("echo.Echo"));
+                builder.service(EchoServer::new(Proxy { backend }));
+            }
+        }
+        builder.start().await.map_err(|e| e.to_string())
+    }
+
+    /// Starts the load client: a consumer of the proxies.
+    ///
+    /// # Errors
+    /// [`RollingError::Start`] if it cannot start.
+    pub async fn client(
+        &self,
+    ) -> Result<(Application, EchoClient<ReferenceChannel>), RollingError> {
+        let mut config = base_config("load-client", false);
+        config.consumer.references.insert(
+            "echo.Echo".to_owned(),
+            rpc::cluster::ReferenceConfig {
+                group: PROXY_GROUP.to_owned(),
+                ..Default::default()
+            },
+        );
+        let mut builder = self.builder(config);
+        let client = EchoClient::new(builder.reference("echo.Echo"));
+        let app = builder.start().await.map_err(|e| RollingError::Start {
+            name: "load-client".to_owned(),
+            message: e.to_string(),
+        })?;
+        Ok((app, client))
+    }
+
+    fn builder(&self, mut config: Config) -> ApplicationBuilder {
+        match &self.registry {
+            Registry::Memory { hub, delay } => {
+                let mut builder = Application::builder(config);
+                builder.registry("default", Arc::new(hub.client_with_delay(*delay)));
+                builder
+            }
+            Registry::Url(url) => {
+                config
+                    .registries
+                    .get_mut("default")
+                    .expect("default registry")
+                    .url = url.clone();
+                Application::builder(config)
+            }
+        }
+    }
+}
+
+fn base_config(name: &str, signals: bool) -> Config {
+    let mut config = Config::default();
+    config.application.name = name.to_owned();
+    config.graceful_shutdown.internal_signal = signals;
+    config
+}
+
+/// The configuration of a provider or proxy called `name`; `signals` installs the
+/// SIGTERM/SIGINT handlers (child processes).
+pub fn role_config(role: Role, name: &str, signals: bool) -> Config {
+    let mut config = base_config(name, signals);
+    let group = match role {
+        Role::Provider => BACKEND_GROUP,
+        Role::Proxy => PROXY_GROUP,
+    };
+    config.provider.services.insert(
+        "echo.Echo".to_owned(),
+        rpc::config::ServiceConfig {
+            group: group.to_owned(),
+            ..Default::default()
+        },
+    );
+    if role == Role::Proxy {
+        config.consumer.references.insert(
+            "echo.Echo".to_owned(),
+            rpc::cluster::ReferenceConfig {
+                group: BACKEND_GROUP.to_owned(),
+                ..Default::default()
+            },
+        );
+    }
+    config
+}
+
+/// A proxy: serves `echo.Echo` by calling a provider through its own reference.
+#[derive(Clone, Debug)]
+pub struct Proxy {
+    /// The reference to the providers.
+    pub backend: EchoClient<ReferenceChannel>,
+}
+
+#[tonic::async_trait]
+impl Echo for Proxy {
+    async fn echo(&self, request: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
+        let reply = self.backend.clone().echo(request.into_inner()).await?;
+        Ok(Response::new(reply.into_inner()))
+    }
+}
+
+/// One running provider or proxy.
+pub enum Instance {
+    /// An application in this process.
+    InProcess(Application),
+    /// A child process.
+    Process(ChildInstance),
+}
+
+impl Instance {
+    /// The address it serves on.
+    pub fn addr(&self) -> String {
+        match self {
+            Instance::InProcess(app) => app.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            Instance::Process(child) => child.addr().to_owned(),
+        }
+    }
+
+    /// Stops it: the graceful shutdown sequence, or a kill. Returns the shutdown report
+    /// (as the child printed it, for processes), `None` for a kill.
+    pub async fn stop(self, graceful: bool) -> Option<ShutdownReport> {
+        match (self, graceful) {
+            (Instance::InProcess(app), true) => Some(app.before_shutdown().await),
+            (Instance::InProcess(app), false) => {
+                app.abort().await;
+                None
+            }
+            (Instance::Process(child), graceful) => child.stop(graceful).await,
+        }
+    }
+}

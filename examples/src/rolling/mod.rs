@@ -1,0 +1,305 @@
+//! `rolling-deploy`: roll every instance of a service chain under load and count every
+//! request.
+//!
+//! One load client sends a fixed rate of `echo.Echo` calls to `proxies` proxies, each of
+//! which forwards every call to one of `providers` providers (found through the
+//! registry, group `proxy` and group `backend`). While the load runs, every proxy and
+//! every provider is restarted, one at a time: with graceful online/offline on, each is
+//! stopped by the real shutdown sequence and replaced by a fresh instance on a new port;
+//! with it off, each is killed the way a plain restart kills it. At the end the run
+//! reports how many requests failed: with `--graceful on` that must be 0.
+
+mod fleet;
+mod plot;
+mod process;
+mod summary;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::time::Instant;
+
+pub use fleet::{Fleet, Role};
+pub use process::run_child;
+pub use summary::{Latency, RestartRecord, Summary};
+
+use crate::load::{self, LoadOptions};
+
+/// How instances run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Every instance is its own `Application` in this process, with its own listener,
+    /// lifecycle and registry client.
+    InProcess,
+    /// Every instance is a child process of this binary, restarted by a real SIGTERM
+    /// (or SIGKILL with `--graceful off`). Needs a cross-process registry.
+    Processes,
+}
+
+impl Mode {
+    /// `in-process` or `processes`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::InProcess => "in-process",
+            Mode::Processes => "processes",
+        }
+    }
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Requests per second, open loop.
+    pub rate: u32,
+    /// How long the load runs.
+    pub duration: Duration,
+    /// Number of proxies.
+    pub proxies: usize,
+    /// Number of providers.
+    pub providers: usize,
+    /// Full rolls of every instance.
+    pub rounds: usize,
+    /// Request payload, in bytes.
+    pub payload: usize,
+    /// Provider work per request, in ms.
+    pub work_ms: u32,
+    /// Graceful online/offline on (real shutdown sequence) or off (kill).
+    pub graceful: bool,
+    /// Registry URL; `memory://` is the embedded default.
+    pub registry: String,
+    /// Propagation delay of the in-process registry (ignored for other registries).
+    pub registry_delay: Duration,
+    /// In-process or child processes.
+    pub mode: Mode,
+    /// Print a progress line every second (stderr).
+    pub progress: bool,
+    /// The binary child processes run (`--mode processes`); default: this program.
+    pub executable: std::path::PathBuf,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            rate: 5_000,
+            duration: Duration::from_secs(50),
+            proxies: 5,
+            providers: 5,
+            rounds: 1,
+            payload: 64,
+            work_ms: 1,
+            graceful: true,
+            registry: "memory://".to_owned(),
+            registry_delay: Duration::from_millis(300),
+            mode: Mode::InProcess,
+            progress: true,
+            executable: std::env::current_exe().unwrap_or_default(),
+        }
+    }
+}
+
+/// Why a run could not be carried out (distinct from requests failing, which the
+/// summary counts).
+#[derive(Debug, thiserror::Error)]
+pub enum RollingError {
+    /// Options that cannot work together.
+    #[error("{0}")]
+    Usage(String),
+    /// An instance could not be started.
+    #[error("starting {name}: {message}")]
+    Start {
+        /// The instance.
+        name: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Runs the whole scenario and returns its summary.
+///
+/// # Errors
+/// [`RollingError`] when the options are unusable or an instance cannot start.
+pub async fn run(options: Options) -> Result<Summary, RollingError> {
+    validate(&options)?;
+    let fleet = Fleet::new(&options).await?;
+    let mut proxies = Vec::with_capacity(options.proxies);
+    let mut providers = Vec::with_capacity(options.providers);
+    for n in 0..options.providers {
+        providers.push(
+            fleet
+                .start(Role::Provider, &format!("provider-{n}"))
+                .await?,
+        );
+    }
+    for n in 0..options.proxies {
+        proxies.push(fleet.start(Role::Proxy, &format!("proxy-{n}")).await?);
+    }
+    let (client_app, client) = fleet.client().await?;
+
+    let plan = restart_plan(&options);
+    let warmup = (options.duration / 10).min(Duration::from_secs(5));
+    let interval = options.duration.saturating_sub(warmup * 2) / plan.len().max(1) as u32;
+    let restarts: Arc<Mutex<Vec<RestartRecord>>> = Arc::default();
+    let restarting: Arc<Mutex<Option<String>>> = Arc::default();
+    let started = Instant::now();
+    let payload = bytes::Bytes::from(vec![b'x'; options.payload]);
+
+    let driver = {
+        let restarts = restarts.clone();
+        let restarting = restarting.clone();
+        let graceful = options.graceful;
+        move |load: load::Load| {
+            let fleet = fleet.clone();
+            tokio::spawn(async move {
+                for (index, (role, slot)) in plan.into_iter().enumerate() {
+                    tokio::time::sleep_until(started + warmup + interval * index as u32).await;
+                    let instances = match role {
+                        Role::Proxy => &mut proxies,
+                        Role::Provider => &mut providers,
+                    };
+                    let name = format!("{}-{slot}", role.name());
+                    *restarting.lock() = Some(name.clone());
+                    load.set_restarting(true);
+                    let at = started.elapsed();
+                    let stopping = std::time::Instant::now();
+                    let old = instances.remove(slot);
+                    let report = old.stop(graceful).await;
+                    let stopped_ms = stopping.elapsed().as_secs_f64() * 1e3;
+                    let replacement = match fleet.start(role, &name).await {
+                        Ok(instance) => instance,
+                        Err(error) => {
+                            eprintln!("rolling-deploy: {error}");
+                            restarts
+                                .lock()
+                                .push(RestartRecord::failed(&name, at, stopped_ms, report, &error));
+                            load.set_restarting(false);
+                            *restarting.lock() = None;
+                            return (proxies, providers);
+                        }
+                    };
+                    // The new instance is in use once consumers hear of it.
+                    tokio::time::sleep(fleet.propagation()).await;
+                    restarts.lock().push(RestartRecord::new(
+                        &name,
+                        at,
+                        stopped_ms,
+                        report,
+                        replacement.addr(),
+                    ));
+                    instances.insert(slot, replacement);
+                    load.set_restarting(false);
+                    *restarting.lock() = None;
+                }
+                (proxies, providers)
+            })
+        }
+    };
+
+    let mut handle = None;
+    let record = load::run(
+        LoadOptions {
+            rate: options.rate,
+            duration: options.duration,
+        },
+        |_| {
+            let mut client = client.clone();
+            let request = proto::echo::EchoRequest {
+                payload: payload.clone(),
+                delay_ms: None,
+            };
+            async move {
+                client
+                    .echo(request)
+                    .await
+                    .map(|reply| reply.into_inner().provider)
+            }
+        },
+        |load| {
+            if options.progress {
+                spawn_progress(load.clone(), restarting.clone(), options.rate);
+            }
+            handle = Some(driver(load));
+        },
+    )
+    .await;
+    let (proxies, providers) = match handle {
+        Some(handle) => handle.await.unwrap_or_default(),
+        None => Default::default(),
+    };
+
+    client_app.before_shutdown().await;
+    for instance in proxies.into_iter().chain(providers) {
+        instance.stop(true).await;
+    }
+    let restarts = std::mem::take(&mut *restarts.lock());
+    Ok(Summary::new(&options, record, restarts, started.elapsed()))
+}
+
+fn validate(options: &Options) -> Result<(), RollingError> {
+    if options.proxies == 0 || options.providers == 0 {
+        return Err(RollingError::Usage(
+            "--proxies and --providers must be at least 1".into(),
+        ));
+    }
+    if options.rate == 0 {
+        return Err(RollingError::Usage(
+            "--rate must be at least 1 request/s".into(),
+        ));
+    }
+    if options.duration < Duration::from_secs(2) {
+        return Err(RollingError::Usage("--duration must be at least 2s".into()));
+    }
+    if options.mode == Mode::Processes && options.registry.starts_with("memory:") {
+        return Err(RollingError::Usage(
+            "--mode processes needs a registry that other processes can reach \
+             (--registry etcd://…, zookeeper://… or nacos://…); memory:// exists only inside one process"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Every proxy, then every provider, once per round.
+fn restart_plan(options: &Options) -> Vec<(Role, usize)> {
+    let one_round = (0..options.proxies)
+        .map(|n| (Role::Proxy, n))
+        .chain((0..options.providers).map(|n| (Role::Provider, n)));
+    (0..options.rounds)
+        .flat_map(|_| one_round.clone())
+        .collect()
+}
+
+fn spawn_progress(load: load::Load, restarting: Arc<Mutex<Option<String>>>, rate: u32) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        let mut last_sent = 0;
+        loop {
+            tick.tick().await;
+            if load.finished() {
+                return;
+            }
+            let (elapsed, sent, ok, failed, p99) = load.with_record(|r| {
+                let second = r.seconds.len().saturating_sub(2);
+                let p99 = r.seconds.get(second).map_or(0.0, |s| s.p99_ms);
+                (
+                    r.started.elapsed().as_secs(),
+                    r.sent,
+                    r.succeeded,
+                    r.failed(),
+                    p99,
+                )
+            });
+            let restarting = restarting
+                .lock()
+                .clone()
+                .map_or_else(String::new, |n| format!(" | restarting {n}"));
+            eprintln!(
+                "[{elapsed:>3}s] sent {sent:>7} ok {ok:>7} failed {failed:>5} | {:>5} req/s (target {rate}) | p99 {p99:.1} ms{restarting}",
+                sent.saturating_sub(last_sent)
+            );
+            last_sent = sent;
+        }
+    });
+}

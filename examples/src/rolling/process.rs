@@ -1,0 +1,126 @@
+//! `--mode processes`: every instance is a child process of the rolling-deploy binary,
+//! stopped by a real signal.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rpc::ShutdownReport;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+use super::fleet::{Fleet, Role};
+
+/// Bound on a child printing its address after it was spawned.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bound on a child exiting after SIGTERM (its shutdown timeout is 60 s at most).
+const STOP_TIMEOUT: Duration = Duration::from_secs(70);
+
+/// A provider or proxy running as a child process.
+pub struct ChildInstance {
+    child: Child,
+    addr: String,
+    stdout: Lines<BufReader<ChildStdout>>,
+}
+
+impl ChildInstance {
+    /// Spawns `executable --role ROLE --name NAME --registry URL --work-ms N` and waits
+    /// for its `ready ADDR` line.
+    pub(crate) async fn spawn(
+        executable: &Path,
+        role: Role,
+        name: &str,
+        url: &str,
+        work_ms: u32,
+    ) -> Result<Self, String> {
+        let mut child = Command::new(executable)
+            .args(["--role", role.name(), "--name", name, "--registry", url])
+            .args(["--work-ms", &work_ms.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", executable.display()))?;
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let line = tokio::time::timeout(START_TIMEOUT, stdout.next_line())
+            .await
+            .map_err(|_| format!("no `ready` line within {START_TIMEOUT:?}"))?
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| "the child exited before it was ready".to_owned())?;
+        let addr = line
+            .strip_prefix("ready ")
+            .ok_or_else(|| format!("unexpected line from the child: {line:?}"))?
+            .to_owned();
+        Ok(Self {
+            child,
+            addr,
+            stdout,
+        })
+    }
+
+    /// The address the child serves on.
+    pub fn addr(&self) -> &str {
+        &self.addr
+    }
+
+    /// SIGTERM and the child's shutdown report, or SIGKILL (no report).
+    pub(crate) async fn stop(mut self, graceful: bool) -> Option<ShutdownReport> {
+        let Some(pid) = self.child.id() else {
+            return None;
+        };
+        let signal = if graceful {
+            Signal::SIGTERM
+        } else {
+            Signal::SIGKILL
+        };
+        if let Err(error) = kill(Pid::from_raw(pid as i32), signal) {
+            eprintln!("rolling-deploy: cannot signal child {pid}: {error}");
+        }
+        let mut report = None;
+        let read = async {
+            while let Ok(Some(line)) = self.stdout.next_line().await {
+                if let Some(json) = line.strip_prefix("report ") {
+                    report = serde_json::from_str(json).ok();
+                }
+            }
+            let _ = self.child.wait().await;
+        };
+        if tokio::time::timeout(STOP_TIMEOUT, read).await.is_err() {
+            eprintln!(
+                "rolling-deploy: child {pid} did not exit within {STOP_TIMEOUT:?}; killing it"
+            );
+            let _ = self.child.kill().await;
+        }
+        report
+    }
+}
+
+/// The body of a child process: start one instance, print `ready ADDR`, serve until a
+/// signal runs the shutdown sequence, print `report JSON`, and return the exit code.
+pub async fn run_child(role: Role, name: &str, registry: &str, work_ms: u32) -> i32 {
+    use std::io::Write;
+    let fleet = Fleet::for_child(registry, work_ms);
+    let app = match fleet.start_in_process(role, name).await {
+        Ok(app) => app,
+        Err(error) => {
+            eprintln!("{name}: {error}");
+            return 1;
+        }
+    };
+    // Write errors are ignored: a parent that stopped reading must not make us panic.
+    let mut stdout = std::io::stdout();
+    let addr = app.local_addr().map(|a| a.to_string()).unwrap_or_default();
+    let _ = writeln!(stdout, "ready {addr}");
+    let _ = stdout.flush();
+    let report = app.wait().await;
+    let _ = writeln!(
+        stdout,
+        "report {}",
+        serde_json::to_string(&report).unwrap_or_default()
+    );
+    let _ = stdout.flush();
+    report.exit_code()
+}

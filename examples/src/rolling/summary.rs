@@ -1,0 +1,298 @@
+//! What a run found: the numbers, the table a person reads and the JSON a machine reads.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use rpc::ShutdownReport;
+use serde::Serialize;
+
+use super::{Mode, Options, RollingError};
+use crate::load::{LoadRecord, Second};
+
+/// Latency percentiles, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+    /// Requests measured.
+    pub count: u64,
+}
+
+impl Latency {
+    fn of(histogram: &Histogram<u64>) -> Self {
+        let ms = |micros: u64| micros as f64 / 1000.0;
+        if histogram.is_empty() {
+            return Self::default();
+        }
+        Self {
+            p50: ms(histogram.value_at_quantile(0.50)),
+            p90: ms(histogram.value_at_quantile(0.90)),
+            p99: ms(histogram.value_at_quantile(0.99)),
+            max: ms(histogram.max()),
+            count: histogram.len(),
+        }
+    }
+}
+
+/// One restart of one instance.
+#[derive(Clone, Debug, Serialize)]
+pub struct RestartRecord {
+    /// `proxy-2`, `provider-0`, ...
+    pub instance: String,
+    /// Seconds after the load started.
+    pub at_s: f64,
+    /// How long stopping the old instance took, in ms.
+    pub stop_ms: f64,
+    /// The old instance's shutdown report (none after a kill).
+    pub report: Option<ShutdownReport>,
+    /// Address of the replacement, empty if it failed to start.
+    pub replacement: String,
+    /// Why the replacement could not start, if it could not.
+    pub error: Option<String>,
+}
+
+impl RestartRecord {
+    pub(crate) fn new(
+        instance: &str,
+        at: Duration,
+        stop_ms: f64,
+        report: Option<ShutdownReport>,
+        replacement: String,
+    ) -> Self {
+        Self {
+            instance: instance.to_owned(),
+            at_s: at.as_secs_f64(),
+            stop_ms,
+            report,
+            replacement,
+            error: None,
+        }
+    }
+
+    pub(crate) fn failed(
+        instance: &str,
+        at: Duration,
+        stop_ms: f64,
+        report: Option<ShutdownReport>,
+        error: &RollingError,
+    ) -> Self {
+        Self {
+            error: Some(error.to_string()),
+            ..Self::new(instance, at, stop_ms, report, String::new())
+        }
+    }
+}
+
+/// The result of a run; serialised as the `--json` summary.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    /// Requests per second asked for.
+    pub requested_rate: u32,
+    /// Requests per second sent.
+    pub achieved_rate: f64,
+    /// Requests sent.
+    pub sent: u64,
+    /// Requests that succeeded.
+    pub succeeded: u64,
+    /// Requests that failed.
+    pub failed: u64,
+    /// Failed requests by gRPC status code.
+    pub failed_by_code: BTreeMap<String, u64>,
+    /// Up to 20 failure messages.
+    pub failure_samples: Vec<String>,
+    /// `succeeded / sent`, in percent.
+    pub success_rate: f64,
+    /// Restarts carried out.
+    pub restarts: usize,
+    /// Restarts planned (every proxy and provider, per round).
+    pub restarts_planned: usize,
+    /// Each restart.
+    pub restart_details: Vec<RestartRecord>,
+    /// Whether graceful online/offline was on.
+    pub graceful: bool,
+    /// The registry URL.
+    pub registry: String,
+    /// `in-process` or `processes`.
+    pub mode: Mode,
+    /// Proxies in the chain.
+    pub proxies: usize,
+    /// Providers in the chain.
+    pub providers: usize,
+    /// Payload per request, in bytes.
+    pub payload_bytes: usize,
+    /// Provider work per request, in ms.
+    pub work_ms: u32,
+    /// Wall-clock length of the run, in seconds.
+    pub duration_s: f64,
+    /// Latency of every request.
+    pub latency_ms: Latency,
+    /// Latency of requests sent while no instance was restarting.
+    pub latency_steady_ms: Latency,
+    /// Latency of requests sent while an instance was restarting.
+    pub latency_during_restarts_ms: Latency,
+    /// Largest resident set size of this process during the run, in bytes (Linux).
+    pub peak_rss_bytes: Option<u64>,
+    /// Per-second counts.
+    pub per_second: Vec<Second>,
+}
+
+impl Summary {
+    pub(crate) fn new(
+        options: &Options,
+        record: LoadRecord,
+        restarts: Vec<RestartRecord>,
+        elapsed: Duration,
+    ) -> Self {
+        let mut all = record.steady.clone();
+        let _ = all.add(&record.during_restart);
+        let failed = record.failed();
+        let sending_s = options.duration.as_secs_f64();
+        Self {
+            requested_rate: options.rate,
+            achieved_rate: record.sent as f64 / sending_s,
+            sent: record.sent,
+            succeeded: record.succeeded,
+            failed,
+            failed_by_code: record.failed_by_code.clone(),
+            failure_samples: record.failure_samples.clone(),
+            success_rate: if record.sent == 0 {
+                0.0
+            } else {
+                100.0 * record.succeeded as f64 / record.sent as f64
+            },
+            restarts: restarts.iter().filter(|r| r.error.is_none()).count(),
+            restarts_planned: options.rounds * (options.proxies + options.providers),
+            restart_details: restarts,
+            graceful: options.graceful,
+            registry: rpc::registry::RegistryUrl::parse(&options.registry)
+                .map(|u| u.redacted().to_owned())
+                .unwrap_or_else(|_| options.registry.clone()),
+            mode: options.mode,
+            proxies: options.proxies,
+            providers: options.providers,
+            payload_bytes: options.payload,
+            work_ms: options.work_ms,
+            duration_s: elapsed.as_secs_f64(),
+            latency_ms: Latency::of(&all),
+            latency_steady_ms: Latency::of(&record.steady),
+            latency_during_restarts_ms: Latency::of(&record.during_restart),
+            peak_rss_bytes: peak_rss(),
+            per_second: record.seconds,
+        }
+    }
+
+    /// Whether the run proved its point: with graceful on, every request succeeded and
+    /// every planned restart happened.
+    pub fn lossless(&self) -> bool {
+        self.failed == 0 && self.restarts == self.restarts_planned
+    }
+
+    /// The table printed at the end of a run.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let graceful = if self.graceful { "on" } else { "off" };
+        let _ = writeln!(
+            out,
+            "\nrolling-deploy: {} proxies, {} providers, graceful {graceful}, registry {}, {}",
+            self.proxies,
+            self.providers,
+            self.registry,
+            self.mode.name()
+        );
+        let _ = writeln!(
+            out,
+            "  rate      requested {:>8} req/s   achieved {:>10.1} req/s",
+            self.requested_rate, self.achieved_rate
+        );
+        let _ = writeln!(
+            out,
+            "  requests  sent {:>10}   succeeded {:>10}   failed {:>8}   success {:.4} %",
+            self.sent, self.succeeded, self.failed, self.success_rate
+        );
+        for (code, count) in &self.failed_by_code {
+            let _ = writeln!(out, "            failed with {code}: {count}");
+        }
+        for sample in self.failure_samples.iter().take(5) {
+            let _ = writeln!(out, "            e.g. {sample}");
+        }
+        let _ = writeln!(
+            out,
+            "  latency (ms)            p50      p90      p99      max    requests"
+        );
+        for (label, latency) in [
+            ("all", &self.latency_ms),
+            ("steady", &self.latency_steady_ms),
+            ("during restarts", &self.latency_during_restarts_ms),
+        ] {
+            let _ = writeln!(
+                out,
+                "    {label:<18} {:>8.2} {:>8.2} {:>8.2} {:>8.2} {:>10}",
+                latency.p50, latency.p90, latency.p99, latency.max, latency.count
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  restarts  {} of {} planned",
+            self.restarts, self.restarts_planned
+        );
+        for restart in &self.restart_details {
+            let detail = match (&restart.report, &restart.error) {
+                (_, Some(error)) => format!("FAILED: {error}"),
+                (Some(report), None) => report.to_string(),
+                (None, None) => "killed".to_owned(),
+            };
+            let _ = writeln!(
+                out,
+                "    {:>6.1}s {:<11} stop {:>6.0} ms  {detail}",
+                restart.at_s, restart.instance, restart.stop_ms
+            );
+        }
+        if let Some(rss) = self.peak_rss_bytes {
+            let _ = writeln!(out, "  peak RSS  {:.1} MiB", rss as f64 / (1024.0 * 1024.0));
+        }
+        let verdict = if self.failed == 0 {
+            "0 requests failed"
+        } else {
+            "REQUESTS FAILED"
+        };
+        let _ = writeln!(
+            out,
+            "  result    {verdict} ({} of {} failed)",
+            self.failed, self.sent
+        );
+        out
+    }
+
+    /// Writes the JSON summary to `path`.
+    ///
+    /// # Errors
+    /// The I/O error, if the file cannot be written.
+    pub fn write_json(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(path, json)
+    }
+
+    /// Writes the SVG timeline to `path`.
+    ///
+    /// # Errors
+    /// The drawing or I/O error as text.
+    pub fn write_plot(&self, path: &std::path::Path) -> Result<(), String> {
+        super::plot::draw(self, path)
+    }
+}
+
+/// The process's peak resident set size (`VmHWM` in /proc/self/status), in bytes.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
