@@ -1,1 +1,45 @@
-//! placeholder
+//! Shared helpers of the `rpc` benchmarks (the targets are in `benches/`).
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+/// A latency histogram in microseconds, 1 µs to 60 s, 3 significant digits.
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).expect("valid bounds")
+}
+
+/// Throughput and latency of one measured run.
+#[derive(Clone, Copy, Debug)]
+pub struct Measured {
+    /// Requests per second.
+    pub qps: f64,
+    /// Median latency, µs.
+    pub p50_us: u64,
+    /// 99th percentile latency, µs.
+    pub p99_us: u64,
+}
+
+impl Measured {
+    /// From a histogram of `count` requests measured over `elapsed`.
+    pub fn new(histogram: &Histogram<u64>, elapsed: Duration) -> Self {
+        Self {
+            qps: histogram.len() as f64 / elapsed.as_secs_f64(),
+            p50_us: histogram.value_at_quantile(0.5),
+            p99_us: histogram.value_at_quantile(0.99),
+        }
+    }
+}
+
+/// The median of `values` (sorted copy; the middle one, or the lower middle).
+pub fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted
+        .get((sorted.len().max(1) - 1) / 2)
+        .copied()
+        .unwrap_or(0.0)
+}

@@ -41,29 +41,24 @@ impl CallContext {
     pub(crate) fn new(cluster: Arc<ClusterInner>, request: Request<TonicBody>) -> Self {
         let (mut parts, body) = request.into_parts();
         let config = &cluster.config;
-        let method = parts
-            .uri
-            .path()
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        let retries = parts
+        let override_retries = parts
             .headers
             .remove(RETRIES)
-            .and_then(|value| value.to_str().ok()?.trim().parse().ok())
-            .unwrap_or_else(|| config.retries_for(&method));
-        let timeout = match (config.timeout_for(&method), grpc_timeout(&parts.headers)) {
+            .and_then(|value| value.to_str().ok()?.trim().parse().ok());
+        let method = parts.uri.path().rsplit('/').next().unwrap_or_default();
+        let retries = override_retries.unwrap_or_else(|| config.retries_for(method));
+        let timeout = match (config.timeout_for(method), grpc_timeout(&parts.headers)) {
             (Some(configured), Some(asked)) => Some(configured.min(asked)),
             (configured, asked) => configured.or(asked),
         };
+        let idempotent = config.is_idempotent(method);
         let hash_key = parts
             .headers
             .get(config.hash_key.as_str())
             .map(|value| Bytes::copy_from_slice(value.as_bytes()));
         Self {
             body: RequestBody::capture(body, config.max_replay_bytes),
-            idempotent: config.is_idempotent(&method),
+            idempotent,
             rng: cluster.rng(),
             cluster,
             parts,
@@ -190,10 +185,18 @@ pub(crate) async fn dispatch(
         )),
         Some(channel) => {
             let response = channel.oneshot(request);
-            let result = tokio::select! {
-                biased;
-                _ = invoker.destroyed().cancelled() => Err(None),
-                result = with_timeout(response, timeout) => result.map_err(Some),
+            // A removed instance's calls are cancelled when its expiry passes. With a
+            // timeout (the default) the call ends sooner anyway, so only untimed calls
+            // pay for watching the cancellation.
+            let result = match timeout {
+                Some(limit) => tokio::time::timeout(limit, response)
+                    .await
+                    .map_err(|_| Some(limit)),
+                None => tokio::select! {
+                    biased;
+                    _ = invoker.destroyed().cancelled() => Err(None),
+                    result = response => Ok(result),
+                },
             };
             match result {
                 Ok(Ok(response)) => classify_response(response.map(TonicBody::new)),
@@ -258,16 +261,6 @@ fn learn(cluster: &ClusterInner, invoker: &Arc<Invoker>, outcome: &Outcome, star
     };
     if response.is_some_and(says_closing) {
         blacklist.mark_closing(invoker, now);
-    }
-}
-
-async fn with_timeout<F: std::future::Future>(
-    future: F,
-    timeout: Option<Duration>,
-) -> Result<F::Output, Duration> {
-    match timeout {
-        Some(limit) => tokio::time::timeout(limit, future).await.map_err(|_| limit),
-        None => Ok(future.await),
     }
 }
 

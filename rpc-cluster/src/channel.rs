@@ -146,10 +146,7 @@ impl Service<Request<TonicBody>> for ClusterChannel {
         let inner = self.inner.clone();
         inner.stats.note_call();
         inner.budget.deposit();
-        Box::pin(async move {
-            let kind = inner.config.cluster;
-            let call = CallContext::new(inner, request);
-            strategy::run(kind, call).await
-        })
+        let kind = inner.config.cluster;
+        strategy::run(kind, CallContext::new(inner, request))
     }
 }

@@ -140,26 +140,28 @@ impl Default for ReferenceConfig {
 impl ReferenceConfig {
     /// Whether `method` (the name, e.g. `SayHello`) is idempotent.
     pub fn is_idempotent(&self, method: &str) -> bool {
-        self.methods
-            .get(method)
+        self.method(method)
             .and_then(|m| m.idempotent)
             .unwrap_or(self.idempotent)
     }
 
     /// The retries configured for `method`.
     pub fn retries_for(&self, method: &str) -> u32 {
-        self.methods
-            .get(method)
+        self.method(method)
             .and_then(|m| m.retries)
             .unwrap_or(self.retries)
     }
 
     /// The per-attempt timeout configured for `method`.
     pub fn timeout_for(&self, method: &str) -> Option<Duration> {
-        self.methods
-            .get(method)
-            .and_then(|m| m.timeout)
-            .or(self.timeout)
+        self.method(method).and_then(|m| m.timeout).or(self.timeout)
+    }
+
+    fn method(&self, method: &str) -> Option<&MethodConfig> {
+        if self.methods.is_empty() {
+            return None;
+        }
+        self.methods.get(method)
     }
 }
 

@@ -26,11 +26,54 @@ use tonic::body::Body as TonicBody;
 pub(crate) enum RequestBody {
     /// Complete: every attempt gets a copy.
     Buffered {
-        data: Arc<[Bytes]>,
+        data: Frames,
         trailers: Option<HeaderMap>,
     },
     /// Still streaming: the first attempt to poll it owns it.
     Streaming(Arc<Mutex<Option<Prefixed>>>),
+}
+
+/// The data frames of a complete body. A unary request is one frame: kept without a
+/// collection, so buffering it costs no allocation.
+#[derive(Clone, Debug, Default)]
+pub(crate) enum Frames {
+    #[default]
+    Empty,
+    One(Bytes),
+    Many(Arc<[Bytes]>),
+}
+
+impl Frames {
+    fn from_vec(mut data: Vec<Bytes>) -> Self {
+        match data.len() {
+            0 => Self::Empty,
+            1 => Self::One(data.pop().expect("one frame")),
+            _ => Self::Many(data.into()),
+        }
+    }
+
+    fn get(&self, index: usize) -> Option<&Bytes> {
+        match self {
+            Self::Empty => None,
+            Self::One(chunk) => (index == 0).then_some(chunk),
+            Self::Many(chunks) => chunks.get(index),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Empty => 0,
+            Self::One(_) => 1,
+            Self::Many(chunks) => chunks.len(),
+        }
+    }
+
+    fn bytes_from(&self, index: usize) -> u64 {
+        (index..self.len())
+            .filter_map(|i| self.get(i))
+            .map(|c| c.len() as u64)
+            .sum()
+    }
 }
 
 /// Frames already read, followed by the rest of the original body.
@@ -49,7 +92,7 @@ impl RequestBody {
             match body.frame().now_or_never() {
                 Some(None) => {
                     return Self::Buffered {
-                        data: data.into(),
+                        data: Frames::from_vec(data),
                         trailers: None,
                     };
                 }
@@ -64,7 +107,7 @@ impl RequestBody {
                     Err(frame) => {
                         if let Ok(trailers) = frame.into_trailers() {
                             return Self::Buffered {
-                                data: data.into(),
+                                data: Frames::from_vec(data),
                                 trailers: Some(trailers),
                             };
                         }
@@ -137,7 +180,7 @@ impl SentFlag {
 
 enum Source {
     Buffered {
-        data: Arc<[Bytes]>,
+        data: Frames,
         next: usize,
         trailers: Option<HeaderMap>,
     },
@@ -201,9 +244,7 @@ impl Body for AttemptBody {
 
     fn size_hint(&self) -> SizeHint {
         match &self.source {
-            Source::Buffered { data, next, .. } => {
-                SizeHint::with_exact(data[*next..].iter().map(|c| c.len() as u64).sum())
-            }
+            Source::Buffered { data, next, .. } => SizeHint::with_exact(data.bytes_from(*next)),
             Source::Shared { .. } => SizeHint::default(),
         }
     }

@@ -48,8 +48,11 @@ fn draw(
     other: Option<usize>,
 ) -> Option<usize> {
     let len = candidates.len();
-    if len == 0 {
-        return None;
+    match (len, other) {
+        (0, _) | (1, Some(_)) => return None,
+        (1, None) => return candidates.is_selectable(0).then_some(0),
+        (2, Some(other)) => return candidates.is_selectable(1 - other).then_some(1 - other),
+        _ => {}
     }
     for _ in 0..DRAWS {
         let index = rng.usize(..len);

@@ -12,6 +12,7 @@ mod failover;
 mod failsafe;
 mod forking;
 
+use futures_util::future::BoxFuture;
 use http::Response;
 use rpc_core::BoxError;
 use tonic::body::Body as TonicBody;
@@ -21,19 +22,20 @@ pub(crate) use failback::FailbackQueue;
 use crate::call::CallContext;
 use crate::config::ClusterKind;
 
-/// Runs `call` under the strategy `kind`.
-pub(crate) async fn run(
+/// Runs `call` under the strategy `kind`. Each strategy's future is boxed on its own,
+/// so a call allocates the size of its strategy, not of the largest one.
+pub(crate) fn run(
     kind: ClusterKind,
     call: CallContext,
-) -> Result<Response<TonicBody>, BoxError> {
+) -> BoxFuture<'static, Result<Response<TonicBody>, BoxError>> {
     match kind {
-        ClusterKind::Failover => failover::run(call).await,
-        ClusterKind::Failfast => failfast::run(call).await,
-        ClusterKind::Failsafe => failsafe::run(call).await,
-        ClusterKind::Failback => failback::run(call).await,
-        ClusterKind::Forking => forking::run(call).await,
-        ClusterKind::Broadcast => broadcast::run(call).await,
-        ClusterKind::Available => available::run(call).await,
+        ClusterKind::Failover => Box::pin(failover::run(call)),
+        ClusterKind::Failfast => Box::pin(failfast::run(call)),
+        ClusterKind::Failsafe => Box::pin(failsafe::run(call)),
+        ClusterKind::Failback => Box::pin(failback::run(call)),
+        ClusterKind::Forking => Box::pin(forking::run(call)),
+        ClusterKind::Broadcast => Box::pin(broadcast::run(call)),
+        ClusterKind::Available => Box::pin(available::run(call)),
     }
 }
 
