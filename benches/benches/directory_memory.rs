@@ -20,17 +20,26 @@ fn main() {
         1,
         (0..INSTANCES)
             .map(|i| {
-                let mut instance = Instance::new(service.clone(), format!("10.1.{}.{}", i / 250, i % 250), 20_880)
-                    .with_metadata("application", "bench-provider")
-                    .with_metadata("zone", "zone-a");
-                instance.id = InstanceId::new(format!("10.1.{}.{}:20880-{i:016x}", i / 250, i % 250));
+                let mut instance = Instance::new(
+                    service.clone(),
+                    format!("10.1.{}.{}", i / 250, i % 250),
+                    20_880,
+                )
+                .with_metadata("application", "bench-provider")
+                .with_metadata("zone", "zone-a");
+                instance.id =
+                    InstanceId::new(format!("10.1.{}.{}:20880-{i:016x}", i / 250, i % 250));
                 instance
             })
             .collect(),
     );
     let snapshot_bytes = dhat::HeapStats::get().curr_bytes - base;
 
-    let directory = Directory::new(service, DirectoryConfig::default(), ChannelOptions::default());
+    let directory = Directory::new(
+        service,
+        DirectoryConfig::default(),
+        ChannelOptions::default(),
+    );
     directory.apply(snapshot);
     // The snapshot is gone (apply consumed it); what is left is the directory.
     let held = (dhat::HeapStats::get().curr_bytes - base) as f64;
@@ -38,7 +47,9 @@ fn main() {
     let list = directory.list();
     let connected = list.invokers().iter().filter(|i| i.is_connected()).count();
     let per_instance = held / INSTANCES as f64;
-    println!("snapshot of {INSTANCES} instances (registry data, freed by apply): {snapshot_bytes:>10} bytes");
+    println!(
+        "snapshot of {INSTANCES} instances (registry data, freed by apply): {snapshot_bytes:>10} bytes"
+    );
     println!("directory holding {INSTANCES} instances:                        {held:>10.0} bytes");
     println!(
         "per instance:                                                {per_instance:>10.0} bytes ({:.2} KiB; target < 20 KiB)",

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
-use proto::echo::EchoRequest;
 use rpc::registry::MemoryHub;
 use rpc::{Application, Config};
 use rpc_benches::median;
@@ -58,7 +58,10 @@ async fn measure(with_client: bool) -> Vec<f64> {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
         println!("idle provider, trigger to end of shutdown, minus the 500 ms offline window ({RUNS} runs)");
         for (label, with_client) in [("no client", false), ("one idle client", true)] {

@@ -28,11 +28,19 @@ const KINDS: [LoadBalanceKind; 5] = [
 /// A directory list of `n` never-picked instances with varied weights.
 fn list(n: usize) -> Arc<InvokerList> {
     let service = ServiceKey::new("bench.Service");
-    let directory = Directory::new(service.clone(), DirectoryConfig::default(), ChannelOptions::default());
+    let directory = Directory::new(
+        service.clone(),
+        DirectoryConfig::default(),
+        ChannelOptions::default(),
+    );
     let instances = (0..n)
         .map(|i| {
-            let mut instance = Instance::new(service.clone(), format!("10.0.{}.{}", i / 250, i % 250), 20_880)
-                .with_weight(50 + (i % 4) as u32 * 25);
+            let mut instance = Instance::new(
+                service.clone(),
+                format!("10.0.{}.{}", i / 250, i % 250),
+                20_880,
+            )
+            .with_weight(50 + (i % 4) as u32 * 25);
             instance.id = InstanceId::new(format!("instance-{i:05}"));
             instance
         })
@@ -41,7 +49,12 @@ fn list(n: usize) -> Arc<InvokerList> {
     directory.list()
 }
 
-fn pick(lb: &dyn LoadBalance, list: &InvokerList, rng: &mut fastrand::Rng, key: &[u8]) -> Option<usize> {
+fn pick(
+    lb: &dyn LoadBalance,
+    list: &InvokerList,
+    rng: &mut fastrand::Rng,
+    key: &[u8],
+) -> Option<usize> {
     let candidates = Candidates::new(list, &[], Instant::now(), None);
     let request = RequestInfo {
         path: "/bench.Service/Call",
@@ -80,17 +93,21 @@ fn main() {
     criterion.final_summary();
 
     // A compact table of the same measurement, for the README.
-    println!("\nns per pick      {:>8} {:>8} {:>8} {:>8}", SIZES[0], SIZES[1], SIZES[2], SIZES[3]);
+    println!(
+        "\nns per pick      {:>8} {:>8} {:>8} {:>8}",
+        SIZES[0], SIZES[1], SIZES[2], SIZES[3]
+    );
     for kind in KINDS {
         let mut row = format!("{:<16}", name(kind));
         for (_, list) in &lists {
             let lb = loadbalance::build(kind);
             let mut rng = fastrand::Rng::with_seed(9);
-            let picks = if kind == LoadBalanceKind::RoundRobin || kind == LoadBalanceKind::LeastActive {
-                2_000_000 / list.len().max(1) + 1_000
-            } else {
-                500_000
-            };
+            let picks =
+                if kind == LoadBalanceKind::RoundRobin || kind == LoadBalanceKind::LeastActive {
+                    2_000_000 / list.len().max(1) + 1_000
+                } else {
+                    500_000
+                };
             let started = std::time::Instant::now();
             for k in 0..picks {
                 let key = (k as u64).to_le_bytes();

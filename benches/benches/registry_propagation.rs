@@ -1,1 +1,2 @@
+//! Replaced by the registry propagation benchmark.
 fn main() {}

@@ -45,8 +45,7 @@ async fn processes_mode_refuses_the_in_process_registry() {
     };
     let error = rolling::run(options)
         .await
-        .err()
-        .expect("memory:// cannot span processes");
+        .expect_err("memory:// cannot span processes");
     assert!(
         error
             .to_string()

@@ -88,7 +88,7 @@ async fn killing_one_of_three_fails_only_its_in_flight_calls() {
     )
     .await;
 
-    let kill = kill.lock();
+    let kill = std::mem::take(&mut *kill.lock());
     let stats = consumer.references()[0].stats();
     let dead_stats = dead.stats();
     println!(

@@ -129,7 +129,7 @@ impl Fleet {
                 Registry::Url(url) => {
                     ChildInstance::spawn(&self.executable, role, name, url, self.work_ms)
                         .await
-                        .map(Instance::Process)
+                        .map(|child| Instance::Process(Box::new(child)))
                 }
                 Registry::Memory { .. } => {
                     Err("processes need a cross-process registry".to_owned())
@@ -260,7 +260,7 @@ pub enum Instance {
     /// An application in this process.
     InProcess(Application),
     /// A child process.
-    Process(ChildInstance),
+    Process(Box<ChildInstance>),
 }
 
 impl Instance {
@@ -281,7 +281,7 @@ impl Instance {
                 app.abort().await;
                 None
             }
-            (Instance::Process(child), graceful) => child.stop(graceful).await,
+            (Instance::Process(child), graceful) => (*child).stop(graceful).await,
         }
     }
 }

@@ -68,9 +68,7 @@ impl ChildInstance {
 
     /// SIGTERM and the child's shutdown report, or SIGKILL (no report).
     pub(crate) async fn stop(mut self, graceful: bool) -> Option<ShutdownReport> {
-        let Some(pid) = self.child.id() else {
-            return None;
-        };
+        let pid = self.child.id()?;
         let signal = if graceful {
             Signal::SIGTERM
         } else {

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The test command of the README: runs every test of the workspace against real registry
+# servers, on a fresh Debian/Ubuntu machine with the Rust toolchain.
+#
+#   bash scripts/test.sh [extra `cargo test` arguments]
+#
+# 1. installs what the tests need and is missing: etcd, ZooKeeper (Debian packages),
+#    rnacos (a Nacos-compatible server, `cargo install`, 15-25 min the first time), and a
+#    Python venv in .venv with grpcio for the interop test;
+# 2. starts etcd, ZooKeeper and rnacos on free loopback ports (scripts/registries.sh) and
+#    exports RPC_TEST_ETCD_URL, RPC_TEST_ZOOKEEPER_URL, RPC_TEST_NACOS_URL and
+#    RPC_TEST_PYTHON, which the tests read;
+# 3. runs `cargo test --workspace`, then stops exactly the servers it started.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { echo "test.sh: $*" >&2; }
+
+as_root() {
+    if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi
+}
+
+install_packages() {
+    local missing=()
+    command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
+    command -v etcdctl >/dev/null 2>&1 || missing+=(etcd-client)
+    [[ -f /usr/share/java/zookeeper.jar ]] || missing+=(zookeeper)
+    command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+    command -v nc >/dev/null 2>&1 || missing+=(netcat-openbsd)
+    python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+    if ((${#missing[@]})); then
+        say "installing ${missing[*]}"
+        as_root apt-get update -q >&2
+        DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -q "${missing[@]}" >&2
+    fi
+}
+
+install_rnacos() {
+    export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+    if ! command -v rnacos >/dev/null 2>&1; then
+        say "installing rnacos (cargo install rnacos --locked; this takes a while once)"
+        cargo install rnacos --locked >&2
+    fi
+}
+
+install_python() {
+    local python=.venv/bin/python
+    if ! [[ -x $python ]] || ! $python -c 'import grpc, grpc_tools, grpc_health' >/dev/null 2>&1; then
+        say "creating .venv with grpcio"
+        python3 -m venv .venv
+        $python -m pip install -q grpcio==1.85.3 grpcio-tools==1.85.1 grpcio-health-checking==1.85.1 >&2
+    fi
+    export RPC_TEST_PYTHON="$PWD/$python"
+}
+
+install_packages
+install_rnacos
+install_python
+
+eval "$(scripts/registries.sh start)"
+trap 'scripts/registries.sh stop' EXIT
+
+cargo test --workspace "$@"
