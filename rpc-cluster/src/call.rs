@@ -20,7 +20,7 @@ use crate::classify::{
 };
 use crate::error::ClusterError;
 use crate::invoker::Invoker;
-use crate::loadbalance::{Candidates, RequestInfo};
+use crate::loadbalance::{Candidates, InvokerList, RequestInfo};
 use crate::replay::RequestBody;
 
 /// The state of one call across its attempts.
@@ -73,9 +73,37 @@ impl CallContext {
     /// Picks an instance not tried yet: the load balance's choice, or in panic mode
     /// (nothing selectable) the one whose ejection or closing ends soonest.
     pub(crate) fn pick(&mut self) -> Option<Arc<Invoker>> {
-        let list = self.cluster.directory.list();
+        let directory = self.cluster.directory.clone();
+        self.pick_live(|| directory.list(), true)
+    }
+
+    /// Like [`CallContext::pick`], but never in panic mode: `None` when no instance is
+    /// selectable (for extra forks, which must not go to an ejected or closing one).
+    pub(crate) fn pick_selectable(&mut self) -> Option<Arc<Invoker>> {
+        let directory = self.cluster.directory.clone();
+        self.pick_live(|| directory.list(), false)
+    }
+
+    /// Picks from the list `current` returns. An instance removed by a registry update
+    /// after the list was loaded is passed over and the pick made again from a fresh
+    /// list, so a call never goes to an instance that already left.
+    fn pick_live(
+        &mut self,
+        current: impl Fn() -> Arc<InvokerList>,
+        panic: bool,
+    ) -> Option<Arc<Invoker>> {
+        loop {
+            let invoker = self.pick_from(&current(), panic)?;
+            if !invoker.is_removed() {
+                return Some(invoker);
+            }
+            self.tried.push(invoker.id().clone());
+        }
+    }
+
+    fn pick_from(&mut self, list: &InvokerList, panic: bool) -> Option<Arc<Invoker>> {
         let candidates = Candidates::new(
-            &list,
+            list,
             &self.tried,
             Instant::now(),
             self.cluster.config.warmup,
@@ -88,7 +116,7 @@ impl CallContext {
             .cluster
             .lb
             .select(&candidates, &request, &mut self.rng)
-            .or_else(|| self.panic_pick(&candidates))?;
+            .or_else(|| panic.then(|| self.panic_pick(&candidates)).flatten())?;
         Some(candidates.get(index).clone())
     }
 
@@ -113,11 +141,6 @@ impl CallContext {
     pub(crate) async fn send(&mut self) -> Option<Outcome> {
         loop {
             let invoker = self.pick()?;
-            if invoker.is_removed() {
-                // Removed between the pick and now: pick again from the fresh list.
-                self.tried.push(invoker.id().clone());
-                continue;
-            }
             match self.attempt(&invoker).await? {
                 Outcome::Failure(failure) if failure.kind == FailureKind::Rejected => {
                     self.cluster.stats.note_reroute();
@@ -305,7 +328,126 @@ impl Failure {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use rpc_core::transport::ChannelOptions;
+    use rpc_core::{Instance, ServiceKey, Snapshot};
+
     use super::*;
+    use crate::config::{BlacklistConfig, DirectoryConfig, ReferenceConfig};
+    use crate::{ClusterChannel, Directory};
+
+    fn instance(n: u16) -> Instance {
+        let mut instance = Instance::new(ServiceKey::new("t.S"), "127.0.0.1", n);
+        instance.id = InstanceId::new(format!("i{n}"));
+        instance
+    }
+
+    fn cluster(ports: &[u16], blacklist: BlacklistConfig) -> ClusterChannel {
+        let directory = Arc::new(Directory::new(
+            ServiceKey::new("t.S"),
+            DirectoryConfig::default(),
+            ChannelOptions::default(),
+        ));
+        directory.apply(Snapshot::new(
+            ServiceKey::new("t.S"),
+            1,
+            ports.iter().map(|&p| instance(p)).collect(),
+        ));
+        ClusterChannel::new(directory, ReferenceConfig::default(), blacklist).with_seed(3)
+    }
+
+    fn call(channel: &ClusterChannel) -> CallContext {
+        let request = Request::builder()
+            .uri("/t.S/M")
+            .body(TonicBody::empty())
+            .unwrap();
+        CallContext::new(channel.inner().clone(), request)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pick_whose_instance_was_removed_meanwhile_is_made_again() {
+        let channel = cluster(&[1, 2], BlacklistConfig::default());
+        let directory = channel.directory().clone();
+        let stale = directory.list();
+        // Make instance 2 look slow, so P2C on the stale list chooses instance 1 ...
+        stale.invokers()[1].observe_latency(Duration::from_secs(1), Instant::now());
+        // ... which the registry removes before the call is sent.
+        directory.apply(Snapshot::new(ServiceKey::new("t.S"), 2, vec![instance(2)]));
+        let mut call = call(&channel);
+        let loads = std::sync::atomic::AtomicUsize::new(0);
+        let picked = call
+            .pick_live(
+                || {
+                    if loads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+                        stale.clone()
+                    } else {
+                        directory.list()
+                    }
+                },
+                true,
+            )
+            .unwrap();
+        assert_eq!(picked.id().as_str(), "i2");
+        assert_eq!(
+            call.tried,
+            [InstanceId::new("i1")],
+            "the removed choice was passed over"
+        );
+        assert_eq!(
+            loads.load(std::sync::atomic::Ordering::SeqCst),
+            2,
+            "a fresh list was loaded"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn all_ejected_instances_take_panic_picks_and_recover_within_one_ejection_time() {
+        let blacklist = BlacklistConfig {
+            max_ejection_percent: 100,
+            jitter: 0.0,
+            ..BlacklistConfig::default()
+        };
+        let channel = cluster(&[1, 2, 3], blacklist);
+        let list = channel.directory().list();
+        let inner = channel.inner().clone();
+        for invoker in list.invokers() {
+            for _ in 0..5 {
+                inner
+                    .blacklist
+                    .on_failure(invoker, list.invokers(), Instant::now());
+            }
+            tokio::time::advance(Duration::from_millis(10)).await;
+        }
+        let now = Instant::now();
+        assert!(
+            list.invokers().iter().all(|i| i.health().ejected(now)),
+            "all ejected"
+        );
+        // Panic mode: the call still goes somewhere — the instance back soonest.
+        let picked = call(&channel).pick().unwrap();
+        assert_eq!(picked.id().as_str(), "i1");
+        assert_eq!(channel.stats().blacklist.panic_picks, 1);
+
+        // The instances heal; one ejection time later each is probed once and restored.
+        // Calls arrive; no time passes beyond the one ejection time.
+        tokio::time::advance(Duration::from_secs(30)).await;
+        for _ in 0..50 {
+            let invoker = call(&channel).pick().unwrap();
+            let now = Instant::now();
+            if invoker.availability(now) == crate::Availability::Probe {
+                assert!(invoker.health().begin_probe(now));
+            }
+            inner.blacklist.on_success(&invoker, now);
+        }
+        let now = Instant::now();
+        assert!(
+            list.invokers()
+                .iter()
+                .all(|i| i.availability(now) == crate::Availability::Ready)
+        );
+        assert_eq!(channel.stats().blacklist.recoveries, 3);
+    }
 
     #[test]
     fn grpc_timeout_header_is_read() {

@@ -109,6 +109,11 @@ impl ClusterChannel {
             .counts(self.inner.blacklist.stats().counts())
     }
 
+    #[cfg(test)]
+    pub(crate) fn inner(&self) -> &Arc<ClusterInner> {
+        &self.inner
+    }
+
     /// Calls waiting for a failback retry.
     pub fn failback_queued(&self) -> usize {
         self.inner.failback.len()

@@ -68,7 +68,11 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_scheme_is_named() {
-        let error = connect("redis://127.0.0.1:6379").await.err().unwrap().to_string();
+        let error = connect("redis://127.0.0.1:6379")
+            .await
+            .err()
+            .unwrap()
+            .to_string();
         assert!(error.contains("unknown scheme `redis`"), "{error}");
         assert!(error.contains("memory, static, etcd"), "{error}");
     }
@@ -77,7 +81,10 @@ mod tests {
     async fn memory_and_static_build_from_urls() {
         assert_eq!(connect("memory://").await.unwrap().url(), "memory://");
         assert_eq!(
-            connect("static://127.0.0.1:1,127.0.0.1:2").await.unwrap().url(),
+            connect("static://127.0.0.1:1,127.0.0.1:2")
+                .await
+                .unwrap()
+                .url(),
             "static://127.0.0.1:1,127.0.0.1:2"
         );
     }

@@ -6,22 +6,24 @@
 //! when the last clone of a client is dropped, its instances disappear.
 //!
 //! `memory://` is the process-wide default hub; `memory://NAME` a named one. The
-//! parameter `delay` (e.g. `memory://?delay=300ms`) holds back every snapshot this
-//! client's subscriptions receive by that long, standing in for the propagation delay of
-//! a real registry so that shutdown's wait-for-consumers step is exercised honestly.
+//! parameter `delay` (e.g. `memory://?delay=300ms`) holds back every change this
+//! client's subscriptions receive by that long (the state at subscription time arrives
+//! at once), standing in for the propagation delay of a real registry so that
+//! shutdown's wait-for-consumers step is exercised honestly.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::StreamExt;
 use parking_lot::Mutex;
 use rpc_core::{
-    Instance, InstanceId, Registry, RegistryError, ServiceKey, Snapshot, Subscription, SubscriptionId,
+    Instance, InstanceId, Registry, RegistryError, ServiceKey, Snapshot, Subscription,
+    SubscriptionId,
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use futures_util::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::url::RegistryUrl;
@@ -56,7 +58,9 @@ struct Subscriber {
 
 impl Subscriber {
     fn send(&self, snapshot: Snapshot) -> bool {
-        self.tx.send((Instant::now() + self.delay, snapshot)).is_ok()
+        self.tx
+            .send((Instant::now() + self.delay, snapshot))
+            .is_ok()
     }
 }
 
@@ -70,7 +74,11 @@ impl MemoryHub {
 
     /// The process-wide hub called `name` (`""` is the default hub of `memory://`).
     pub fn named(name: &str) -> Self {
-        NAMED_HUBS.lock().entry(name.to_owned()).or_default().clone()
+        NAMED_HUBS
+            .lock()
+            .entry(name.to_owned())
+            .or_default()
+            .clone()
     }
 
     /// A new client of this hub whose subscriptions receive snapshots at once.
@@ -112,7 +120,12 @@ impl MemoryHub {
 
     /// Live subscriptions across all clients (for tests: `close` must release them all).
     pub fn subscription_count(&self) -> usize {
-        self.state.lock().services.values().map(|e| e.subscribers.len()).sum()
+        self.state
+            .lock()
+            .services
+            .values()
+            .map(|e| e.subscribers.len())
+            .sum()
     }
 
     fn publish(state: &mut HubState, service: &ServiceKey) {
@@ -239,7 +252,11 @@ impl Registry for MemoryRegistry {
         let entry = state.services.entry(service.clone()).or_default();
         // The current state first, then every change: no gap, since both happen under
         // the hub's lock.
-        subscriber.send(entry.snapshot(service, revision));
+        // The current state arrives at once, as a real registry answers the initial
+        // read; only later changes travel with the propagation delay.
+        let _ = subscriber
+            .tx
+            .send((Instant::now(), entry.snapshot(service, revision)));
         entry.subscribers.push(subscriber);
         // `then` handles one item at a time, so delayed snapshots keep their order.
         let stream = UnboundedReceiverStream::new(rx).then(|(due, snapshot)| async move {
@@ -316,7 +333,10 @@ mod tests {
     async fn subscribe_sees_the_current_state_at_once() {
         let hub = MemoryHub::new();
         let provider = hub.client();
-        provider.register(&Instance::new(key("s"), "h", 1)).await.unwrap();
+        provider
+            .register(&Instance::new(key("s"), "h", 1))
+            .await
+            .unwrap();
         let consumer = hub.client();
         let mut sub = consumer.subscribe(&key("s")).await.unwrap();
         assert_eq!(next(&mut sub).await, [1]);
@@ -355,7 +375,10 @@ mod tests {
         let (one, two, provider) = (hub.client(), hub.client(), hub.client());
         let mut first = one.subscribe(&key("s")).await.unwrap();
         let mut second = two.subscribe(&key("s")).await.unwrap();
-        provider.register(&Instance::new(key("s"), "h", 7)).await.unwrap();
+        provider
+            .register(&Instance::new(key("s"), "h", 7))
+            .await
+            .unwrap();
         for sub in [&mut first, &mut second] {
             assert_eq!(next(sub).await, Vec::<u16>::new());
             assert_eq!(next(sub).await, [7]);
@@ -382,8 +405,14 @@ mod tests {
         let consumer = hub.client();
         let mut a = consumer.subscribe(&key("a")).await.unwrap();
         let provider = hub.client();
-        provider.register(&Instance::new(key("b"), "h", 2)).await.unwrap();
-        provider.register(&Instance::new(key("a"), "h", 1)).await.unwrap();
+        provider
+            .register(&Instance::new(key("b"), "h", 2))
+            .await
+            .unwrap();
+        provider
+            .register(&Instance::new(key("a"), "h", 1))
+            .await
+            .unwrap();
         assert_eq!(next(&mut a).await, Vec::<u16>::new());
         assert_eq!(next(&mut a).await, [1]);
     }
@@ -392,7 +421,10 @@ mod tests {
     async fn dropping_a_client_withdraws_its_instances() {
         let hub = MemoryHub::new();
         let provider = hub.client();
-        provider.register(&Instance::new(key("s"), "h", 1)).await.unwrap();
+        provider
+            .register(&Instance::new(key("s"), "h", 1))
+            .await
+            .unwrap();
         let consumer = hub.client();
         let mut sub = consumer.subscribe(&key("s")).await.unwrap();
         assert_eq!(next(&mut sub).await, [1]);
@@ -404,7 +436,10 @@ mod tests {
     async fn close_releases_subscriptions_and_registrations() {
         let hub = MemoryHub::new();
         let client = hub.client();
-        client.register(&Instance::new(key("s"), "h", 1)).await.unwrap();
+        client
+            .register(&Instance::new(key("s"), "h", 1))
+            .await
+            .unwrap();
         let _sub = client.subscribe(&key("t")).await.unwrap();
         assert_eq!(hub.subscription_count(), 1);
         client.close().await.unwrap();
@@ -423,10 +458,20 @@ mod tests {
         let mut sub = consumer.subscribe(&key("s")).await.unwrap();
         let start = Instant::now();
         assert_eq!(next(&mut sub).await, Vec::<u16>::new());
-        assert_eq!(start.elapsed(), Duration::from_millis(300));
+        assert_eq!(
+            start.elapsed(),
+            Duration::ZERO,
+            "the current state is not delayed"
+        );
         let provider = hub.client();
-        provider.register(&Instance::new(key("s"), "h", 1)).await.unwrap();
-        provider.register(&Instance::new(key("s"), "h", 2)).await.unwrap();
+        provider
+            .register(&Instance::new(key("s"), "h", 1))
+            .await
+            .unwrap();
+        provider
+            .register(&Instance::new(key("s"), "h", 2))
+            .await
+            .unwrap();
         let registered = Instant::now();
         assert_eq!(next(&mut sub).await, [1]);
         assert_eq!(registered.elapsed(), Duration::from_millis(300));
@@ -436,8 +481,18 @@ mod tests {
     #[test]
     fn url_parameters_are_checked() {
         let bad = RegistryUrl::parse("memory://?dely=1s").unwrap();
-        assert!(MemoryRegistry::from_url(&bad).unwrap_err().to_string().contains("`dely`"));
+        assert!(
+            MemoryRegistry::from_url(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("`dely`")
+        );
         let bad = RegistryUrl::parse("memory://?delay=soon").unwrap();
-        assert!(MemoryRegistry::from_url(&bad).unwrap_err().to_string().contains("`delay`"));
+        assert!(
+            MemoryRegistry::from_url(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("`delay`")
+        );
     }
 }

@@ -18,7 +18,13 @@ pub(crate) async fn run(mut call: CallContext) -> Result<Response<TonicBody>, Bo
     let forks = call.cluster.config.forks.max(1);
     let mut invokers = Vec::with_capacity(forks);
     while invokers.len() < forks {
-        let Some(invoker) = call.pick() else { break };
+        // Only the first fork may go to an ejected or closing instance (panic mode).
+        let next = if invokers.is_empty() {
+            call.pick()
+        } else {
+            call.pick_selectable()
+        };
+        let Some(invoker) = next else { break };
         call.tried.push(invoker.id().clone());
         invokers.push(invoker);
     }

@@ -55,3 +55,78 @@ pub fn logs() {
         .with_test_writer()
         .try_init();
 }
+
+/// What a [`Scripted`] provider does with each request.
+#[derive(Clone, Copy, Debug)]
+pub enum Behavior {
+    /// Answer at once.
+    Ok,
+    /// Fail with this status code.
+    Fail(tonic::Code),
+    /// Sleep, then answer.
+    Sleep(Duration),
+}
+
+/// An echo provider whose behaviour the test sets, counting every execution.
+#[derive(Clone, Debug)]
+pub struct Scripted {
+    /// Requests that reached the handler.
+    pub calls: Arc<std::sync::atomic::AtomicUsize>,
+    /// What the next requests get.
+    pub behavior: Arc<parking_lot::Mutex<Behavior>>,
+}
+
+impl Scripted {
+    /// A provider that behaves as `behavior`.
+    pub fn new(behavior: Behavior) -> Self {
+        Self {
+            calls: Arc::default(),
+            behavior: Arc::new(parking_lot::Mutex::new(behavior)),
+        }
+    }
+
+    /// Requests executed so far.
+    pub fn calls(&self) -> usize {
+        self.calls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Changes what the next requests get.
+    pub fn set(&self, behavior: Behavior) {
+        *self.behavior.lock() = behavior;
+    }
+}
+
+#[tonic::async_trait]
+impl proto::echo::echo_server::Echo for Scripted {
+    async fn echo(
+        &self,
+        request: tonic::Request<proto::echo::EchoRequest>,
+    ) -> Result<tonic::Response<proto::echo::EchoReply>, tonic::Status> {
+        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let provider = request
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let behavior = *self.behavior.lock();
+        match behavior {
+            Behavior::Ok => {}
+            Behavior::Fail(code) => return Err(tonic::Status::new(code, "scripted failure")),
+            Behavior::Sleep(duration) => tokio::time::sleep(duration).await,
+        }
+        Ok(tonic::Response::new(proto::echo::EchoReply {
+            payload: request.into_inner().payload,
+            provider,
+        }))
+    }
+}
+
+/// Starts a scripted provider on `hub` with `config`.
+pub async fn scripted_provider(
+    hub: &MemoryHub,
+    scripted: &Scripted,
+    config: Config,
+) -> Application {
+    let mut builder = builder_with(config, hub, Duration::ZERO);
+    builder.service(EchoServer::new(scripted.clone()));
+    builder.start().await.expect("provider starts")
+}
