@@ -164,6 +164,27 @@ impl CallContext {
         Some(outcome)
     }
 
+    /// Attempts to send the request to each of `invokers` at once, one future each (as
+    /// many as the body can be replayed for), for forking and broadcast.
+    pub(crate) fn parallel_attempts<'a>(
+        &self,
+        invokers: &'a [Arc<Invoker>],
+    ) -> Vec<impl std::future::Future<Output = Outcome> + 'a> {
+        let mut attempts = Vec::with_capacity(invokers.len());
+        for invoker in invokers {
+            let Some((body, sent)) = self.body.attempt() else {
+                break;
+            };
+            let request = self.request_with(body);
+            let cluster = self.cluster.clone();
+            let timeout = self.timeout;
+            attempts.push(async move {
+                dispatch(&cluster, invoker, request, timeout, || sent.was_sent()).await
+            });
+        }
+        attempts
+    }
+
     /// A request for one more attempt, with `body`.
     pub(crate) fn request_with(&self, body: TonicBody) -> Request<TonicBody> {
         Request::from_parts(self.parts.clone(), body)

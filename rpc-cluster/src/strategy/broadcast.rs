@@ -6,7 +6,7 @@ use rpc_core::BoxError;
 use tokio::time::Instant;
 use tonic::body::Body as TonicBody;
 
-use crate::call::{CallContext, dispatch};
+use crate::call::CallContext;
 use crate::classify::{FailureKind, Outcome};
 use crate::loadbalance::Candidates;
 
@@ -27,18 +27,7 @@ pub(crate) async fn run(call: CallContext) -> Result<Response<TonicBody>, BoxErr
     if invokers.is_empty() {
         return call.give_up(None);
     }
-    let mut attempts = Vec::with_capacity(invokers.len());
-    for invoker in &invokers {
-        let Some((body, sent)) = call.body.attempt() else {
-            break;
-        };
-        let request = call.request_with(body);
-        let cluster = call.cluster.clone();
-        let timeout = call.timeout;
-        attempts.push(async move {
-            dispatch(&cluster, invoker, request, timeout, || sent.was_sent()).await
-        });
-    }
+    let attempts = call.parallel_attempts(&invokers);
     let mut last_success = None;
     let mut first_error = None;
     for outcome in join_all(attempts).await {

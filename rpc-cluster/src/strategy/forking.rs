@@ -6,7 +6,7 @@ use http::Response;
 use rpc_core::BoxError;
 use tonic::body::Body as TonicBody;
 
-use crate::call::{CallContext, dispatch};
+use crate::call::CallContext;
 use crate::classify::{FailureKind, Outcome};
 
 /// Forking: sends the request to `forks` different instances at once and returns the
@@ -31,18 +31,7 @@ pub(crate) async fn run(mut call: CallContext) -> Result<Response<TonicBody>, Bo
     if invokers.is_empty() {
         return call.give_up(None);
     }
-    let mut attempts = FuturesUnordered::new();
-    for invoker in &invokers {
-        let Some((body, sent)) = call.body.attempt() else {
-            break;
-        };
-        let request = call.request_with(body);
-        let cluster = call.cluster.clone();
-        let timeout = call.timeout;
-        attempts.push(async move {
-            dispatch(&cluster, invoker, request, timeout, || sent.was_sent()).await
-        });
-    }
+    let mut attempts: FuturesUnordered<_> = call.parallel_attempts(&invokers).into_iter().collect();
     let mut last = None;
     while let Some(outcome) = attempts.next().await {
         match outcome {

@@ -15,8 +15,11 @@ use tokio::time::Instant;
 use tonic_health::ServingStatus;
 
 use super::deadline::Deadline;
+use super::startup::ManagedReference;
 use super::{Lifecycle, Phase, ShutdownReport, Step, StepOutcome, StepReport};
 use crate::inflight::InflightCounter;
+use crate::registry::Registry;
+use crate::transport::ServerHandle;
 
 impl Lifecycle {
     /// The sequence. Runs once per lifecycle (see [`Lifecycle::before_shutdown`]).
@@ -84,29 +87,32 @@ impl Lifecycle {
     /// what graceful offline prevents; never part of a normal shutdown.
     pub async fn abort(&self) {
         self.advance(Phase::Stopped);
-        let (registrations, servers, references, registries) = {
-            let mut parts = self.inner.parts.lock();
-            (
-                std::mem::take(&mut parts.registrations),
-                std::mem::take(&mut parts.servers),
-                std::mem::take(&mut parts.references),
-                std::mem::take(&mut parts.registries),
-            )
-        };
+        let registrations = std::mem::take(&mut self.inner.parts.lock().registrations);
+        let (servers, references, registries) = self.take_protocols();
         join_all(servers.iter().map(|server| server.abort())).await;
         for (registry, instance) in &registrations {
             let _ = registry.unregister(instance).await;
         }
-        join_all(references.iter().map(|reference| reference.close())).await;
-        join_all(
-            registries
-                .iter()
-                .map(|registry| close_registry(registry.clone())),
-        )
-        .await;
+        release(&references, &registries).await;
         self.inner
             .finished
             .send_replace(Some(ShutdownReport::default()));
+    }
+
+    /// Takes out what step 6 (or an abort) closes: servers, references, registries.
+    fn take_protocols(
+        &self,
+    ) -> (
+        Vec<ServerHandle>,
+        Vec<Arc<dyn ManagedReference>>,
+        Vec<Arc<dyn Registry>>,
+    ) {
+        let mut parts = self.inner.parts.lock();
+        (
+            std::mem::take(&mut parts.servers),
+            std::mem::take(&mut parts.references),
+            std::mem::take(&mut parts.registries),
+        )
     }
 
     async fn unregister(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {
@@ -173,14 +179,7 @@ impl Lifecycle {
         report: &mut ShutdownReport,
     ) -> StepOutcome {
         self.advance(Phase::Destroying);
-        let (servers, references, registries) = {
-            let mut parts = self.inner.parts.lock();
-            (
-                std::mem::take(&mut parts.servers),
-                std::mem::take(&mut parts.references),
-                std::mem::take(&mut parts.registries),
-            )
-        };
+        let (servers, references, registries) = self.take_protocols();
         // After an interrupt nobody waits for a GOAWAY exchange: connections close now.
         let bound = if deadline.interrupted() {
             Instant::now()
@@ -192,15 +191,7 @@ impl Lifecycle {
             report.connections_closed += connections.closed_gracefully;
             report.connections_forced += connections.forced;
         }
-        let release = async {
-            join_all(references.iter().map(|reference| reference.close())).await;
-            join_all(
-                registries
-                    .iter()
-                    .map(|registry| close_registry(registry.clone())),
-            )
-            .await;
-        };
+        let release = release(&references, &registries);
         let outcome = deadline
             .wait(release, deadline.bound(self.config().step_timeout))
             .await;
@@ -229,7 +220,18 @@ impl Lifecycle {
     }
 }
 
-async fn close_registry(registry: Arc<dyn crate::registry::Registry>) {
+/// Closes the references' channels and subscriptions, then the registries.
+async fn release(references: &[Arc<dyn ManagedReference>], registries: &[Arc<dyn Registry>]) {
+    join_all(references.iter().map(|reference| reference.close())).await;
+    join_all(
+        registries
+            .iter()
+            .map(|registry| close_registry(registry.clone())),
+    )
+    .await;
+}
+
+async fn close_registry(registry: Arc<dyn Registry>) {
     if let Err(error) = registry.close().await {
         tracing::warn!(registry = registry.url(), %error, "closing registry failed");
     }
