@@ -385,7 +385,14 @@ async fn forking_takes_the_first_success() {
         "the fast one answered"
     );
     assert_eq!(scripts[1].calls(), 1);
-    assert_eq!(scripts[0].calls(), 1, "both forks were sent");
+    // Both forks were sent (the slow one may be cancelled before its handler runs).
+    let list = app.references()[0].directory().list();
+    assert!(
+        list.invokers()
+            .iter()
+            .all(|invoker| invoker.stats().dispatched == 1)
+    );
+    assert!(scripts[0].calls() <= 1);
     app.before_shutdown().await;
 }
 

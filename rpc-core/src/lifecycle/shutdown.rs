@@ -88,31 +88,25 @@ impl Lifecycle {
     pub async fn abort(&self) {
         self.advance(Phase::Stopped);
         let registrations = std::mem::take(&mut self.inner.parts.lock().registrations);
-        let (servers, references, registries) = self.take_protocols();
-        join_all(servers.iter().map(|server| server.abort())).await;
+        let protocols = self.take_protocols();
+        join_all(protocols.servers.iter().map(|server| server.abort())).await;
         for (registry, instance) in &registrations {
             let _ = registry.unregister(instance).await;
         }
-        release(&references, &registries).await;
+        protocols.release().await;
         self.inner
             .finished
             .send_replace(Some(ShutdownReport::default()));
     }
 
-    /// Takes out what step 6 (or an abort) closes: servers, references, registries.
-    fn take_protocols(
-        &self,
-    ) -> (
-        Vec<ServerHandle>,
-        Vec<Arc<dyn ManagedReference>>,
-        Vec<Arc<dyn Registry>>,
-    ) {
+    /// Takes out what step 6 (or an abort) closes.
+    fn take_protocols(&self) -> Protocols {
         let mut parts = self.inner.parts.lock();
-        (
-            std::mem::take(&mut parts.servers),
-            std::mem::take(&mut parts.references),
-            std::mem::take(&mut parts.registries),
-        )
+        Protocols {
+            servers: std::mem::take(&mut parts.servers),
+            references: std::mem::take(&mut parts.references),
+            registries: std::mem::take(&mut parts.registries),
+        }
     }
 
     async fn unregister(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {
@@ -179,19 +173,25 @@ impl Lifecycle {
         report: &mut ShutdownReport,
     ) -> StepOutcome {
         self.advance(Phase::Destroying);
-        let (servers, references, registries) = self.take_protocols();
+        let protocols = self.take_protocols();
         // After an interrupt nobody waits for a GOAWAY exchange: connections close now.
         let bound = if deadline.interrupted() {
             Instant::now()
         } else {
             deadline.bound(self.config().step_timeout)
         };
-        let closed = join_all(servers.iter().map(|server| server.shutdown(bound))).await;
+        let closed = join_all(
+            protocols
+                .servers
+                .iter()
+                .map(|server| server.shutdown(bound)),
+        )
+        .await;
         for connections in closed {
             report.connections_closed += connections.closed_gracefully;
             report.connections_forced += connections.forced;
         }
-        let release = release(&references, &registries);
+        let release = protocols.release();
         let outcome = deadline
             .wait(release, deadline.bound(self.config().step_timeout))
             .await;
@@ -220,15 +220,24 @@ impl Lifecycle {
     }
 }
 
-/// Closes the references' channels and subscriptions, then the registries.
-async fn release(references: &[Arc<dyn ManagedReference>], registries: &[Arc<dyn Registry>]) {
-    join_all(references.iter().map(|reference| reference.close())).await;
-    join_all(
-        registries
-            .iter()
-            .map(|registry| close_registry(registry.clone())),
-    )
-    .await;
+/// What step 6 closes: listeners and connections, references, registries.
+struct Protocols {
+    servers: Vec<ServerHandle>,
+    references: Vec<Arc<dyn ManagedReference>>,
+    registries: Vec<Arc<dyn Registry>>,
+}
+
+impl Protocols {
+    /// Closes the references' channels and subscriptions, then the registries.
+    async fn release(&self) {
+        join_all(self.references.iter().map(|reference| reference.close())).await;
+        join_all(
+            self.registries
+                .iter()
+                .map(|registry| close_registry(registry.clone())),
+        )
+        .await;
+    }
 }
 
 async fn close_registry(registry: Arc<dyn Registry>) {
