@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures_util::FutureExt;
 use http::HeaderMap;
-use http_body::{Body, Frame, SizeHint};
+use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
 use tonic::Status;
@@ -66,13 +66,6 @@ impl Frames {
             Self::One(_) => 1,
             Self::Many(chunks) => chunks.len(),
         }
-    }
-
-    fn bytes_from(&self, index: usize) -> u64 {
-        (index..self.len())
-            .filter_map(|i| self.get(i))
-            .map(|c| c.len() as u64)
-            .sum()
     }
 }
 
@@ -242,12 +235,8 @@ impl Body for AttemptBody {
         }
     }
 
-    fn size_hint(&self) -> SizeHint {
-        match &self.source {
-            Source::Buffered { data, next, .. } => SizeHint::with_exact(data.bytes_from(*next)),
-            Source::Shared { .. } => SizeHint::default(),
-        }
-    }
+    // No exact size hint: hyper would add a content-length header to every request,
+    // which gRPC does not use (tonic's own request bodies give none either).
 }
 
 /// A body that fails with the error its source failed with.
