@@ -15,13 +15,14 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures_util::StreamExt;
 use parking_lot::Mutex;
 use rpc_core::{
-    Instance, InstanceId, Registry, RegistryError, ServiceKey, Snapshot, Subscription, SubscriptionId,
+    Instance, InstanceId, Registry, RegistryError, ServiceKey, Snapshot, Subscription,
+    SubscriptionId,
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use futures_util::StreamExt;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::url::RegistryUrl;
@@ -56,7 +57,9 @@ struct Subscriber {
 
 impl Subscriber {
     fn send(&self, snapshot: Snapshot) -> bool {
-        self.tx.send((Instant::now() + self.delay, snapshot)).is_ok()
+        self.tx
+            .send((Instant::now() + self.delay, snapshot))
+            .is_ok()
     }
 }
 
@@ -70,7 +73,11 @@ impl MemoryHub {
 
     /// The process-wide hub called `name` (`""` is the default hub of `memory://`).
     pub fn named(name: &str) -> Self {
-        NAMED_HUBS.lock().entry(name.to_owned()).or_default().clone()
+        NAMED_HUBS
+            .lock()
+            .entry(name.to_owned())
+            .or_default()
+            .clone()
     }
 
     /// A new client of this hub whose subscriptions receive snapshots at once.
@@ -112,7 +119,12 @@ impl MemoryHub {
 
     /// Live subscriptions across all clients (for tests: `close` must release them all).
     pub fn subscription_count(&self) -> usize {
-        self.state.lock().services.values().map(|e| e.subscribers.len()).sum()
+        self.state
+            .lock()
+            .services
+            .values()
+            .map(|e| e.subscribers.len())
+            .sum()
     }
 
     fn publish(state: &mut HubState, service: &ServiceKey) {
@@ -316,7 +328,10 @@ mod tests {
     async fn subscribe_sees_the_current_state_at_once() {
         let hub = MemoryHub::new();
         let provider = hub.client();
-        provider.register(&Instance::new(key("s"), "h", 1)).await.unwrap();
+        provider
+            .register(&Instance::new(key("s"), "h", 1))
+            .await
+            .unwrap();
         let consumer = hub.client();
         let mut sub = consumer.subscribe(&key("s")).await.unwrap();
         assert_eq!(next(&mut sub).await, [1]);
@@ -355,7 +370,10 @@ mod tests {
         let (one, two, provider) = (hub.client(), hub.client(), hub.client());
         let mut first = one.subscribe(&key("s")).await.unwrap();
         let mut second = two.subscribe(&key("s")).await.unwrap();
-        provider.register(&Instance::new(key("s"), "h", 7)).await.unwrap();
+        provider
+            .register(&Instance::new(key("s"), "h", 7))
+            .await
+            .unwrap();
         for sub in [&mut first, &mut second] {
             assert_eq!(next(sub).await, Vec::<u16>::new());
             assert_eq!(next(sub).await, [7]);
@@ -382,8 +400,14 @@ mod tests {
         let consumer = hub.client();
         let mut a = consumer.subscribe(&key("a")).await.unwrap();
         let provider = hub.client();
-        provider.register(&Instance::new(key("b"), "h", 2)).await.unwrap();
-        provider.register(&Instance::new(key("a"), "h", 1)).await.unwrap();
+        provider
+            .register(&Instance::new(key("b"), "h", 2))
+            .await
+            .unwrap();
+        provider
+            .register(&Instance::new(key("a"), "h", 1))
+            .await
+            .unwrap();
         assert_eq!(next(&mut a).await, Vec::<u16>::new());
         assert_eq!(next(&mut a).await, [1]);
     }
@@ -392,7 +416,10 @@ mod tests {
     async fn dropping_a_client_withdraws_its_instances() {
         let hub = MemoryHub::new();
         let provider = hub.client();
-        provider.register(&Instance::new(key("s"), "h", 1)).await.unwrap();
+        provider
+            .register(&Instance::new(key("s"), "h", 1))
+            .await
+            .unwrap();
         let consumer = hub.client();
         let mut sub = consumer.subscribe(&key("s")).await.unwrap();
         assert_eq!(next(&mut sub).await, [1]);
@@ -404,7 +431,10 @@ mod tests {
     async fn close_releases_subscriptions_and_registrations() {
         let hub = MemoryHub::new();
         let client = hub.client();
-        client.register(&Instance::new(key("s"), "h", 1)).await.unwrap();
+        client
+            .register(&Instance::new(key("s"), "h", 1))
+            .await
+            .unwrap();
         let _sub = client.subscribe(&key("t")).await.unwrap();
         assert_eq!(hub.subscription_count(), 1);
         client.close().await.unwrap();
@@ -425,8 +455,14 @@ mod tests {
         assert_eq!(next(&mut sub).await, Vec::<u16>::new());
         assert_eq!(start.elapsed(), Duration::from_millis(300));
         let provider = hub.client();
-        provider.register(&Instance::new(key("s"), "h", 1)).await.unwrap();
-        provider.register(&Instance::new(key("s"), "h", 2)).await.unwrap();
+        provider
+            .register(&Instance::new(key("s"), "h", 1))
+            .await
+            .unwrap();
+        provider
+            .register(&Instance::new(key("s"), "h", 2))
+            .await
+            .unwrap();
         let registered = Instant::now();
         assert_eq!(next(&mut sub).await, [1]);
         assert_eq!(registered.elapsed(), Duration::from_millis(300));
@@ -436,8 +472,18 @@ mod tests {
     #[test]
     fn url_parameters_are_checked() {
         let bad = RegistryUrl::parse("memory://?dely=1s").unwrap();
-        assert!(MemoryRegistry::from_url(&bad).unwrap_err().to_string().contains("`dely`"));
+        assert!(
+            MemoryRegistry::from_url(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("`dely`")
+        );
         let bad = RegistryUrl::parse("memory://?delay=soon").unwrap();
-        assert!(MemoryRegistry::from_url(&bad).unwrap_err().to_string().contains("`delay`"));
+        assert!(
+            MemoryRegistry::from_url(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("`delay`")
+        );
     }
 }

@@ -12,7 +12,8 @@ use futures_util::StreamExt;
 use futures_util::stream;
 use parking_lot::Mutex;
 use rpc_core::{
-    Instance, InstanceId, Registry, RegistryError, ServiceKey, Snapshot, Subscription, SubscriptionId,
+    Instance, InstanceId, Registry, RegistryError, ServiceKey, Snapshot, Subscription,
+    SubscriptionId,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -66,7 +67,10 @@ impl StaticRegistry {
             .iter()
             .map(|(host, port)| {
                 let mut instance = Instance::new(service.clone(), host.clone(), *port);
-                instance.id = InstanceId::new(format!("static:{}", rpc_core::format_authority(host, *port)));
+                instance.id = InstanceId::new(format!(
+                    "static:{}",
+                    rpc_core::format_authority(host, *port)
+                ));
                 instance.start_time_ms = 0;
                 instance
             })
@@ -95,8 +99,12 @@ impl Registry for StaticRegistry {
         self.subscriptions.lock().insert(id, cancelled.clone());
         let snapshot = Snapshot::new(service.clone(), 1, self.instances(service));
         // The list once, then stay open (yielding nothing) until unsubscribed.
-        let end = stream::once(async move { cancelled.cancelled_owned().await }).filter_map(|()| async { None });
-        Ok(Subscription::new(id, stream::once(async { snapshot }).chain(end)))
+        let end = stream::once(async move { cancelled.cancelled_owned().await })
+            .filter_map(|()| async { None });
+        Ok(Subscription::new(
+            id,
+            stream::once(async { snapshot }).chain(end),
+        ))
     }
 
     async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {

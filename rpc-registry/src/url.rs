@@ -80,7 +80,8 @@ impl RegistryUrl {
                     None => (info, None),
                 };
                 let decode = |part: &str, what: &str| {
-                    percent_decode(part).ok_or_else(|| fail(format!("bad percent-encoding in the {what}")))
+                    percent_decode(part)
+                        .ok_or_else(|| fail(format!("bad percent-encoding in the {what}")))
                 };
                 (
                     Some(decode(user, "user name")?),
@@ -151,9 +152,11 @@ impl RegistryUrl {
     pub fn duration_param(&self, name: &str, default: Duration) -> Result<Duration, RegistryError> {
         match self.param(name) {
             None => Ok(default),
-            Some(value) => humantime::parse_duration(value).map_err(|error| self.invalid(format!(
+            Some(value) => humantime::parse_duration(value).map_err(|error| {
+                self.invalid(format!(
                 "parameter `{name}`: `{value}` is not a duration like `10s` or `500ms` ({error})"
-            ))),
+            ))
+            }),
         }
     }
 
@@ -162,12 +165,20 @@ impl RegistryUrl {
     /// # Errors
     /// [`RegistryError::InvalidUrl`] naming the first unknown parameter and the known ones.
     pub fn expect_params(&self, known: &[&str]) -> Result<(), RegistryError> {
-        match self.params.keys().find(|key| !known.contains(&key.as_str())) {
+        match self
+            .params
+            .keys()
+            .find(|key| !known.contains(&key.as_str()))
+        {
             None => Ok(()),
             Some(unknown) => Err(self.invalid(format!(
                 "unknown parameter `{unknown}` for {}:// (known: {})",
                 self.scheme,
-                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
             ))),
         }
     }
@@ -180,7 +191,11 @@ impl RegistryUrl {
         if self.hosts.is_empty() {
             return Err(self.invalid(format!("{}:// needs at least one host", self.scheme)));
         }
-        Ok(self.hosts.iter().map(|h| h.authority(default_port)).collect())
+        Ok(self
+            .hosts
+            .iter()
+            .map(|h| h.authority(default_port))
+            .collect())
     }
 
     /// An [`RegistryError::InvalidUrl`] for this URL.
@@ -228,7 +243,9 @@ fn parse_host(entry: &str) -> Result<HostPort, String> {
     }
     let port = port
         .map(|port| match port.parse::<u16>() {
-            Ok(0) | Err(_) => Err(format!("bad port `{port}` in `{entry}` (expected 1..=65535)")),
+            Ok(0) | Err(_) => Err(format!(
+                "bad port `{port}` in `{entry}` (expected 1..=65535)"
+            )),
             Ok(port) => Ok(port),
         })
         .transpose()?;
@@ -265,7 +282,11 @@ pub(crate) fn redact(url: &str) -> String {
     match authority.rsplit_once('@') {
         Some((userinfo, hosts)) => {
             let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-            let masked = if userinfo.contains(':') { format!("{user}:***") } else { user.to_owned() };
+            let masked = if userinfo.contains(':') {
+                format!("{user}:***")
+            } else {
+                user.to_owned()
+            };
             format!("{scheme}://{masked}@{hosts}{}", &rest[authority_end..])
         }
         None => url.to_owned(),
@@ -285,19 +306,31 @@ mod tests {
 
     #[test]
     fn parses_every_documented_form() {
-        let etcd = RegistryUrl::parse("etcd://127.0.0.1:2379,10.0.0.2:2380?ttl=10s&prefix=/rpc").unwrap();
+        let etcd =
+            RegistryUrl::parse("etcd://127.0.0.1:2379,10.0.0.2:2380?ttl=10s&prefix=/rpc").unwrap();
         assert_eq!(etcd.scheme(), "etcd");
-        assert_eq!(etcd.endpoints(2379).unwrap(), ["127.0.0.1:2379", "10.0.0.2:2380"]);
-        assert_eq!(etcd.duration_param("ttl", Duration::ZERO).unwrap(), Duration::from_secs(10));
+        assert_eq!(
+            etcd.endpoints(2379).unwrap(),
+            ["127.0.0.1:2379", "10.0.0.2:2380"]
+        );
+        assert_eq!(
+            etcd.duration_param("ttl", Duration::ZERO).unwrap(),
+            Duration::from_secs(10)
+        );
         assert_eq!(etcd.param("prefix"), Some("/rpc"));
 
         let zk = RegistryUrl::parse("zookeeper://a:2181,b?session_timeout=2s&root=/x").unwrap();
         assert_eq!(zk.endpoints(2181).unwrap(), ["a:2181", "b:2181"]);
 
-        let nacos = RegistryUrl::parse("nacos://nacos:p%40ss@127.0.0.1:8848?namespace=public&group=G").unwrap();
+        let nacos =
+            RegistryUrl::parse("nacos://nacos:p%40ss@127.0.0.1:8848?namespace=public&group=G")
+                .unwrap();
         assert_eq!(nacos.username(), Some("nacos"));
         assert_eq!(nacos.password(), Some("p@ss"));
-        assert_eq!(nacos.redacted(), "nacos://nacos:***@127.0.0.1:8848?namespace=public&group=G");
+        assert_eq!(
+            nacos.redacted(),
+            "nacos://nacos:***@127.0.0.1:8848?namespace=public&group=G"
+        );
 
         let memory = RegistryUrl::parse("memory://").unwrap();
         assert!(memory.hosts().is_empty());
@@ -325,16 +358,24 @@ mod tests {
     #[test]
     fn parameter_errors_name_the_parameter() {
         let url = RegistryUrl::parse("etcd://h?ttl=ten&bogus=1").unwrap();
-        let bad = url.duration_param("ttl", Duration::ZERO).unwrap_err().to_string();
+        let bad = url
+            .duration_param("ttl", Duration::ZERO)
+            .unwrap_err()
+            .to_string();
         assert!(bad.contains("parameter `ttl`"), "{bad}");
-        let unknown = url.expect_params(&["ttl", "prefix"]).unwrap_err().to_string();
+        let unknown = url
+            .expect_params(&["ttl", "prefix"])
+            .unwrap_err()
+            .to_string();
         assert!(unknown.contains("unknown parameter `bogus`"), "{unknown}");
         assert!(unknown.contains("ttl, prefix"), "{unknown}");
     }
 
     #[test]
     fn errors_never_show_the_password() {
-        let error = RegistryUrl::parse("etcd://root:secret@h:abc").unwrap_err().to_string();
+        let error = RegistryUrl::parse("etcd://root:secret@h:abc")
+            .unwrap_err()
+            .to_string();
         assert!(!error.contains("secret"), "{error}");
         assert!(error.contains("root:***@"), "{error}");
     }
