@@ -26,6 +26,8 @@ pub mod etcd;
 pub mod memory;
 pub mod static_list;
 pub mod url;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper;
 
 #[cfg(any(feature = "etcd", feature = "zookeeper", feature = "nacos"))]
 mod retry;
@@ -43,6 +45,8 @@ pub use url::RegistryUrl;
 
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdRegistry;
+#[cfg(feature = "zookeeper")]
+pub use zookeeper::ZooKeeperRegistry;
 
 /// The schemes [`connect`] knows, whether or not their feature is compiled in.
 pub const SCHEMES: [&str; 5] = ["memory", "static", "etcd", "zookeeper", "nacos"];
@@ -66,6 +70,8 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Registry>, RegistryError> {
         "static" => Ok(Arc::new(StaticRegistry::from_url(&url)?)),
         #[cfg(feature = "etcd")]
         "etcd" => Ok(Arc::new(EtcdRegistry::connect(&url).await?)),
+        #[cfg(feature = "zookeeper")]
+        "zookeeper" => Ok(Arc::new(ZooKeeperRegistry::connect(&url).await?)),
         scheme if SCHEMES.contains(&scheme) => Err(url.invalid(format!(
             "the `{scheme}` backend is not compiled in (enable the `{scheme}` feature of rpc-registry)"
         ))),
