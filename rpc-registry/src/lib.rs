@@ -24,6 +24,8 @@
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod memory;
+#[cfg(feature = "nacos")]
+pub mod nacos;
 pub mod static_list;
 pub mod url;
 #[cfg(feature = "zookeeper")]
@@ -45,6 +47,8 @@ pub use url::RegistryUrl;
 
 #[cfg(feature = "etcd")]
 pub use etcd::EtcdRegistry;
+#[cfg(feature = "nacos")]
+pub use nacos::NacosRegistry;
 #[cfg(feature = "zookeeper")]
 pub use zookeeper::ZooKeeperRegistry;
 
@@ -72,6 +76,8 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Registry>, RegistryError> {
         "etcd" => Ok(Arc::new(EtcdRegistry::connect(&url).await?)),
         #[cfg(feature = "zookeeper")]
         "zookeeper" => Ok(Arc::new(ZooKeeperRegistry::connect(&url).await?)),
+        #[cfg(feature = "nacos")]
+        "nacos" => Ok(Arc::new(NacosRegistry::connect(&url).await?)),
         scheme if SCHEMES.contains(&scheme) => Err(url.invalid(format!(
             "the `{scheme}` backend is not compiled in (enable the `{scheme}` feature of rpc-registry)"
         ))),

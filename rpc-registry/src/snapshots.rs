@@ -76,7 +76,7 @@ impl SubscriptionSet {
     }
 
     /// How many subscriptions are live.
-    #[cfg(test)]
+    #[cfg_attr(not(feature = "nacos"), allow(dead_code))]
     pub(crate) fn len(&self) -> usize {
         self.live.lock().len()
     }
@@ -129,6 +129,7 @@ impl SnapshotPublisher {
     }
 
     /// Whether the consumer dropped its stream.
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
     pub(crate) fn is_closed(&self) -> bool {
         self.tx.is_closed()
     }
