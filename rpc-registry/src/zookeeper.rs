@@ -51,7 +51,7 @@ use rpc_core::{Instance, Registry, RegistryError, ServiceKey, Subscription, Subs
 use tokio::sync::{Mutex, Notify, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use zookeeper_client::{Acl, Acls, Client, CreateMode, Error as ZkError, Permission, SessionState};
+use zookeeper_client::{Acl, Acls, Client, CreateMode, Error as ZkError, Permission};
 
 use crate::retry::{Backoff, Failure, bounded};
 use crate::snapshots::{SnapshotPublisher, SubscriptionSet};
@@ -258,6 +258,8 @@ async fn open_session(config: &ZooKeeperConfig) -> Result<Client, ZkError> {
 }
 
 /// Whether `error` means the session is gone for good (a new one is needed).
+/// `UnexpectedError` is what requests get once the library's session task is gone without
+/// reporting a terminal state.
 fn is_session_lost(error: &ZkError) -> bool {
     matches!(
         error,
@@ -265,6 +267,7 @@ fn is_session_lost(error: &ZkError) -> bool {
             | ZkError::ClientClosed
             | ZkError::SessionMoved
             | ZkError::AuthFailed
+            | ZkError::UnexpectedError(_)
     )
 }
 
@@ -446,10 +449,12 @@ async fn session_over(shared: &Shared, client: &Client) {
         tokio::select! {
             changed = state.changed() => if changed.is_terminated() { return },
             () = shared.broken.notified() => {
-                // A request saw a dead session; believe it only if the state agrees or
-                // stays silent (the library may have lost its session task).
-                if client.state() != SessionState::SyncConnected {
-                    return;
+                // A request saw a dead session. The library normally says so itself; if its
+                // session task is gone it cannot: ask the server. While merely
+                // disconnected the library is still reconnecting within the session.
+                match bounded(shared.config.request_timeout, client.check_stat("/")).await {
+                    Err(Failure::Failed(error)) if is_session_lost(&error) => return,
+                    _ => {}
                 }
             }
         }
