@@ -337,11 +337,16 @@ impl Shared {
         let lease = granted.id();
         for (key, value) in &leased.registered {
             let options = PutOptions::new().with_lease(lease);
-            bounded(
+            let put = bounded(
                 self.request_timeout,
                 client.put(key.clone(), value.clone(), Some(options)),
             )
-            .await?;
+            .await;
+            if let Err(failure) = put {
+                // Do not leave a half-filled lease behind; the next attempt grants anew.
+                let _ = bounded(self.request_timeout, client.lease_revoke(lease)).await;
+                return Err(failure);
+            }
         }
         let old = leased.lease.replace(lease);
         self.lease_tx.send_replace(Some(lease));
