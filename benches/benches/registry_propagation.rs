@@ -217,7 +217,7 @@ async fn wait_until(
 }
 
 fn ms(micros: u64) -> String {
-    format!("{:.2} ms", micros as f64 / 1000.0)
+    format!("{:.3} ms", micros as f64 / 1000.0)
 }
 
 fn print_table(rounds: u64, rows: &[(&Backend, Measured)]) {

@@ -328,8 +328,8 @@ impl Fixture {
     }
 
     /// What this test's clients left on the server, looked up directly: etcd keys under the
-    /// scope's prefix, instance znodes under the scope's root, Nacos instances of
-    /// `services` in the scope's group, memory instances and subscriptions.
+    /// scope's prefix, instance znodes under the scope's root, Nacos instances and
+    /// subscribers of `services` in the scope's group, memory instances and subscriptions.
     pub async fn leftovers(&self, services: &[ServiceKey]) -> Vec<String> {
         match self.kind {
             Kind::Memory => {
@@ -402,6 +402,21 @@ impl Fixture {
                             hosts
                                 .iter()
                                 .map(|h| format!("nacos instance of {service}: {h}")),
+                        );
+                    }
+                    let path = format!(
+                        "/nacos/v1/ns/service/subscribers?serviceName={}&groupName={}&namespaceId=public",
+                        encode(&service.path_segment()),
+                        encode(&self.scope)
+                    );
+                    let body = http_get(self.upstream_http(), &path).await;
+                    let json: serde_json::Value =
+                        serde_json::from_str(&body).unwrap_or(serde_json::Value::Null);
+                    if let Some(subscribers) = json.get("subscribers").and_then(|s| s.as_array()) {
+                        left.extend(
+                            subscribers
+                                .iter()
+                                .map(|s| format!("nacos subscriber of {service}: {s}")),
                         );
                     }
                 }
