@@ -30,8 +30,9 @@
 //! `session_timeout` (default 10 s), `root` (default `/rpc`), `connect_timeout` (default 3 s:
 //! bound on opening the first session), `request_timeout` (default 3 s: bound on every later
 //! request). The port defaults to 2181. `user:pass@` adds `digest` authentication; instance
-//! znodes are then writable only by that user and readable by anyone. Credentials never
-//! appear in logs or errors.
+//! znodes are then writable only by that user and readable by anyone (deleting a child is
+//! governed by its directory's ACL, which stays open so that providers of any user can
+//! register, as in Dubbo). Credentials never appear in logs or errors.
 //!
 //! # Panics of the client library
 //! `zookeeper-client` panics in a watcher whose session task went away without a final
