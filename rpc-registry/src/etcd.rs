@@ -362,7 +362,7 @@ impl Shared {
     /// Renews the lease after `lost` was found gone, unless someone already did.
     async fn renew_after_loss(&self, lost: i64) -> Result<(), RegistryError> {
         let mut leased = self.lock_leased("renew lease").await?;
-        if leased.lease != Some(lost) {
+        if leased.lease != Some(lost) || self.closed.is_cancelled() {
             return Ok(());
         }
         if leased.registered.is_empty() {
@@ -646,6 +646,7 @@ impl Registry for EtcdRegistry {
             source: error.into(),
         })?;
         let mut leased = shared.lock_leased("register").await?;
+        self.check_open()?;
         let fail =
             |failure: Failure<etcd_client::Error>| failure.into_operation(&shared.url, "register");
         let lease = match leased.lease {
@@ -682,6 +683,7 @@ impl Registry for EtcdRegistry {
         let shared = &self.shared;
         let key = shared.key(instance);
         let mut leased = shared.lock_leased("unregister").await?;
+        self.check_open()?;
         if leased.registered.remove(&key).is_none() {
             return Ok(());
         }
@@ -724,22 +726,33 @@ impl Registry for EtcdRegistry {
         if shared.closed.is_cancelled() {
             return Ok(());
         }
+        // Under this lock no renewal is half done, so the lease recorded is the one that
+        // holds the keys (a renewal cancelled between its writes and its bookkeeping would
+        // leave a new lease nobody revokes).
+        let mut leased = shared.leased.lock().await;
+        if shared.closed.is_cancelled() {
+            return Ok(());
+        }
         shared.closed.cancel();
         shared.subscriptions.close_all();
         shared.tasks.close();
+        leased.registered.clear();
+        let lease = leased.lease.take();
+        drop(leased);
         // The tasks stop at their next await point; their watch and keep-alive streams are
         // dropped with them.
         let _ = tokio::time::timeout(shared.request_timeout, shared.tasks.wait()).await;
-        let mut leased = shared.leased.lock().await;
-        leased.registered.clear();
-        let Some(lease) = leased.lease.take() else {
+        let Some(lease) = lease else {
             return Ok(());
         };
-        // Revoking the lease deletes every key attached to it, atomically.
+        // Revoking the lease deletes every key attached to it, atomically. A lease etcd no
+        // longer knows has nothing left to release.
         let mut client = shared.client.clone();
-        bounded(shared.request_timeout, client.lease_revoke(lease))
-            .await
-            .map_err(|failure| failure.into_operation(&shared.url, "close"))?;
+        match bounded(shared.request_timeout, client.lease_revoke(lease)).await {
+            Ok(_) => {}
+            Err(Failure::Failed(error)) if is_lease_gone(&error) => {}
+            Err(failure) => return Err(failure.into_operation(&shared.url, "close")),
+        }
         tracing::debug!(url = %shared.url, lease, "etcd registry closed");
         Ok(())
     }
