@@ -93,6 +93,7 @@ conformance!(
     services_and_instances_do_not_cross_talk,
     a_dead_provider_disappears_by_itself,
     a_provider_registers_again_after_losing_its_session,
+    a_registration_left_by_an_old_session_does_not_block_a_new_one,
     a_subscriber_keeps_its_instances_while_the_registry_is_unreachable,
     an_empty_service_yields_an_empty_snapshot_then_changes,
     close_releases_every_registration_subscription_and_session,
@@ -379,6 +380,38 @@ async fn a_provider_registers_again_after_losing_its_session(f: Fixture) {
         f.reconnect_allowance()
     );
     close(&provider).await;
+    close(&consumer).await;
+}
+
+/// Rule 4, continued: a registration of the same instance still held by an old session
+/// (the server has not expired it yet) does not block the new session's registration, and
+/// the old session's end does not take the new registration with it.
+async fn a_registration_left_by_an_old_session_does_not_block_a_new_one(f: Fixture) {
+    let service = f.service("successor");
+    let old = f.client(Presence::Long).await;
+    let new = f.client(Presence::Short).await;
+    let consumer = f.client(Presence::Short).await;
+    let successor = instance(&service, 23501);
+    old.register(&successor)
+        .await
+        .expect("register in the old session");
+    let mut watch = Watch::new(&consumer, &service).await;
+    watch.until(&[&successor], f.propagation_bound()).await;
+
+    new.register(&successor)
+        .await
+        .expect("a registration left by another session does not block");
+    close(&old).await;
+    let left = f.leftovers(std::slice::from_ref(&service)).await;
+    let instances: Vec<&String> = left.iter().filter(|l| !l.contains("subscri")).collect();
+    assert_eq!(
+        instances.len(),
+        1,
+        "the new session's registration survives the old one: {left:?}"
+    );
+    let mut fresh = Watch::new(&consumer, &service).await;
+    fresh.until(&[&successor], FIRST_SNAPSHOT).await;
+    close(&new).await;
     close(&consumer).await;
 }
 
