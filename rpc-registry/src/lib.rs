@@ -7,8 +7,12 @@
 //! | `memory://[NAME][?delay=300ms]` | in-process hub (the embedded default) | always |
 //! | `static://host:port[,host:port]` | fixed list of addresses | always |
 //! | `etcd://[user:pass@]host:port[,...][?ttl=10s&prefix=/rpc]` | etcd v3 | `etcd` |
-//! | `zookeeper://host:port[,...][?session_timeout=10s&root=/rpc]` | ZooKeeper | `zookeeper` |
-//! | `nacos://[user:pass@]host:port[?namespace=public&group=DEFAULT_GROUP]` | Nacos | `nacos` |
+//! | `zookeeper://[user:pass@]host:port[,...][?session_timeout=10s&root=/rpc]` | ZooKeeper | `zookeeper` |
+//! | `nacos://[user:pass@]host:port[?namespace=public&group=DEFAULT_GROUP&cluster=DEFAULT]` | Nacos | `nacos` |
+//!
+//! The network backends also take `connect_timeout` (bound on connecting at start-up) and
+//! `request_timeout` (bound on every later request), both [`DEFAULT_TIMEOUT`] by default;
+//! an unknown parameter is an error naming it. Credentials never appear in logs or errors.
 //!
 //! Every backend implements [`rpc_core::Registry`] with the same semantics (ephemeral
 //! registrations, full snapshots in revision order, no empty snapshot because of a
@@ -17,11 +21,23 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "etcd")]
+pub mod etcd;
 pub mod memory;
+#[cfg(feature = "nacos")]
+pub mod nacos;
 pub mod static_list;
 pub mod url;
+#[cfg(feature = "zookeeper")]
+pub mod zookeeper;
+
+#[cfg(any(feature = "etcd", feature = "zookeeper", feature = "nacos"))]
+mod retry;
+#[cfg(any(feature = "etcd", feature = "zookeeper", feature = "nacos"))]
+mod snapshots;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rpc_core::{Registry, RegistryError};
 
@@ -29,8 +45,19 @@ pub use memory::{MemoryHub, MemoryRegistry};
 pub use static_list::StaticRegistry;
 pub use url::RegistryUrl;
 
+#[cfg(feature = "etcd")]
+pub use etcd::EtcdRegistry;
+#[cfg(feature = "nacos")]
+pub use nacos::NacosRegistry;
+#[cfg(feature = "zookeeper")]
+pub use zookeeper::ZooKeeperRegistry;
+
 /// The schemes [`connect`] knows, whether or not their feature is compiled in.
 pub const SCHEMES: [&str; 5] = ["memory", "static", "etcd", "zookeeper", "nacos"];
+
+/// Default of the `connect_timeout` and `request_timeout` parameters of the network
+/// backends: how long connecting, and each request, may take before it fails.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Builds a registry client from its URL and, for network backends, connects it.
 ///
@@ -39,13 +66,21 @@ pub const SCHEMES: [&str; 5] = ["memory", "static", "etcd", "zookeeper", "nacos"
 ///   parameter or a bad parameter value (the message names it), or a backend whose cargo
 ///   feature is off;
 /// - [`RegistryError::Unreachable`] when the server does not answer within the connect
-///   timeout.
+///   timeout (the message names it).
 pub async fn connect(url: &str) -> Result<Arc<dyn Registry>, RegistryError> {
     let url = RegistryUrl::parse(url)?;
     match url.scheme() {
         "memory" => Ok(Arc::new(MemoryRegistry::from_url(&url)?)),
         "static" => Ok(Arc::new(StaticRegistry::from_url(&url)?)),
-        scheme if SCHEMES.contains(&scheme) => connect_network(&url).await,
+        #[cfg(feature = "etcd")]
+        "etcd" => Ok(Arc::new(EtcdRegistry::connect(&url).await?)),
+        #[cfg(feature = "zookeeper")]
+        "zookeeper" => Ok(Arc::new(ZooKeeperRegistry::connect(&url).await?)),
+        #[cfg(feature = "nacos")]
+        "nacos" => Ok(Arc::new(NacosRegistry::connect(&url).await?)),
+        scheme if SCHEMES.contains(&scheme) => Err(url.invalid(format!(
+            "the `{scheme}` backend is not compiled in (enable the `{scheme}` feature of rpc-registry)"
+        ))),
         scheme => Err(url.invalid(format!(
             "unknown scheme `{scheme}` (known: {})",
             SCHEMES.join(", ")
@@ -53,13 +88,15 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Registry>, RegistryError> {
     }
 }
 
-#[allow(clippy::unused_async)]
-async fn connect_network(url: &RegistryUrl) -> Result<Arc<dyn Registry>, RegistryError> {
-    Err(url.invalid(format!(
-        "the `{}` backend is not compiled in (enable the `{}` feature of rpc-registry)",
-        url.scheme(),
-        url.scheme()
-    )))
+/// The duration parameter `name` of `url` (default [`DEFAULT_TIMEOUT`]), which must not be
+/// zero.
+#[cfg(any(feature = "etcd", feature = "zookeeper", feature = "nacos"))]
+pub(crate) fn timeout_param(url: &RegistryUrl, name: &str) -> Result<Duration, RegistryError> {
+    let value = url.duration_param(name, DEFAULT_TIMEOUT)?;
+    if value.is_zero() {
+        return Err(url.invalid(format!("parameter `{name}` must be greater than zero")));
+    }
+    Ok(value)
 }
 
 #[cfg(test)]

@@ -259,8 +259,12 @@ impl Registry for MemoryRegistry {
             .send((Instant::now(), entry.snapshot(service, revision)));
         entry.subscribers.push(subscriber);
         // `then` handles one item at a time, so delayed snapshots keep their order.
+        // A snapshot already due is delivered without a timer: a timer rounds up to the
+        // next millisecond tick, which added ~1 ms to every change of an undelayed client.
         let stream = UnboundedReceiverStream::new(rx).then(|(due, snapshot)| async move {
-            tokio::time::sleep_until(due).await;
+            if due > Instant::now() {
+                tokio::time::sleep_until(due).await;
+            }
             snapshot
         });
         Ok(Subscription::new(id, stream))
