@@ -130,8 +130,18 @@ async fn ours() -> (EchoClient<rpc::ReferenceChannel>, Vec<Application>) {
 /// CPU time this process has used (user + system), from /proc/self/stat.
 fn cpu_time() -> Duration {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let fields: Vec<&str> = stat
+        .rsplit(')')
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     // Fields 14 and 15 of the file (utime, stime), counted after the command name.
     Duration::from_millis((ticks(11) + ticks(12)) * 10)
 }
