@@ -9,7 +9,8 @@
 #    Python venv in .venv with grpcio for the interop test;
 # 2. starts etcd, ZooKeeper and rnacos on free loopback ports (scripts/registries.sh) and
 #    exports RPC_TEST_ETCD_URL, RPC_TEST_ZOOKEEPER_URL, RPC_TEST_NACOS_URL and
-#    RPC_TEST_PYTHON, which the tests read;
+#    RPC_TEST_PYTHON, which the tests read (RPC_TEST_REQUIRE_REGISTRIES=1 makes a missing
+#    server a failure rather than a skip);
 # 3. runs `cargo test --workspace`, then stops exactly the servers it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,5 +60,7 @@ install_python
 
 eval "$(scripts/registries.sh start)"
 trap 'scripts/registries.sh stop' EXIT
+# Every registry test must run here: a missing server is a failure, not a skip.
+export RPC_TEST_REQUIRE_REGISTRIES=1
 
-cargo test --workspace "$@"
+cargo test --workspace --no-fail-fast "$@"

@@ -221,6 +221,8 @@ mod tests {
     fn instance(port: u16) -> Instance {
         let mut instance = Instance::new(ServiceKey::new("t.S"), "127.0.0.1", port);
         instance.id = InstanceId::new(format!("id-{port}"));
+        // The same registration every time, as a registry would return it.
+        instance.start_time_ms = 1;
         instance
     }
 

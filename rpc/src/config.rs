@@ -20,7 +20,8 @@
 //!   internal_signal: true
 //! ```
 //!
-//! Every key can be overridden from the environment as `RPC_<SECTION>__<KEY>`, e.g.
+//! Every key can be overridden from the environment as `RPC_<SECTION>__<KEY>` (variables
+//! starting with `RPC_` but without `__` are not configuration and are ignored), e.g.
 //! `RPC_GRACEFUL_SHUTDOWN__TIMEOUT=25s` or `RPC_PROTOCOL__PORT=20881` (environment keys
 //! are lower-cased, so map keys with capitals or dots, such as service names, can only
 //! be set in the file). Dubbo-go's kebab-case spellings are accepted (`step-timeout`,
@@ -280,7 +281,8 @@ impl Config {
                 config::Environment::with_prefix("RPC")
                     .prefix_separator("_")
                     .separator("__")
-                    .try_parsing(true),
+                    .try_parsing(true)
+                    .source(Some(overrides())),
             )
             .build()
             .map_err(|error| ConfigError::Parse {
@@ -303,6 +305,18 @@ impl Config {
         }
         Ok(self)
     }
+}
+
+/// The `RPC_<SECTION>__<KEY>` variables of the environment. Every setting lives in a
+/// section, so an override always has a `__`; other `RPC_*` variables (a test's
+/// `RPC_TEST_ETCD_URL`, a script's own) are not configuration and are left alone.
+fn overrides() -> config::Map<String, String> {
+    std::env::vars()
+        .filter(|(name, _)| {
+            name.strip_prefix("RPC_")
+                .is_some_and(|rest| rest.contains("__"))
+        })
+        .collect()
 }
 
 fn invalid(
