@@ -10,10 +10,11 @@ pub mod rolling;
 pub mod services;
 
 /// Installs a `tracing` subscriber that prints to stderr, filtered by `RUST_LOG`
-/// (default `warn`, so examples print only their own output).
+/// (default `warn`, so examples print only their own output; nacos-sdk's own log is
+/// off by default, as it reports its connections' normal closing as errors).
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,nacos_sdk=off"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -53,3 +53,51 @@ async fn processes_mode_refuses_the_in_process_registry() {
         "{error}"
     );
 }
+
+/// `--mode processes` against a real registry: every instance a child process stopped by
+/// a real SIGTERM. The server URL comes from `var` (set by scripts/test.sh).
+async fn roll_processes(var: &str, duration: Duration) {
+    let Ok(url) = std::env::var(var) else {
+        assert!(
+            std::env::var_os("RPC_TEST_REQUIRE_REGISTRIES").is_none(),
+            "{var} is not set but RPC_TEST_REQUIRE_REGISTRIES is"
+        );
+        println!("SKIPPED: {var} is not set (scripts/test.sh starts the registries)");
+        return;
+    };
+    let options = Options {
+        mode: rolling::Mode::Processes,
+        registry: url,
+        executable: env!("CARGO_BIN_EXE_rolling-deploy").into(),
+        rate: 300,
+        duration,
+        ..short(true)
+    };
+    let summary = rolling::run(options).await.expect("the run starts");
+    print!("{}", summary.table());
+    assert_eq!(summary.failed, 0, "{:?}", summary.failure_samples);
+    assert_eq!(summary.restarts, 4);
+    for restart in &summary.restart_details {
+        let report = restart
+            .report
+            .as_ref()
+            .expect("each child printed its shutdown report");
+        assert_eq!(report.exit_code(), 0, "{}: {report}", restart.instance);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_roll_on_etcd_loses_no_request() {
+    roll_processes("RPC_TEST_ETCD_URL", Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_roll_on_zookeeper_loses_no_request() {
+    roll_processes("RPC_TEST_ZOOKEEPER_URL", Duration::from_secs(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_roll_on_nacos_loses_no_request() {
+    // Nacos pushes changes about a second late: give each restart room.
+    roll_processes("RPC_TEST_NACOS_URL", Duration::from_secs(16)).await;
+}
