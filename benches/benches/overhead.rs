@@ -6,12 +6,17 @@
 //!   in-process registry by an `Application` consumer (directory, P2C, failover,
 //!   blacklist, consumer filters).
 //!
-//! They run alternately in this process, several rounds, at 1, 16 and 64 concurrent
-//! calls (closed loop); the median round of each is printed with the ratios. The last
-//! line is `overhead: qps_ratio=X p99_ratio=Y` for 16 concurrent calls.
-//! Environment: `OVERHEAD_SECONDS` per measured run (default 3), `OVERHEAD_ROUNDS`
-//! (default 3), `OVERHEAD_PROFILE=rpc|plain` to run only that stack at 16 calls for a
-//! profiler (no ratios).
+//! They run alternately in this process, in back-to-back pairs, at 1, 16 and 64
+//! concurrent calls (closed loop). Each stack's median run is printed, and the median of
+//! the per-pair ratios (a pair shares the machine's conditions, so this resists noise
+//! from other tenants). The last line is `overhead: qps_ratio=X p99_ratio=Y` for 16
+//! concurrent calls.
+//!
+//! Environment: `OVERHEAD_MILLIS` per run (default 1500), `OVERHEAD_ROUNDS` pairs per
+//! concurrency (default 7), `OVERHEAD_PROFILE=plain|rpc|rpc-client|rpc-server` to run
+//! one configuration for 3 s at `OVERHEAD_PROFILE_CALLS` (default 16) calls for a
+//! profiler, printing CPU time per request (`rpc-client`: our consumer against tonic's
+//! server; `rpc-server`: tonic's client against our provider).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,16 +115,7 @@ async fn ours() -> (EchoClient<rpc::ReferenceChannel>, Vec<Application>) {
     provider.registry("default", Arc::new(hub.client()));
     provider.service(EchoServer::new(EchoProvider::default()));
     let provider = provider.start().await.unwrap();
-    let mut consumer_config = config("consumer");
-    if std::env::var("OVERHEAD_NO_TIMEOUT").is_ok() {
-        consumer_config.consumer.references.insert(
-            "echo.Echo".to_owned(),
-            rpc::cluster::ReferenceConfig {
-                timeout: None,
-                ..Default::default()
-            },
-        );
-    }
+    let consumer_config = config("consumer");
     let mut consumer = Application::builder(consumer_config);
     consumer.registry("default", Arc::new(hub.client()));
     let client = EchoClient::new(consumer.reference("echo.Echo"));
@@ -152,8 +148,8 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let seconds = Duration::from_secs(env("OVERHEAD_SECONDS", 3));
-        let rounds = env("OVERHEAD_ROUNDS", 3) as usize;
+        let seconds = Duration::from_millis(env("OVERHEAD_MILLIS", 1_500));
+        let rounds = env("OVERHEAD_ROUNDS", 7) as usize;
         let plain_stub = plain().await;
         let (our_client, _apps) = ours().await;
         let plain = move || {
@@ -169,9 +165,11 @@ fn main() {
             }
         };
         if let Ok(stack) = std::env::var("OVERHEAD_PROFILE") {
+            let seconds = Duration::from_secs(3);
+            let profile_calls = env("OVERHEAD_PROFILE_CALLS", 16) as usize;
             let cpu_before = cpu_time();
             let measured = match stack.as_str() {
-                "plain" => drive(plain, 16, seconds).await,
+                "plain" => drive(plain, profile_calls, seconds).await,
                 "rpc-server" => {
                     // A plain tonic client against our provider.
                     let client = plain_client(_apps[1].local_addr().unwrap()).await;
@@ -181,7 +179,7 @@ fn main() {
                             client.echo(request()).await.expect("echo succeeds");
                         }
                     };
-                    drive(call, 16, seconds).await
+                    drive(call, profile_calls, seconds).await
                 }
                 "rpc-client" => {
                     // Our consumer against a plain tonic server.
@@ -202,13 +200,13 @@ fn main() {
                             client.echo(request()).await.expect("echo succeeds");
                         }
                     };
-                    drive(call, 16, seconds).await
+                    drive(call, profile_calls, seconds).await
                 }
-                _ => drive(ours, 16, seconds).await,
+                _ => drive(ours, profile_calls, seconds).await,
             };
             let requests = measured.qps * seconds.as_secs_f64();
             let cpu_us = (cpu_time() - cpu_before).as_secs_f64() * 1e6 / requests;
-            println!("{stack} alone at 16 calls: {measured:?}, CPU {cpu_us:.1} µs per request");
+            println!("{stack} alone at {profile_calls} calls: {measured:?}, CPU {cpu_us:.1} µs per request");
             return;
         }
         // Warm both: connections, allocator, P2C estimates.
@@ -223,9 +221,24 @@ fn main() {
         for concurrency in CONCURRENCY {
             let mut plain_runs = Vec::new();
             let mut our_runs = Vec::new();
-            for _ in 0..rounds {
-                plain_runs.push(drive(plain.clone(), concurrency, seconds).await);
-                our_runs.push(drive(ours.clone(), concurrency, seconds).await);
+            // Pairs of back-to-back runs: a pair sees the same machine conditions, so
+            // the median of the per-pair ratios resists noise from other tenants.
+            let mut pair_ratios = Vec::new();
+            for round in 0..rounds {
+                let (plain_run, our_run) = if round % 2 == 0 {
+                    let plain_run = drive(plain.clone(), concurrency, seconds).await;
+                    (plain_run, drive(ours.clone(), concurrency, seconds).await)
+                } else {
+                    let our_run = drive(ours.clone(), concurrency, seconds).await;
+                    (drive(plain.clone(), concurrency, seconds).await, our_run)
+                };
+                pair_ratios.push((
+                    our_run.qps / plain_run.qps,
+                    our_run.p50_us as f64 / plain_run.p50_us as f64,
+                    our_run.p99_us as f64 / plain_run.p99_us as f64,
+                ));
+                plain_runs.push(plain_run);
+                our_runs.push(our_run);
             }
             let summarize = |runs: &[Measured]| {
                 (
@@ -244,16 +257,15 @@ fn main() {
                 "{:>11} {concurrency:>6} {our_qps:>10.0} {our_p50:>9.0} {our_p99:>9.0}",
                 "rpc"
             );
-            let ratios = (our_qps / plain_qps, our_p99 / plain_p99);
+            let qps_ratio = median(&pair_ratios.iter().map(|r| r.0).collect::<Vec<_>>());
+            let p50_ratio = median(&pair_ratios.iter().map(|r| r.1).collect::<Vec<_>>());
+            let p99_ratio = median(&pair_ratios.iter().map(|r| r.2).collect::<Vec<_>>());
             println!(
-                "{:>11} {concurrency:>6} qps_ratio={:.3} p50_ratio={:.3} p99_ratio={:.3}",
-                "ratio",
-                ratios.0,
-                our_p50 / plain_p50,
-                ratios.1
+                "{:>11} {concurrency:>6} qps_ratio={qps_ratio:.3} p50_ratio={p50_ratio:.3} p99_ratio={p99_ratio:.3} (median of {rounds} paired runs)",
+                "ratio"
             );
             if concurrency == 16 {
-                last = ratios;
+                last = (qps_ratio, p99_ratio);
             }
         }
         println!("overhead: qps_ratio={:.3} p99_ratio={:.3}", last.0, last.1);

@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use rpc_core::metadata::RETRIES;
+use rpc_core::metadata::{GRPC_TIMEOUT, RETRIES};
 use rpc_core::{BoxError, GuardedBody, InstanceId};
+use smallvec::SmallVec;
 use tokio::time::Instant;
 use tonic::body::Body as TonicBody;
 use tower::ServiceExt;
@@ -32,7 +33,8 @@ pub(crate) struct CallContext {
     pub(crate) timeout: Option<Duration>,
     pub(crate) idempotent: bool,
     pub(crate) retries: u32,
-    pub(crate) tried: Vec<InstanceId>,
+    /// Instances this call was sent to; inline for the usual one or two attempts.
+    pub(crate) tried: SmallVec<[InstanceId; 2]>,
     pub(crate) last_failure: Option<Failure>,
     rng: fastrand::Rng,
 }
@@ -52,9 +54,10 @@ impl CallContext {
             (configured, asked) => configured.or(asked),
         };
         let idempotent = config.is_idempotent(method);
-        let hash_key = parts
-            .headers
-            .get(config.hash_key.as_str())
+        let hash_key = cluster
+            .hash_header
+            .as_ref()
+            .and_then(|name| parts.headers.get(name))
             .map(|value| Bytes::copy_from_slice(value.as_bytes()));
         Self {
             body: RequestBody::capture(body, config.max_replay_bytes),
@@ -65,7 +68,7 @@ impl CallContext {
             hash_key,
             timeout,
             retries,
-            tried: Vec::new(),
+            tried: SmallVec::new(),
             last_failure: None,
         }
     }
@@ -74,22 +77,22 @@ impl CallContext {
     /// (nothing selectable) the one whose ejection or closing ends soonest.
     pub(crate) fn pick(&mut self) -> Option<Arc<Invoker>> {
         let directory = self.cluster.directory.clone();
-        self.pick_live(|| directory.list(), true)
+        self.pick_live(|| directory.current(), true)
     }
 
     /// Like [`CallContext::pick`], but never in panic mode: `None` when no instance is
     /// selectable (for extra forks, which must not go to an ejected or closing one).
     pub(crate) fn pick_selectable(&mut self) -> Option<Arc<Invoker>> {
         let directory = self.cluster.directory.clone();
-        self.pick_live(|| directory.list(), false)
+        self.pick_live(|| directory.current(), false)
     }
 
     /// Picks from the list `current` returns. An instance removed by a registry update
     /// after the list was loaded is passed over and the pick made again from a fresh
     /// list, so a call never goes to an instance that already left.
-    fn pick_live(
+    fn pick_live<L: std::ops::Deref<Target = InvokerList>>(
         &mut self,
-        current: impl Fn() -> Arc<InvokerList>,
+        current: impl Fn() -> L,
         panic: bool,
     ) -> Option<Arc<Invoker>> {
         loop {
@@ -167,7 +170,7 @@ impl CallContext {
     /// Attempts to send the request to each of `invokers` at once, one future each (as
     /// many as the body can be replayed for), for forking and broadcast.
     pub(crate) fn parallel_attempts<'a>(
-        &self,
+        &mut self,
         invokers: &'a [Arc<Invoker>],
     ) -> Vec<impl std::future::Future<Output = Outcome> + 'a> {
         let mut attempts = Vec::with_capacity(invokers.len());
@@ -185,9 +188,17 @@ impl CallContext {
         attempts
     }
 
-    /// A request for one more attempt, with `body`.
-    pub(crate) fn request_with(&self, body: TonicBody) -> Request<TonicBody> {
-        Request::from_parts(self.parts.clone(), body)
+    /// A request for one more attempt, with `body`. The first attempt takes the
+    /// request's extensions (cloning them costs allocations on every call); later
+    /// attempts go without, as nothing below the cluster reads them.
+    pub(crate) fn request_with(&mut self, body: TonicBody) -> Request<TonicBody> {
+        let mut request = Request::new(body);
+        *request.method_mut() = self.parts.method.clone();
+        *request.uri_mut() = self.parts.uri.clone();
+        *request.version_mut() = self.parts.version;
+        *request.headers_mut() = self.parts.headers.clone();
+        *request.extensions_mut() = std::mem::take(&mut self.parts.extensions);
+        request
     }
 
     /// The result to give the caller after the last attempt failed or none could be
@@ -298,7 +309,7 @@ fn learn(cluster: &ClusterInner, invoker: &Arc<Invoker>, outcome: &Outcome, star
                 blacklist.mark_closing(invoker, now);
             } else {
                 invoker.observe_latency(rtt.max(cluster.directory.config().failure_penalty), now);
-                blacklist.on_failure(invoker, cluster.directory.list().invokers(), now);
+                blacklist.on_failure(invoker, cluster.directory.current().invokers(), now);
             }
             failure.response.as_ref().ok()
         }
@@ -310,7 +321,7 @@ fn learn(cluster: &ClusterInner, invoker: &Arc<Invoker>, outcome: &Outcome, star
 
 /// The caller's deadline from the `grpc-timeout` header (e.g. `500m`), if any.
 fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
-    let value = headers.get("grpc-timeout")?.to_str().ok()?;
+    let value = headers.get(&GRPC_TIMEOUT)?.to_str().ok()?;
     let (amount, unit) = value.split_at(value.len().checked_sub(1)?);
     let amount: u64 = amount.parse().ok()?;
     Some(match unit {
@@ -411,7 +422,7 @@ mod tests {
             .unwrap();
         assert_eq!(picked.id().as_str(), "i2");
         assert_eq!(
-            call.tried,
+            call.tried.as_slice(),
             [InstanceId::new("i1")],
             "the removed choice was passed over"
         );

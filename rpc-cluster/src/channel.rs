@@ -2,14 +2,12 @@
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use parking_lot::Mutex;
 use rpc_core::BoxError;
 use tonic::body::Body as TonicBody;
-use tower::retry::budget::{Budget, TpsBudget};
 use tower_service::Service;
 
 use crate::blacklist::Blacklist;
@@ -17,6 +15,7 @@ use crate::call::CallContext;
 use crate::config::{BlacklistConfig, ReferenceConfig};
 use crate::directory::Directory;
 use crate::loadbalance::{self, LoadBalance};
+use crate::retry_budget::RetryBudget;
 use crate::stats::{ClusterCounts, ClusterStats};
 use crate::strategy::{self, FailbackQueue};
 
@@ -40,9 +39,12 @@ pub(crate) struct ClusterInner {
     pub(crate) lb: Arc<dyn LoadBalance>,
     pub(crate) blacklist: Blacklist,
     pub(crate) config: ReferenceConfig,
-    pub(crate) budget: TpsBudget,
+    pub(crate) budget: RetryBudget,
     pub(crate) failback: FailbackQueue,
     pub(crate) stats: ClusterStats,
+    /// The request header consistent hashing reads; `None` for other load balances, so
+    /// their calls do not look it up.
+    pub(crate) hash_header: Option<http::HeaderName>,
     seeded: Option<Mutex<fastrand::Rng>>,
 }
 
@@ -70,9 +72,10 @@ impl ClusterChannel {
             inner: Arc::new(ClusterInner {
                 lb: loadbalance::build(config.loadbalance),
                 blacklist: Blacklist::new(blacklist, closing_expire),
-                budget: TpsBudget::new(Duration::from_secs(10), 10, 0.2),
+                budget: RetryBudget::new(0.2, 10),
                 failback: FailbackQueue::default(),
                 stats: ClusterStats::default(),
+                hash_header: hash_header(&config),
                 seeded: None,
                 directory,
                 config,
@@ -123,6 +126,19 @@ impl ClusterChannel {
     pub fn close(&self) {
         self.inner.failback.close();
         self.inner.directory.destroy_all();
+    }
+}
+
+fn hash_header(config: &ReferenceConfig) -> Option<http::HeaderName> {
+    if config.loadbalance != crate::LoadBalanceKind::ConsistentHash {
+        return None;
+    }
+    match http::HeaderName::try_from(config.hash_key.as_str()) {
+        Ok(name) => Some(name),
+        Err(_) => {
+            tracing::warn!(hash_key = %config.hash_key, "hash_key is not a valid header name; requests are spread at random");
+            None
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use std::error::Error as StdError;
 
 use http::Response;
 use rpc_core::BoxError;
-use rpc_core::metadata::{CLOSING, NOT_EXECUTED};
+use rpc_core::metadata::{CLOSING, GRPC_STATUS, NOT_EXECUTED};
 use tonic::Code;
 use tonic::body::Body as TonicBody;
 
@@ -81,34 +81,36 @@ impl Failure {
 
 /// Whether the response says the instance is going offline (any response may).
 pub(crate) fn says_closing(response: &Response<TonicBody>) -> bool {
-    response.headers().contains_key(CLOSING)
+    response.headers().contains_key(&CLOSING)
 }
 
 /// Classifies a response that arrived.
 pub(crate) fn classify_response(response: Response<TonicBody>) -> Outcome {
-    if response.headers().contains_key(NOT_EXECUTED) {
-        return Outcome::Failure(Failure {
-            kind: FailureKind::Rejected,
-            response: Ok(response),
-        });
-    }
     if response.status() != http::StatusCode::OK {
         return Outcome::Failure(Failure {
             kind: FailureKind::Transport,
             response: Ok(response),
         });
     }
-    match response
-        .headers()
-        .get("grpc-status")
-        .map(|v| Code::from_bytes(v.as_bytes()))
-    {
-        None | Some(Code::Ok) => Outcome::Success(response),
-        Some(Code::Unavailable) => Outcome::Failure(Failure {
+    // A status in the headers means a trailers-only response: an error (or an OK with
+    // no message). Every other header lookup is needed only then.
+    let code = match response.headers().get(&GRPC_STATUS) {
+        None => return Outcome::Success(response),
+        Some(value) => Code::from_bytes(value.as_bytes()),
+    };
+    if response.headers().contains_key(&NOT_EXECUTED) {
+        return Outcome::Failure(Failure {
+            kind: FailureKind::Rejected,
+            response: Ok(response),
+        });
+    }
+    match code {
+        Code::Ok => Outcome::Success(response),
+        Code::Unavailable => Outcome::Failure(Failure {
             kind: FailureKind::Unavailable,
             response: Ok(response),
         }),
-        Some(_) => Outcome::AppError(response),
+        _ => Outcome::AppError(response),
     }
 }
 

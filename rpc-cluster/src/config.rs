@@ -126,7 +126,7 @@ impl Default for ReferenceConfig {
             methods: BTreeMap::new(),
             warmup: None,
             forks: 2,
-            hash_key: rpc_core::metadata::HASH_KEY.to_owned(),
+            hash_key: rpc_core::metadata::HASH_KEY.as_str().to_owned(),
             group: String::new(),
             version: String::new(),
             check: None,

@@ -22,6 +22,17 @@ use crate::config::DirectoryConfig;
 use crate::invoker::{Invoker, InvokerSettings};
 use crate::loadbalance::InvokerList;
 
+/// A borrowed view of the directory's current list (see [`Directory::current`]).
+pub(crate) struct CurrentList(arc_swap::Guard<Arc<InvokerList>>);
+
+impl std::ops::Deref for CurrentList {
+    type Target = InvokerList;
+
+    fn deref(&self) -> &InvokerList {
+        &self.0
+    }
+}
+
 /// What [`Directory::apply`] did with a snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Applied {
@@ -91,6 +102,12 @@ impl Directory {
     /// The current list (cheap: one atomic load and a reference count).
     pub fn list(&self) -> Arc<InvokerList> {
         self.list.load_full()
+    }
+
+    /// The current list without touching its reference count, for the request path: a
+    /// shared count would be written by every core on every pick.
+    pub(crate) fn current(&self) -> CurrentList {
+        CurrentList(self.list.load())
     }
 
     /// Resolves once at least one instance is known.

@@ -31,6 +31,7 @@ mod invoker;
 pub mod loadbalance;
 mod reference;
 mod replay;
+mod retry_budget;
 mod stats;
 mod strategy;
 

@@ -15,7 +15,7 @@ use crate::loadbalance::Candidates;
 /// returned); otherwise the last success is. An instance that refuses because it is
 /// closing is skipped: it is leaving, and every other instance got the request.
 /// A request whose body cannot be replayed goes to one instance only.
-pub(crate) async fn run(call: CallContext) -> Result<Response<TonicBody>, BoxError> {
+pub(crate) async fn run(mut call: CallContext) -> Result<Response<TonicBody>, BoxError> {
     let list = call.cluster.directory.list();
     let invokers: Vec<_> = {
         let candidates = Candidates::new(&list, &[], Instant::now(), None);

@@ -5,7 +5,6 @@ use std::time::Duration;
 use http::Response;
 use rpc_core::BoxError;
 use tonic::body::Body as TonicBody;
-use tower::retry::budget::Budget;
 
 use crate::call::CallContext;
 use crate::classify::Outcome;
@@ -14,8 +13,8 @@ use crate::classify::Outcome;
 /// at most `1 + retries` attempts. A failed attempt is retried when the request
 /// certainly did not run (connection refused, stream refused, body never sent) — and,
 /// for methods configured idempotent, also after a timeout or UNAVAILABLE. Retries draw
-/// on a budget (at most 20 % of requests plus 10 per second, over 10 s: tower's
-/// `TpsBudget`), so a failing dependency cannot multiply its load, and wait a
+/// on a budget (at most 20 % of requests plus 10 per second, over 10 s; see
+/// `retry_budget`), so a failing dependency cannot multiply its load, and wait a
 /// full-jitter exponential backoff between `backoff_base` and `backoff_max`.
 ///
 /// Unlike failover in some frameworks we studied, a timeout of a non-idempotent method

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use http::{HeaderValue, Request, Response};
+use http::{Request, Response};
 use pin_project_lite::pin_project;
 use rpc_core::metadata::{CLOSING, CLOSING_VALUE, NOT_EXECUTED, NOT_EXECUTED_CLOSING};
 use rpc_core::{GuardedBody, InflightGuard, Lifecycle};
@@ -137,9 +137,7 @@ where
             } => {
                 let mut response = std::task::ready!(inner.poll(cx))?;
                 if lifecycle.phase().is_closing() {
-                    response
-                        .headers_mut()
-                        .insert(CLOSING, HeaderValue::from_static("1"));
+                    response.headers_mut().insert(CLOSING, CLOSING_VALUE);
                 }
                 Poll::Ready(Ok(match guard.take() {
                     Some(guard) => {
