@@ -12,19 +12,22 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use tokio::time::Instant;
 
+/// Resolution of the update stamp: 64 µs, so a `u32` spans three days (a stamp older than
+/// that wraps; by then any estimate has long decayed to nothing anyway).
+const STAMP_UNIT_NS: u64 = 64_000;
+
 /// One instance's latency estimate.
+///
+/// The estimate (ns, as `f32` bits) and the time of its last update share one atomic
+/// word, so a pick reads it with one load and a call records it with one
+/// compare-and-swap: no lock, one cache line written per call.
 #[derive(Debug)]
 pub(crate) struct PeakEwma {
     origin: Instant,
     decay_ns: f64,
-    /// Estimate in ns (f64 bits) and the time of its last update (ns after `origin`),
-    /// readable without the lock; written only under `update`.
-    estimate: AtomicU64,
-    stamp: AtomicU64,
-    update: Mutex<()>,
+    packed: AtomicU64,
 }
 
 impl PeakEwma {
@@ -32,41 +35,51 @@ impl PeakEwma {
         Self {
             origin: now,
             decay_ns: decay.as_nanos().max(1) as f64,
-            estimate: AtomicU64::new((initial.as_nanos() as f64).to_bits()),
-            stamp: AtomicU64::new(0),
-            update: Mutex::new(()),
+            packed: AtomicU64::new(pack(initial.as_nanos() as f32, 0)),
         }
     }
 
-    fn since_origin(&self, now: Instant) -> u64 {
-        now.saturating_duration_since(self.origin).as_nanos() as u64
+    fn units_since_origin(&self, now: Instant) -> u32 {
+        (now.saturating_duration_since(self.origin).as_nanos() as u64 / STAMP_UNIT_NS) as u32
+    }
+
+    fn decay(&self, estimate: f32, stamp: u32, now: u32) -> f64 {
+        let elapsed_ns = f64::from(now.wrapping_sub(stamp)) * STAMP_UNIT_NS as f64;
+        f64::from(estimate) * (-elapsed_ns / self.decay_ns).exp()
     }
 
     /// The estimate at `now`, in nanoseconds, decayed for the time since it was updated.
     pub(crate) fn estimate_ns(&self, now: Instant) -> f64 {
-        let estimate = f64::from_bits(self.estimate.load(Ordering::Relaxed));
-        let stamp = self.stamp.load(Ordering::Relaxed);
-        let elapsed = self.since_origin(now).saturating_sub(stamp) as f64;
-        estimate * (-elapsed / self.decay_ns).exp()
+        let (estimate, stamp) = unpack(self.packed.load(Ordering::Relaxed));
+        self.decay(estimate, stamp, self.units_since_origin(now))
     }
 
     /// Records one observed latency at `now`.
     pub(crate) fn observe(&self, rtt: Duration, now: Instant) {
-        let _update = self.update.lock();
         let rtt = rtt.as_nanos() as f64;
-        let estimate = f64::from_bits(self.estimate.load(Ordering::Relaxed));
-        let stamp = self.stamp.load(Ordering::Relaxed);
-        let at = self.since_origin(now);
-        let next = if rtt > estimate {
-            rtt
-        } else {
-            let elapsed = at.saturating_sub(stamp) as f64;
-            let weight = (-elapsed / self.decay_ns).exp();
-            estimate * weight + rtt * (1.0 - weight)
-        };
-        self.estimate.store(next.to_bits(), Ordering::Relaxed);
-        self.stamp.store(at, Ordering::Relaxed);
+        let at = self.units_since_origin(now);
+        let _ = self
+            .packed
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |packed| {
+                let (estimate, stamp) = unpack(packed);
+                let estimate = f64::from(estimate);
+                let next = if rtt > estimate {
+                    rtt
+                } else {
+                    let weight = self.decay(1.0, stamp, at);
+                    estimate * weight + rtt * (1.0 - weight)
+                };
+                Some(pack(next as f32, at))
+            });
     }
+}
+
+fn pack(estimate_ns: f32, stamp: u32) -> u64 {
+    (u64::from(estimate_ns.to_bits()) << 32) | u64::from(stamp)
+}
+
+fn unpack(packed: u64) -> (f32, u32) {
+    (f32::from_bits((packed >> 32) as u32), packed as u32)
 }
 
 #[cfg(test)]

@@ -28,6 +28,11 @@ impl<B, G> GuardedBody<B, G> {
             guard: Some(guard),
         }
     }
+
+    /// `inner` with no guard (a response that was never counted, e.g. a refusal).
+    pub fn unguarded(inner: B) -> Self {
+        Self { inner, guard: None }
+    }
 }
 
 impl<B: Body, G> Body for GuardedBody<B, G> {

@@ -7,7 +7,6 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use rpc_core::{GuardedBody, InflightGuard, Lifecycle};
-use tonic::body::Body as TonicBody;
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -46,13 +45,16 @@ pub struct ConsumerGraceful<S> {
     lifecycle: Lifecycle,
 }
 
-impl<S, B> Service<Request<B>> for ConsumerGraceful<S>
+impl<S, B, RB> Service<Request<B>> for ConsumerGraceful<S>
 where
-    S: Service<Request<B>, Response = Response<TonicBody>>,
+    S: Service<Request<B>, Response = Response<RB>>,
+    RB: Default,
 {
-    type Response = Response<TonicBody>;
+    // The guard rides in the response body without boxing it again: generated clients
+    // accept any body type.
+    type Response = Response<GuardedBody<RB>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future>;
+    type Future = ResponseFuture<S::Future, RB>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -65,7 +67,7 @@ where
             let status =
                 tonic::Status::unavailable("application is shut down; outbound call not sent");
             return ResponseFuture::Refused {
-                response: Some(status.into_http()),
+                response: Some(status.into_http::<RB>().map(GuardedBody::unguarded)),
             };
         }
         ResponseFuture::Sent {
@@ -78,7 +80,7 @@ where
 pin_project! {
     /// Future of [`ConsumerGraceful`].
     #[project = Projection]
-    pub enum ResponseFuture<F> {
+    pub enum ResponseFuture<F, RB> {
         /// The call was sent; its guard moves into the response body.
         Sent {
             #[pin]
@@ -86,24 +88,22 @@ pin_project! {
             guard: Option<InflightGuard>,
         },
         /// The call was refused before it was sent.
-        Refused { response: Option<Response<TonicBody>> },
+        Refused { response: Option<Response<GuardedBody<RB>>> },
     }
 }
 
-impl<F, E> Future for ResponseFuture<F>
+impl<F, E, RB> Future for ResponseFuture<F, RB>
 where
-    F: Future<Output = Result<Response<TonicBody>, E>>,
+    F: Future<Output = Result<Response<RB>, E>>,
 {
-    type Output = Result<Response<TonicBody>, E>;
+    type Output = Result<Response<GuardedBody<RB>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project() {
             Projection::Sent { inner, guard } => {
                 let response = std::task::ready!(inner.poll(cx))?;
                 let guard = guard.take().expect("polled after completion");
-                Poll::Ready(Ok(
-                    response.map(|body| TonicBody::new(GuardedBody::new(body, guard)))
-                ))
+                Poll::Ready(Ok(response.map(|body| GuardedBody::new(body, guard))))
             }
             Projection::Refused { response } => {
                 Poll::Ready(Ok(response.take().expect("polled after completion")))
