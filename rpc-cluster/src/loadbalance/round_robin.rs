@@ -12,8 +12,9 @@ use super::{Candidates, LoadBalance, RequestInfo};
 /// (the first in list order on ties) and subtracts the total from it. Weights 5, 1, 1
 /// give `a a b a c a a`: the heavy instance's turns are spread out, not bunched.
 ///
-/// State is kept per method (as Dubbo does), keyed by instance id so it survives
-/// membership changes. A pick scans the list: O(n).
+/// State is kept per method (as Dubbo does). Scores sit in a vector aligned with the
+/// directory's list and are carried over by instance id when the list changes, so
+/// members that stay keep their place in the rotation. A pick scans the list: O(n).
 #[derive(Debug, Default)]
 pub struct RoundRobin {
     scores: Mutex<HashMap<String, MethodScores>>,
@@ -22,7 +23,29 @@ pub struct RoundRobin {
 #[derive(Debug, Default)]
 struct MethodScores {
     version: u64,
-    score: HashMap<InstanceId, i64>,
+    ids: Vec<InstanceId>,
+    score: Vec<i64>,
+}
+
+impl MethodScores {
+    /// Re-aligns the scores with `candidates`' list, keeping each staying instance's.
+    fn align(&mut self, candidates: &Candidates<'_>) {
+        if self.version == candidates.version() && self.score.len() == candidates.len() {
+            return;
+        }
+        let old: HashMap<&InstanceId, i64> =
+            self.ids.iter().zip(self.score.iter().copied()).collect();
+        let ids: Vec<InstanceId> = (0..candidates.len())
+            .map(|i| candidates.get(i).id().clone())
+            .collect();
+        let score = ids
+            .iter()
+            .map(|id| old.get(id).copied().unwrap_or(0))
+            .collect();
+        self.ids = ids;
+        self.score = score;
+        self.version = candidates.version();
+    }
 }
 
 impl LoadBalance for RoundRobin {
@@ -37,32 +60,20 @@ impl LoadBalance for RoundRobin {
             Some(scores) => scores,
             None => methods.entry(request.path.to_owned()).or_default(),
         };
-        if scores.version != candidates.version() {
-            // Forget instances that left, so the map does not grow forever.
-            scores.version = candidates.version();
-            let present: Vec<&InstanceId> = (0..candidates.len())
-                .map(|i| candidates.get(i).id())
-                .collect();
-            scores.score.retain(|id, _| present.contains(&id));
-        }
+        scores.align(candidates);
         let mut total = 0i64;
         let mut best: Option<(usize, i64)> = None;
         for index in candidates.selectable() {
             let weight = i64::from(candidates.weight(index));
             total += weight;
-            let score = scores
-                .score
-                .entry(candidates.get(index).id().clone())
-                .or_insert(0);
+            let score = &mut scores.score[index];
             *score += weight;
             if best.is_none_or(|(_, top)| *score > top) {
                 best = Some((index, *score));
             }
         }
         let (index, _) = best?;
-        if let Some(score) = scores.score.get_mut(candidates.get(index).id()) {
-            *score -= total;
-        }
+        scores.score[index] -= total;
         Some(index)
     }
 }
