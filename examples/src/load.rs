@@ -60,11 +60,13 @@ pub struct LoadRecord {
     second_histograms: Vec<Histogram<u64>>,
     /// When the first failure was recorded, if any.
     pub first_failure: Option<Instant>,
+    last_second: usize,
 }
 
 impl LoadRecord {
-    fn new(started: Instant) -> Self {
+    fn new(started: Instant, duration: Duration) -> Self {
         Self {
+            last_second: (duration.as_millis().div_ceil(1000) as usize).saturating_sub(1),
             started,
             sent: 0,
             succeeded: 0,
@@ -85,7 +87,10 @@ impl LoadRecord {
     }
 
     fn second(&mut self, at: Instant) -> usize {
-        let index = at.saturating_duration_since(self.started).as_secs() as usize;
+        // A request sent in the last instant of the run belongs to its last second, not
+        // to a second of its own.
+        let index =
+            (at.saturating_duration_since(self.started).as_secs() as usize).min(self.last_second);
         while self.seconds.len() <= index {
             self.seconds.push(Second::default());
             self.second_histograms.push(histogram());
@@ -176,7 +181,7 @@ where
 {
     let started = Instant::now();
     let load = Load {
-        record: Arc::new(Mutex::new(LoadRecord::new(started))),
+        record: Arc::new(Mutex::new(LoadRecord::new(started, options.duration))),
         restarting: Arc::default(),
         finished: Arc::default(),
     };
@@ -214,5 +219,8 @@ where
     load.finished
         .store(true, std::sync::atomic::Ordering::Relaxed);
     // Observers may still hold the handle: take the record out rather than unwrap.
-    std::mem::replace(&mut *load.record.lock(), LoadRecord::new(started))
+    std::mem::replace(
+        &mut *load.record.lock(),
+        LoadRecord::new(started, options.duration),
+    )
 }
