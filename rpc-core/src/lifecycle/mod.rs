@@ -183,6 +183,9 @@ impl Lifecycle {
     /// calls it when it chooses (e.g. after closing its own web server). Calling it again,
     /// or concurrently, awaits the same single run. The sequence runs in its own task, so
     /// dropping the returned future does not stop it.
+    ///
+    /// # Panics
+    /// When first called outside a tokio runtime (the sequence is spawned on it).
     pub fn before_shutdown(&self) -> impl Future<Output = ShutdownReport> + Send + 'static {
         let mut sequence = self.inner.sequence.lock();
         let shared = sequence.get_or_insert_with(|| {
