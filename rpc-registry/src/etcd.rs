@@ -42,6 +42,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::network::NetworkSettings;
 use crate::retry::{Backoff, Failure, bounded};
 use crate::snapshots::{SnapshotPublisher, SubscriptionSet};
 use crate::url::RegistryUrl;
@@ -53,37 +54,19 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// Key prefix when the URL has no `prefix`.
 pub const DEFAULT_PREFIX: &str = "/rpc";
 
-/// The query parameters an `etcd://` URL may carry.
-const PARAMS: [&str; 4] = ["ttl", "prefix", "connect_timeout", "request_timeout"];
+/// The query parameters of an `etcd://` URL besides [`NetworkSettings::PARAMS`].
+const PARAMS: [&str; 2] = ["ttl", "prefix"];
 
 /// Settings of an [`EtcdRegistry`], from its URL.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EtcdConfig {
-    /// `host:port` of each cluster member.
-    pub endpoints: Vec<String>,
-    /// User name and password, if the URL has them.
-    pub credentials: Option<(String, String)>,
+    /// The cluster members, the credentials (for etcd authentication) and the time bounds;
+    /// `connect_timeout` bounds connecting and the first request.
+    pub network: NetworkSettings,
     /// Lease time-to-live: how long after its process dies an instance disappears.
     pub ttl: Duration,
     /// Key prefix, without a trailing `/` (`/rpc`).
     pub prefix: String,
-    /// Bound on connecting (and the first request) at start-up.
-    pub connect_timeout: Duration,
-    /// Bound on each later request.
-    pub request_timeout: Duration,
-}
-
-impl fmt::Debug for EtcdConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EtcdConfig")
-            .field("endpoints", &self.endpoints)
-            .field("user", &self.credentials.as_ref().map(|(user, _)| user))
-            .field("ttl", &self.ttl)
-            .field("prefix", &self.prefix)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("request_timeout", &self.request_timeout)
-            .finish()
-    }
 }
 
 impl EtcdConfig {
@@ -92,9 +75,10 @@ impl EtcdConfig {
     /// # Errors
     /// [`RegistryError::InvalidUrl`] naming the fault: an unknown parameter, a duration that
     /// does not parse, a `ttl` under one second or not whole seconds, a `prefix` that does
-    /// not start with `/`, a zero timeout, no host, a user without password.
+    /// not start with `/`, then those of [`NetworkSettings::from_url`] (a user without
+    /// password, no host, a zero timeout).
     pub fn from_url(url: &RegistryUrl) -> Result<Self, RegistryError> {
-        url.expect_params(&PARAMS)?;
+        NetworkSettings::expect_params(url, &PARAMS)?;
         let ttl = url.duration_param("ttl", DEFAULT_TTL)?;
         if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 {
             return Err(url.invalid(format!(
@@ -107,20 +91,10 @@ impl EtcdConfig {
                 "parameter `prefix`: `{prefix}` must start with `/`"
             )));
         }
-        let credentials = match (url.username(), url.password()) {
-            (None, _) => None,
-            (Some(user), Some(password)) => Some((user.to_owned(), password.to_owned())),
-            (Some(_), None) => {
-                return Err(url.invalid("etcd credentials need `user:password@`".into()));
-            }
-        };
         Ok(Self {
-            endpoints: url.endpoints(DEFAULT_PORT)?,
-            credentials,
+            network: NetworkSettings::from_url(url, DEFAULT_PORT, "etcd credentials")?,
             ttl,
             prefix: prefix.trim_end_matches('/').to_owned(),
-            connect_timeout: crate::timeout_param(url, "connect_timeout")?,
-            request_timeout: crate::timeout_param(url, "request_timeout")?,
         })
     }
 }
@@ -175,24 +149,25 @@ impl EtcdRegistry {
     /// # Errors
     /// As [`EtcdRegistry::connect`].
     pub async fn with_config(url: String, config: EtcdConfig) -> Result<Self, RegistryError> {
+        let network = &config.network;
         let mut options = ConnectOptions::new()
-            .with_connect_timeout(config.connect_timeout)
+            .with_connect_timeout(network.connect_timeout)
             // etcd's default keep-alive policy rejects pings more often than every 5 s.
-            .with_keep_alive(Duration::from_secs(10), config.request_timeout);
-        if let Some((user, password)) = &config.credentials {
+            .with_keep_alive(Duration::from_secs(10), network.request_timeout);
+        if let Some((user, password)) = &network.credentials {
             options = options.with_user(user.clone(), password.clone());
         }
         let unreachable = |source: BoxError| RegistryError::Unreachable {
             url: url.clone(),
-            timeout: config.connect_timeout,
+            timeout: network.connect_timeout,
             source,
         };
-        let deadline = Instant::now() + config.connect_timeout;
+        let deadline = Instant::now() + network.connect_timeout;
         // `connect` only builds the channel (and authenticates when there are credentials);
         // the count-only read proves the cluster answers.
         let mut client = match bounded(
-            config.connect_timeout,
-            Client::connect(&config.endpoints, Some(options)),
+            network.connect_timeout,
+            Client::connect(&network.endpoints, Some(options)),
         )
         .await
         {
@@ -223,7 +198,7 @@ impl EtcdRegistry {
             client,
             prefix: config.prefix,
             ttl: config.ttl,
-            request_timeout: config.request_timeout,
+            request_timeout: config.network.request_timeout,
             leased: Mutex::new(Leased::default()),
             lease_tx,
             subscriptions: SubscriptionSet::new(closed.clone()),
@@ -770,21 +745,21 @@ mod tests {
     #[test]
     fn defaults_and_every_parameter() {
         let plain = config("etcd://127.0.0.1").unwrap();
-        assert_eq!(plain.endpoints, ["127.0.0.1:2379"]);
+        assert_eq!(plain.network.endpoints, ["127.0.0.1:2379"]);
         assert_eq!(plain.ttl, DEFAULT_TTL);
         assert_eq!(plain.prefix, "/rpc");
-        assert_eq!(plain.connect_timeout, crate::DEFAULT_TIMEOUT);
-        assert!(plain.credentials.is_none());
+        assert_eq!(plain.network.connect_timeout, crate::DEFAULT_TIMEOUT);
+        assert!(plain.network.credentials.is_none());
 
         let full =
             config("etcd://u:p@a:1,b:2?ttl=3s&prefix=/x/&connect_timeout=500ms&request_timeout=2s")
                 .unwrap();
-        assert_eq!(full.endpoints, ["a:1", "b:2"]);
-        assert_eq!(full.credentials, Some(("u".into(), "p".into())));
+        assert_eq!(full.network.endpoints, ["a:1", "b:2"]);
+        assert_eq!(full.network.credentials, Some(("u".into(), "p".into())));
         assert_eq!(full.ttl, Duration::from_secs(3));
         assert_eq!(full.prefix, "/x");
-        assert_eq!(full.connect_timeout, Duration::from_millis(500));
-        assert_eq!(full.request_timeout, Duration::from_secs(2));
+        assert_eq!(full.network.connect_timeout, Duration::from_millis(500));
+        assert_eq!(full.network.request_timeout, Duration::from_secs(2));
     }
 
     #[test]

@@ -67,6 +67,7 @@ use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::network::NetworkSettings;
 use crate::retry::{Backoff, Failure, bounded};
 use crate::snapshots::{SnapshotPublisher, SubscriptionSet};
 use crate::url::RegistryUrl;
@@ -84,15 +85,8 @@ pub const INSTANCE_METADATA_KEY: &str = "rpc.instance";
 /// How often a client with registrations or subscriptions checks its connection.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// The query parameters a `nacos://` URL may carry.
-const PARAMS: [&str; 6] = [
-    "namespace",
-    "group",
-    "cluster",
-    "grpc_port",
-    "connect_timeout",
-    "request_timeout",
-];
+/// The query parameters of a `nacos://` URL besides [`NetworkSettings::PARAMS`].
+const PARAMS: [&str; 4] = ["namespace", "group", "cluster", "grpc_port"];
 
 /// The Nacos service name of `service`: its path segment (`interface[:version][@group]`,
 /// percent-encoded, so never containing Nacos' `@@` separator).
@@ -101,39 +95,19 @@ pub fn service_name(service: &ServiceKey) -> String {
 }
 
 /// Settings of a [`NacosRegistry`], from its URL.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NacosConfig {
-    /// `host:port` of each server's HTTP API.
-    pub servers: Vec<String>,
+    /// Each server's HTTP API, the credentials (for the HTTP login) and the time bounds;
+    /// `connect_timeout` bounds connecting and each login.
+    pub network: NetworkSettings,
     /// The servers' gRPC port, when not the HTTP port + 1000.
     pub grpc_port: Option<u16>,
-    /// User name and password, if the URL has them.
-    pub credentials: Option<(String, String)>,
     /// Namespace id.
     pub namespace: String,
     /// Group of every service of this client.
     pub group: String,
     /// Cluster this client's instances register in.
     pub cluster: String,
-    /// Bound on connecting (and logging in) at start-up.
-    pub connect_timeout: Duration,
-    /// Bound on each later request.
-    pub request_timeout: Duration,
-}
-
-impl fmt::Debug for NacosConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NacosConfig")
-            .field("servers", &self.servers)
-            .field("grpc_port", &self.grpc_port)
-            .field("user", &self.credentials.as_ref().map(|(user, _)| user))
-            .field("namespace", &self.namespace)
-            .field("group", &self.group)
-            .field("cluster", &self.cluster)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("request_timeout", &self.request_timeout)
-            .finish()
-    }
 }
 
 impl NacosConfig {
@@ -142,10 +116,10 @@ impl NacosConfig {
     /// # Errors
     /// [`RegistryError::InvalidUrl`] naming the fault: an unknown parameter, an empty
     /// `namespace`, `group` or `cluster` (or a `group` containing `@@`), a `grpc_port` that
-    /// is not a port, a timeout that does not parse or is zero, no host, a user without
-    /// password.
+    /// is not a port, then those of [`NetworkSettings::from_url`] (a user without password,
+    /// no host, a timeout that does not parse or is zero).
     pub fn from_url(url: &RegistryUrl) -> Result<Self, RegistryError> {
-        url.expect_params(&PARAMS)?;
+        NetworkSettings::expect_params(url, &PARAMS)?;
         let text = |name: &str, default: &str| -> Result<String, RegistryError> {
             let value = url.param(name).unwrap_or(default);
             if value.trim().is_empty() {
@@ -170,22 +144,14 @@ impl NacosConfig {
                 }
             },
         };
-        let credentials = match (url.username(), url.password()) {
-            (None, _) => None,
-            (Some(user), Some(password)) => Some((user.to_owned(), password.to_owned())),
-            (Some(_), None) => {
-                return Err(url.invalid("Nacos credentials need `user:password@`".into()));
-            }
-        };
+        let namespace = text("namespace", DEFAULT_NAMESPACE)?;
+        let cluster = text("cluster", DEFAULT_CLUSTER)?;
         Ok(Self {
-            servers: url.endpoints(DEFAULT_PORT)?,
+            network: NetworkSettings::from_url(url, DEFAULT_PORT, "Nacos credentials")?,
             grpc_port,
-            credentials,
-            namespace: text("namespace", DEFAULT_NAMESPACE)?,
+            namespace,
             group,
-            cluster: text("cluster", DEFAULT_CLUSTER)?,
-            connect_timeout: crate::timeout_param(url, "connect_timeout")?,
-            request_timeout: crate::timeout_param(url, "request_timeout")?,
+            cluster,
         })
     }
 }
@@ -269,7 +235,7 @@ impl NacosRegistry {
                 )
             })?;
         let mut props = ClientProps::new()
-            .server_addr(config.servers.join(","))
+            .server_addr(config.network.endpoints.join(","))
             .namespace(config.namespace.clone())
             .app_name("rpc")
             .naming_push_empty_protection(false)
@@ -281,21 +247,21 @@ impl NacosRegistry {
             props = props.remote_grpc_port(port);
         }
         let mut builder = NamingServiceBuilder::new(props);
-        if let Some((user, password)) = &config.credentials {
+        if let Some((user, password)) = &config.network.credentials {
             builder = builder.with_auth_plugin(Arc::new(login::HttpLogin::new(
                 user.clone(),
                 password.clone(),
-                config.connect_timeout,
+                config.network.connect_timeout,
             )));
         }
-        let deadline = tokio::time::Instant::now() + config.connect_timeout;
+        let deadline = tokio::time::Instant::now() + config.network.connect_timeout;
         let unreachable = |source: rpc_core::BoxError| RegistryError::Unreachable {
             url: url.clone(),
-            timeout: config.connect_timeout,
+            timeout: config.network.connect_timeout,
             source,
         };
         // `build` checks the connection with a health request and logs in.
-        let naming = bounded(config.connect_timeout, builder.build())
+        let naming = bounded(config.network.connect_timeout, builder.build())
             .await
             .map_err(|failure| unreachable(failure.into_source()))?;
         // A read proves the credentials (and the namespace) are accepted.
@@ -461,7 +427,7 @@ impl Shared {
             Vec::new(),
             false,
         );
-        let all = bounded(self.config.request_timeout, all).await?;
+        let all = bounded(self.config.network.request_timeout, all).await?;
         Ok(all
             .into_iter()
             .filter(|nacos| nacos.enabled && nacos.healthy)
@@ -490,7 +456,7 @@ impl Shared {
             Vec::new(),
             signal.clone() as Arc<dyn NamingEventListener>,
         );
-        bounded(self.config.request_timeout, subscribe)
+        bounded(self.config.network.request_timeout, subscribe)
             .await
             .map_err(|failure| failure.into_operation(&self.url, "subscribe"))?;
         watches.insert(name.to_owned(), ServiceWatch { signal, users: 1 });
@@ -516,7 +482,7 @@ impl Shared {
             Vec::new(),
             watch.signal as Arc<dyn NamingEventListener>,
         );
-        if let Err(failure) = bounded(self.config.request_timeout, unsubscribe).await {
+        if let Err(failure) = bounded(self.config.network.request_timeout, unsubscribe).await {
             tracing::warn!(url = %self.url, service = %name, error = %failure.into_source(), "Nacos unsubscribe failed");
         }
     }
@@ -530,7 +496,7 @@ impl Shared {
                 Some(self.config.group.clone()),
                 nacos.clone(),
             );
-            if let Err(failure) = bounded(self.config.request_timeout, register).await {
+            if let Err(failure) = bounded(self.config.network.request_timeout, register).await {
                 tracing::warn!(url = %self.url, service = %name, error = %failure.into_source(), "registering again failed; the SDK retries");
             }
         }
@@ -545,7 +511,8 @@ impl Shared {
         self.subscriptions.close_all();
         self.tasks.close();
         // Each subscription gives back its SDK subscription as it stops.
-        let _ = tokio::time::timeout(self.config.request_timeout * 2, self.tasks.wait()).await;
+        let _ =
+            tokio::time::timeout(self.config.network.request_timeout * 2, self.tasks.wait()).await;
         let Some(naming) = self.naming.lock().take() else {
             return Ok(());
         };
@@ -554,7 +521,7 @@ impl Shared {
         for (name, nacos) in registered.into_values() {
             let deregister =
                 naming.deregister_instance(name, Some(self.config.group.clone()), nacos);
-            if let Err(failure) = bounded(self.config.request_timeout, deregister).await {
+            if let Err(failure) = bounded(self.config.network.request_timeout, deregister).await {
                 first_error.get_or_insert(failure.into_operation(&self.url, "close"));
             }
         }
@@ -590,7 +557,7 @@ async fn probe_connection(shared: std::sync::Weak<Shared>, naming: NamingService
         let started = tokio::time::Instant::now();
         let answered = tokio::select! {
             () = cancel.cancelled() => return,
-            answered = bounded(shared.config.request_timeout, probe) => answered.is_ok(),
+            answered = bounded(shared.config.network.request_timeout, probe) => answered.is_ok(),
         };
         // A probe that waited for the SDK to reconnect answers late, not with an error.
         let reconnected = failing || started.elapsed() > PROBE_INTERVAL;
@@ -691,7 +658,7 @@ impl Registry for NacosRegistry {
             Some(shared.config.group.clone()),
             nacos.clone(),
         );
-        let result = bounded(shared.config.request_timeout, register).await;
+        let result = bounded(shared.config.network.request_timeout, register).await;
         // Even when the answer was an error the SDK keeps retrying the registration: keep it
         // so that unregister and close withdraw it.
         registered.insert(format!("{name}#{}", instance.id), (name, nacos));
@@ -709,7 +676,7 @@ impl Registry for NacosRegistry {
             return Ok(());
         };
         let deregister = naming.deregister_instance(name, Some(shared.config.group.clone()), nacos);
-        bounded(shared.config.request_timeout, deregister)
+        bounded(shared.config.network.request_timeout, deregister)
             .await
             .map_err(|failure| failure.into_operation(&shared.url, "unregister"))?;
         tracing::debug!(url = %shared.url, instance = %instance.id, service = %instance.service, "unregistered from Nacos");
@@ -766,7 +733,7 @@ mod tests {
     #[test]
     fn defaults_and_every_parameter() {
         let plain = config("nacos://127.0.0.1").unwrap();
-        assert_eq!(plain.servers, ["127.0.0.1:8848"]);
+        assert_eq!(plain.network.endpoints, ["127.0.0.1:8848"]);
         assert_eq!(
             (
                 plain.namespace.as_str(),
@@ -776,14 +743,14 @@ mod tests {
             ("public", "DEFAULT_GROUP", "DEFAULT")
         );
         assert_eq!(plain.grpc_port, None);
-        assert!(plain.credentials.is_none());
+        assert!(plain.network.credentials.is_none());
 
         let full = config(
             "nacos://u:p@a:1,b:2?namespace=dev&group=G&cluster=C&grpc_port=9&connect_timeout=1s&request_timeout=2s",
         )
         .unwrap();
-        assert_eq!(full.servers, ["a:1", "b:2"]);
-        assert_eq!(full.credentials, Some(("u".into(), "p".into())));
+        assert_eq!(full.network.endpoints, ["a:1", "b:2"]);
+        assert_eq!(full.network.credentials, Some(("u".into(), "p".into())));
         assert_eq!(
             (
                 full.namespace.as_str(),
@@ -793,8 +760,8 @@ mod tests {
             ("dev", "G", "C")
         );
         assert_eq!(full.grpc_port, Some(9));
-        assert_eq!(full.connect_timeout, Duration::from_secs(1));
-        assert_eq!(full.request_timeout, Duration::from_secs(2));
+        assert_eq!(full.network.connect_timeout, Duration::from_secs(1));
+        assert_eq!(full.network.request_timeout, Duration::from_secs(2));
     }
 
     #[test]

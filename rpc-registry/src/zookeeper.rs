@@ -54,6 +54,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use zookeeper_client::{Acl, Acls, Client, CreateMode, Error as ZkError, Permission};
 
+use crate::network::NetworkSettings;
 use crate::retry::{Backoff, Failure, bounded};
 use crate::snapshots::{SnapshotPublisher, SubscriptionSet};
 use crate::url::RegistryUrl;
@@ -65,13 +66,8 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// Root path when the URL has no `root`.
 pub const DEFAULT_ROOT: &str = "/rpc";
 
-/// The query parameters a `zookeeper://` URL may carry.
-const PARAMS: [&str; 4] = [
-    "session_timeout",
-    "root",
-    "connect_timeout",
-    "request_timeout",
-];
+/// The query parameters of a `zookeeper://` URL besides [`NetworkSettings::PARAMS`].
+const PARAMS: [&str; 2] = ["session_timeout", "root"];
 
 /// Instance znodes of an authenticated client: all rights for its user, read for anyone.
 static AUTHENTICATED_NODE_ACLS: [Acl; 2] = [
@@ -80,44 +76,27 @@ static AUTHENTICATED_NODE_ACLS: [Acl; 2] = [
 ];
 
 /// Settings of a [`ZooKeeperRegistry`], from its URL.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZooKeeperConfig {
-    /// `host:port` of each server.
-    pub hosts: Vec<String>,
-    /// User name and password for `digest` authentication, if the URL has them.
-    pub credentials: Option<(String, String)>,
+    /// The servers, the credentials (for `digest` authentication) and the time bounds;
+    /// `connect_timeout` bounds opening a session, the first and every new one.
+    pub network: NetworkSettings,
     /// Requested session timeout: how long after its process dies an instance disappears.
     pub session_timeout: Duration,
     /// Root path, starting with `/`, without a trailing `/`.
     pub root: String,
-    /// Bound on opening the first session at start-up.
-    pub connect_timeout: Duration,
-    /// Bound on each later request.
-    pub request_timeout: Duration,
-}
-
-impl fmt::Debug for ZooKeeperConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ZooKeeperConfig")
-            .field("hosts", &self.hosts)
-            .field("user", &self.credentials.as_ref().map(|(user, _)| user))
-            .field("session_timeout", &self.session_timeout)
-            .field("root", &self.root)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("request_timeout", &self.request_timeout)
-            .finish()
-    }
 }
 
 impl ZooKeeperConfig {
     /// Reads the settings of a `zookeeper://` URL.
     ///
     /// # Errors
-    /// [`RegistryError::InvalidUrl`] naming the fault: an unknown parameter, a duration that
-    /// does not parse or is zero, a `root` that is not an absolute path without trailing or
-    /// double `/`, no host, a user without password.
+    /// [`RegistryError::InvalidUrl`] naming the fault: an unknown parameter, a
+    /// `session_timeout` that does not parse or is zero, a `root` that is not an absolute
+    /// path without trailing or double `/`, then those of [`NetworkSettings::from_url`] (a
+    /// user without password, no host, a timeout that does not parse or is zero).
     pub fn from_url(url: &RegistryUrl) -> Result<Self, RegistryError> {
-        url.expect_params(&PARAMS)?;
+        NetworkSettings::expect_params(url, &PARAMS)?;
         let session_timeout = url.duration_param("session_timeout", DEFAULT_SESSION_TIMEOUT)?;
         if session_timeout.is_zero() {
             return Err(url.invalid("parameter `session_timeout` must be greater than zero".into()));
@@ -128,22 +107,10 @@ impl ZooKeeperConfig {
                 "parameter `root`: `{root}` must be an absolute path like `/rpc` (no trailing or double `/`)"
             )));
         }
-        let credentials = match (url.username(), url.password()) {
-            (None, _) => None,
-            (Some(user), Some(password)) => Some((user.to_owned(), password.to_owned())),
-            (Some(_), None) => {
-                return Err(
-                    url.invalid("ZooKeeper digest credentials need `user:password@`".into())
-                );
-            }
-        };
         Ok(Self {
-            hosts: url.endpoints(DEFAULT_PORT)?,
-            credentials,
+            network: NetworkSettings::from_url(url, DEFAULT_PORT, "ZooKeeper digest credentials")?,
             session_timeout,
             root: root.to_owned(),
-            connect_timeout: crate::timeout_param(url, "connect_timeout")?,
-            request_timeout: crate::timeout_param(url, "request_timeout")?,
         })
     }
 }
@@ -189,7 +156,7 @@ impl ZooKeeperRegistry {
     /// # Errors
     /// As [`ZooKeeperRegistry::connect`].
     pub async fn with_config(url: String, config: ZooKeeperConfig) -> Result<Self, RegistryError> {
-        let client = match bounded(config.connect_timeout, open_session(&config)).await {
+        let client = match bounded(config.network.connect_timeout, open_session(&config)).await {
             Ok(client) => client,
             Err(Failure::Failed(error @ (ZkError::AuthFailed | ZkError::NoAuth))) => {
                 return Err(Failure::Failed(error).into_operation(&url, "connect"));
@@ -197,7 +164,7 @@ impl ZooKeeperRegistry {
             Err(failure) => {
                 return Err(RegistryError::Unreachable {
                     url,
-                    timeout: config.connect_timeout,
+                    timeout: config.network.connect_timeout,
                     source: failure.into_source(),
                 });
             }
@@ -252,10 +219,10 @@ async fn open_session(config: &ZooKeeperConfig) -> Result<Client, ZkError> {
     let mut connector = Client::connector()
         .with_session_timeout(config.session_timeout)
         .with_fail_eagerly();
-    if let Some((user, password)) = &config.credentials {
+    if let Some((user, password)) = &config.network.credentials {
         connector = connector.with_auth("digest", format!("{user}:{password}").as_bytes());
     }
-    connector.connect(&config.hosts.join(",")).await
+    connector.connect(&config.network.endpoints.join(",")).await
 }
 
 /// Whether `error` means the session is gone for good (a new one is needed).
@@ -307,7 +274,7 @@ impl Shared {
     }
 
     fn node_acls(&self) -> Acls<'static> {
-        if self.config.credentials.is_some() {
+        if self.config.network.credentials.is_some() {
             Acls::new(&AUTHENTICATED_NODE_ACLS)
         } else {
             Acls::anyone_all()
@@ -317,8 +284,11 @@ impl Shared {
     /// The current session, waiting (bounded) while a new one is being opened.
     async fn client(&self, operation: &'static str) -> Result<Client, RegistryError> {
         let mut rx = self.session.subscribe();
-        let waited =
-            tokio::time::timeout(self.config.request_timeout, rx.wait_for(Option::is_some)).await;
+        let waited = tokio::time::timeout(
+            self.config.network.request_timeout,
+            rx.wait_for(Option::is_some),
+        )
+        .await;
         match waited {
             Ok(Ok(session)) => session.clone().ok_or_else(|| self.closed_error()),
             Ok(Err(_)) => Err(self.closed_error()),
@@ -327,7 +297,7 @@ impl Shared {
                 operation,
                 source: format!(
                     "no ZooKeeper session within {:?} (reconnecting)",
-                    self.config.request_timeout
+                    self.config.network.request_timeout
                 )
                 .into(),
             }),
@@ -453,7 +423,7 @@ async fn session_over(shared: &Shared, client: &Client) {
                 // A request saw a dead session. The library normally says so itself; if its
                 // session task is gone it cannot: ask the server. While merely
                 // disconnected the library is still reconnecting within the session.
-                match bounded(shared.config.request_timeout, client.check_stat("/")).await {
+                match bounded(shared.config.network.request_timeout, client.check_stat("/")).await {
                     Err(Failure::Failed(error)) if is_session_lost(&error) => return,
                     _ => {}
                 }
@@ -481,7 +451,7 @@ async fn supervise_sessions(shared: Arc<Shared>) {
         let client = loop {
             let opened = tokio::select! {
                 () = cancel.cancelled() => return,
-                opened = bounded(shared.config.connect_timeout, open_session(&shared.config)) => opened,
+                opened = bounded(shared.config.network.connect_timeout, open_session(&shared.config)) => opened,
             };
             match opened {
                 Ok(client) => break client,
@@ -498,7 +468,7 @@ async fn supervise_sessions(shared: Arc<Shared>) {
         loop {
             let restored = tokio::select! {
                 () = cancel.cancelled() => return,
-                restored = bounded(shared.config.request_timeout, shared.restore(&client)) => restored,
+                restored = bounded(shared.config.network.request_timeout, shared.restore(&client)) => restored,
             };
             match restored {
                 Ok(count) => {
@@ -560,7 +530,7 @@ async fn watch_service(
         let Some(client) = client else { break };
         let read = tokio::select! {
             () = cancel.cancelled() => break,
-            read = bounded(shared.config.request_timeout, shared.read(&client, &directory)) => read,
+            read = bounded(shared.config.network.request_timeout, shared.read(&client, &directory)) => read,
         };
         match read {
             Ok((revision, instances, armed)) => {
@@ -600,13 +570,13 @@ impl Registry for ZooKeeperRegistry {
             source: error.into(),
         })?;
         let client = shared.client("register").await?;
-        let mut registered = bounded(shared.config.request_timeout, async {
+        let mut registered = bounded(shared.config.network.request_timeout, async {
             Ok::<_, ZkError>(shared.registered.lock().await)
         })
         .await
         .map_err(|failure| shared.failed(failure, "register"))?;
         bounded(
-            shared.config.request_timeout,
+            shared.config.network.request_timeout,
             shared.create_instance_node(&client, &path, &data),
         )
         .await
@@ -625,7 +595,12 @@ impl Registry for ZooKeeperRegistry {
             return Ok(());
         }
         let client = shared.client("unregister").await?;
-        match bounded(shared.config.request_timeout, client.delete(&path, None)).await {
+        match bounded(
+            shared.config.network.request_timeout,
+            client.delete(&path, None),
+        )
+        .await
+        {
             Ok(()) | Err(Failure::Failed(ZkError::NoNode)) => {}
             Err(failure) => return Err(shared.failed(failure, "unregister")),
         }
@@ -639,7 +614,7 @@ impl Registry for ZooKeeperRegistry {
         let directory = shared.providers_path(service);
         let client = shared.client("subscribe").await?;
         let (revision, instances, watcher) = bounded(
-            shared.config.request_timeout,
+            shared.config.network.request_timeout,
             shared.read(&client, &directory),
         )
         .await
@@ -672,7 +647,8 @@ impl Registry for ZooKeeperRegistry {
         shared.subscriptions.close_all();
         shared.tasks.close();
         // The tasks drop their watchers and their handles on the session as they stop.
-        let _ = tokio::time::timeout(shared.config.request_timeout, shared.tasks.wait()).await;
+        let _ =
+            tokio::time::timeout(shared.config.network.request_timeout, shared.tasks.wait()).await;
         shared.registered.lock().await.clear();
         let Some(client) = shared.session.send_replace(None) else {
             return Ok(());
@@ -682,7 +658,7 @@ impl Registry for ZooKeeperRegistry {
         let mut state = client.state_watcher();
         let session = client.session_id();
         drop(client);
-        let confirmed = tokio::time::timeout(shared.config.request_timeout, async {
+        let confirmed = tokio::time::timeout(shared.config.network.request_timeout, async {
             while !state.state().is_terminated() {
                 state.changed().await;
             }
@@ -694,7 +670,7 @@ impl Registry for ZooKeeperRegistry {
                 operation: "close",
                 source: format!(
                     "the server did not confirm closing session {session} within {:?}; its znodes expire with it",
-                    shared.config.request_timeout
+                    shared.config.network.request_timeout
                 )
                 .into(),
             });
@@ -716,19 +692,19 @@ mod tests {
     #[test]
     fn defaults_and_every_parameter() {
         let plain = config("zookeeper://127.0.0.1").unwrap();
-        assert_eq!(plain.hosts, ["127.0.0.1:2181"]);
+        assert_eq!(plain.network.endpoints, ["127.0.0.1:2181"]);
         assert_eq!(plain.session_timeout, DEFAULT_SESSION_TIMEOUT);
         assert_eq!(plain.root, "/rpc");
-        assert!(plain.credentials.is_none());
+        assert!(plain.network.credentials.is_none());
 
         let full = config("zookeeper://u:p@a:1,b?session_timeout=2s&root=/x/y&connect_timeout=1s&request_timeout=500ms")
             .unwrap();
-        assert_eq!(full.hosts, ["a:1", "b:2181"]);
-        assert_eq!(full.credentials, Some(("u".into(), "p".into())));
+        assert_eq!(full.network.endpoints, ["a:1", "b:2181"]);
+        assert_eq!(full.network.credentials, Some(("u".into(), "p".into())));
         assert_eq!(full.session_timeout, Duration::from_secs(2));
         assert_eq!(full.root, "/x/y");
-        assert_eq!(full.connect_timeout, Duration::from_secs(1));
-        assert_eq!(full.request_timeout, Duration::from_millis(500));
+        assert_eq!(full.network.connect_timeout, Duration::from_secs(1));
+        assert_eq!(full.network.request_timeout, Duration::from_millis(500));
     }
 
     #[test]
