@@ -40,11 +40,10 @@ use rpc_core::{
 use tokio::sync::{Mutex, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use crate::network::NetworkSettings;
+use crate::network::{ClientCore, NetworkSettings};
 use crate::retry::{Backoff, Failure, bounded};
-use crate::snapshots::{SnapshotPublisher, SubscriptionSet};
+use crate::snapshots::SnapshotPublisher;
 use crate::url::RegistryUrl;
 
 /// Port used when the URL gives none.
@@ -108,7 +107,8 @@ pub struct EtcdRegistry {
 }
 
 struct Shared {
-    url: String,
+    /// Its URL, subscriptions and background tasks, and whether it was closed.
+    core: ClientCore,
     client: Client,
     prefix: String,
     ttl: Duration,
@@ -118,10 +118,6 @@ struct Shared {
     leased: Mutex<Leased>,
     /// The current lease, for the keep-alive task.
     lease_tx: watch::Sender<Option<i64>>,
-    /// Cancelled by `close` and on drop: stops every background task.
-    closed: CancellationToken,
-    subscriptions: SubscriptionSet,
-    tasks: TaskTracker,
 }
 
 #[derive(Default)]
@@ -192,23 +188,20 @@ impl EtcdRegistry {
             Err(failure) => return Err(unreachable(failure.into_source())),
         }
         let (lease_tx, lease_rx) = watch::channel(None);
-        let closed = CancellationToken::new();
         let shared = Arc::new(Shared {
-            url,
+            core: ClientCore::new(url),
             client,
             prefix: config.prefix,
             ttl: config.ttl,
             request_timeout: config.network.request_timeout,
             leased: Mutex::new(Leased::default()),
             lease_tx,
-            subscriptions: SubscriptionSet::new(closed.clone()),
-            closed,
-            tasks: TaskTracker::new(),
         });
         shared
+            .core
             .tasks
             .spawn(keep_lease_alive(shared.clone(), lease_rx));
-        tracing::debug!(url = %shared.url, "connected to etcd");
+        tracing::debug!(url = %shared.core.url, "connected to etcd");
         Ok(Self { shared })
     }
 
@@ -221,28 +214,19 @@ impl EtcdRegistry {
     pub async fn lease_id(&self) -> Option<i64> {
         self.shared.leased.lock().await.lease
     }
-
-    fn check_open(&self) -> Result<(), RegistryError> {
-        if self.shared.closed.is_cancelled() {
-            return Err(RegistryError::Closed {
-                url: self.shared.url.clone(),
-            });
-        }
-        Ok(())
-    }
 }
 
 impl fmt::Debug for EtcdRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EtcdRegistry")
-            .field("url", &self.shared.url)
+            .field("url", &self.shared.core.url)
             .finish_non_exhaustive()
     }
 }
 
 impl Drop for EtcdRegistry {
     fn drop(&mut self) {
-        self.shared.closed.cancel();
+        self.shared.core.closed.cancel();
     }
 }
 
@@ -290,14 +274,14 @@ impl Shared {
     ) -> Result<tokio::sync::MutexGuard<'_, Leased>, RegistryError> {
         tokio::time::timeout(self.request_timeout, self.leased.lock())
             .await
-            .map_err(|_| RegistryError::Operation {
-                url: self.url.clone(),
-                operation,
-                source: format!(
-                    "lease renewal still in progress after {:?}",
-                    self.request_timeout
+            .map_err(|_| {
+                self.core.failed(
+                    operation,
+                    format!(
+                        "lease renewal still in progress after {:?}",
+                        self.request_timeout
+                    ),
                 )
-                .into(),
             })
     }
 
@@ -330,14 +314,14 @@ impl Shared {
             // than when its TTL runs out.
             let _ = bounded(self.request_timeout, client.lease_revoke(old)).await;
         }
-        tracing::info!(url = %self.url, lease, registrations = leased.registered.len(), "etcd lease granted");
+        tracing::info!(url = %self.core.url, lease, registrations = leased.registered.len(), "etcd lease granted");
         Ok(lease)
     }
 
     /// Renews the lease after `lost` was found gone, unless someone already did.
     async fn renew_after_loss(&self, lost: i64) -> Result<(), RegistryError> {
         let mut leased = self.lock_leased("renew lease").await?;
-        if leased.lease != Some(lost) || self.closed.is_cancelled() {
+        if leased.lease != Some(lost) || self.core.closed.is_cancelled() {
             return Ok(());
         }
         if leased.registered.is_empty() {
@@ -349,7 +333,7 @@ impl Shared {
         self.renew(&mut leased)
             .await
             .map(|_| ())
-            .map_err(|failure| failure.into_operation(&self.url, "renew lease"))
+            .map_err(|failure| failure.into_operation(&self.core.url, "renew lease"))
     }
 
     /// Keeps `lease` alive until it is lost or replaced.
@@ -380,8 +364,8 @@ impl Shared {
                 Ok(opened) => opened,
                 Err(Failure::Failed(error)) if is_lease_gone(&error) => return KeepAliveEnd::Lost,
                 Err(failure) => {
-                    tracing::warn!(url = %self.url, lease, error = %failure.into_source(), "etcd lease keep-alive failed; retrying");
-                    if !backoff.wait(&self.closed).await {
+                    tracing::warn!(url = %self.core.url, lease, error = %failure.into_source(), "etcd lease keep-alive failed; retrying");
+                    if !backoff.wait(&self.core.closed).await {
                         return KeepAliveEnd::Replaced;
                     }
                     continue;
@@ -408,7 +392,7 @@ impl Shared {
                     Ok(Some(_)) => return KeepAliveEnd::Lost,
                     Ok(None) => break,
                     Err(failure) => {
-                        tracing::warn!(url = %self.url, lease, error = %failure.into_source(), "etcd lease keep-alive interrupted");
+                        tracing::warn!(url = %self.core.url, lease, error = %failure.into_source(), "etcd lease keep-alive interrupted");
                         break;
                     }
                 }
@@ -441,7 +425,7 @@ impl Shared {
         match serde_json::from_slice::<Instance>(value) {
             Ok(instance) => Some(instance),
             Err(error) => {
-                tracing::warn!(url = %self.url, key = %String::from_utf8_lossy(key), %error, "ignoring an etcd key that is not an instance");
+                tracing::warn!(url = %self.core.url, key = %String::from_utf8_lossy(key), %error, "ignoring an etcd key that is not an instance");
                 None
             }
         }
@@ -524,7 +508,7 @@ enum KeepAliveEnd {
 /// The keep-alive task: renews the current lease, and grants a new one (rewriting every
 /// registration) whenever it is lost.
 async fn keep_lease_alive(shared: Arc<Shared>, mut lease_rx: watch::Receiver<Option<i64>>) {
-    let cancel = shared.closed.clone();
+    let cancel = shared.core.closed.clone();
     let mut backoff = Backoff::new();
     loop {
         let lease = loop {
@@ -543,7 +527,7 @@ async fn keep_lease_alive(shared: Arc<Shared>, mut lease_rx: watch::Receiver<Opt
         if let KeepAliveEnd::Replaced = end {
             continue;
         }
-        tracing::warn!(url = %shared.url, lease, "etcd lease lost; registering again under a new lease");
+        tracing::warn!(url = %shared.core.url, lease, "etcd lease lost; registering again under a new lease");
         loop {
             let renewed = tokio::select! {
                 () = cancel.cancelled() => return,
@@ -582,10 +566,10 @@ async fn watch_service(
                 None => break,
             },
         };
-        tracing::warn!(url = %shared.url, %prefix, error = %broke, "etcd watch interrupted; keeping the last known instances and retrying");
+        tracing::warn!(url = %shared.core.url, %prefix, error = %broke, "etcd watch interrupted; keeping the last known instances and retrying");
         loop {
             if !backoff.wait(&cancel).await || publisher.is_closed() {
-                shared.subscriptions.forget(id);
+                shared.core.subscriptions.forget(id);
                 return;
             }
             match shared.read(&prefix).await {
@@ -597,33 +581,31 @@ async fn watch_service(
                     break;
                 }
                 Err(failure) => {
-                    tracing::debug!(url = %shared.url, %prefix, error = %failure.into_source(), "etcd read failed; retrying");
+                    tracing::debug!(url = %shared.core.url, %prefix, error = %failure.into_source(), "etcd read failed; retrying");
                 }
             }
         }
     }
-    shared.subscriptions.forget(id);
+    shared.core.subscriptions.forget(id);
 }
 
 #[async_trait]
 impl Registry for EtcdRegistry {
     fn url(&self) -> &str {
-        &self.shared.url
+        &self.shared.core.url
     }
 
     async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.check_open()?;
+        self.shared.core.check_open()?;
         let shared = &self.shared;
         let key = shared.key(instance);
-        let value = serde_json::to_string(instance).map_err(|error| RegistryError::Operation {
-            url: shared.url.clone(),
-            operation: "register",
-            source: error.into(),
-        })?;
+        let value = serde_json::to_string(instance)
+            .map_err(|error| shared.core.failed("register", error))?;
         let mut leased = shared.lock_leased("register").await?;
-        self.check_open()?;
-        let fail =
-            |failure: Failure<etcd_client::Error>| failure.into_operation(&shared.url, "register");
+        self.shared.core.check_open()?;
+        let fail = |failure: Failure<etcd_client::Error>| {
+            failure.into_operation(&shared.core.url, "register")
+        };
         let lease = match leased.lease {
             Some(lease) => lease,
             None => shared.renew(&mut leased).await.map_err(fail)?,
@@ -649,39 +631,39 @@ impl Registry for EtcdRegistry {
             Err(failure) => return Err(fail(failure)),
         }
         leased.registered.insert(key, value);
-        tracing::debug!(url = %shared.url, instance = %instance.id, service = %instance.service, "registered in etcd");
+        tracing::debug!(url = %shared.core.url, instance = %instance.id, service = %instance.service, "registered in etcd");
         Ok(())
     }
 
     async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.check_open()?;
+        self.shared.core.check_open()?;
         let shared = &self.shared;
         let key = shared.key(instance);
         let mut leased = shared.lock_leased("unregister").await?;
-        self.check_open()?;
+        self.shared.core.check_open()?;
         if leased.registered.remove(&key).is_none() {
             return Ok(());
         }
         let mut client = shared.client.clone();
         bounded(shared.request_timeout, client.delete(key, None))
             .await
-            .map_err(|failure| failure.into_operation(&shared.url, "unregister"))?;
-        tracing::debug!(url = %shared.url, instance = %instance.id, service = %instance.service, "unregistered from etcd");
+            .map_err(|failure| failure.into_operation(&shared.core.url, "unregister"))?;
+        tracing::debug!(url = %shared.core.url, instance = %instance.id, service = %instance.service, "unregistered from etcd");
         Ok(())
     }
 
     async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
-        self.check_open()?;
+        self.shared.core.check_open()?;
         let shared = &self.shared;
         let prefix = shared.service_prefix(service);
         let first = shared
             .read(&prefix)
             .await
-            .map_err(|failure| failure.into_operation(&shared.url, "subscribe"))?;
-        let (id, cancel) = shared.subscriptions.open();
+            .map_err(|failure| failure.into_operation(&shared.core.url, "subscribe"))?;
+        let (id, cancel) = shared.core.subscriptions.open();
         let (mut publisher, stream) = SnapshotPublisher::new(service.clone());
         publisher.publish(first.0, first.1.values().cloned().collect());
-        shared.tasks.spawn(watch_service(
+        shared.core.tasks.spawn(watch_service(
             shared.clone(),
             id,
             prefix,
@@ -693,30 +675,28 @@ impl Registry for EtcdRegistry {
     }
 
     async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        self.shared.subscriptions.close(id)
+        self.shared.core.subscriptions.close(id)
     }
 
     async fn close(&self) -> Result<(), RegistryError> {
         let shared = &self.shared;
-        if shared.closed.is_cancelled() {
+        if shared.core.closed.is_cancelled() {
             return Ok(());
         }
         // Under this lock no renewal is half done, so the lease recorded is the one that
         // holds the keys (a renewal cancelled between its writes and its bookkeeping would
         // leave a new lease nobody revokes).
         let mut leased = shared.leased.lock().await;
-        if shared.closed.is_cancelled() {
+        if shared.core.closed.is_cancelled() {
             return Ok(());
         }
-        shared.closed.cancel();
-        shared.subscriptions.close_all();
-        shared.tasks.close();
+        shared.core.stop();
         leased.registered.clear();
         let lease = leased.lease.take();
         drop(leased);
         // The tasks stop at their next await point; their watch and keep-alive streams are
         // dropped with them.
-        let _ = tokio::time::timeout(shared.request_timeout, shared.tasks.wait()).await;
+        shared.core.wait_for_tasks(shared.request_timeout).await;
         let Some(lease) = lease else {
             return Ok(());
         };
@@ -726,9 +706,9 @@ impl Registry for EtcdRegistry {
         match bounded(shared.request_timeout, client.lease_revoke(lease)).await {
             Ok(_) => {}
             Err(Failure::Failed(error)) if is_lease_gone(&error) => {}
-            Err(failure) => return Err(failure.into_operation(&shared.url, "close")),
+            Err(failure) => return Err(failure.into_operation(&shared.core.url, "close")),
         }
-        tracing::debug!(url = %shared.url, lease, "etcd registry closed");
+        tracing::debug!(url = %shared.core.url, lease, "etcd registry closed");
         Ok(())
     }
 }

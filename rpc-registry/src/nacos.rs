@@ -65,11 +65,10 @@ use rpc_core::{
 };
 use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
-use crate::network::NetworkSettings;
+use crate::network::{ClientCore, NetworkSettings};
 use crate::retry::{Backoff, Failure, bounded};
-use crate::snapshots::{SnapshotPublisher, SubscriptionSet};
+use crate::snapshots::SnapshotPublisher;
 use crate::url::RegistryUrl;
 
 /// Port of the HTTP API when the URL gives none.
@@ -165,7 +164,8 @@ pub struct NacosRegistry {
 }
 
 struct Shared {
-    url: String,
+    /// Its URL, subscriptions and background tasks, and whether it was closed.
+    core: ClientCore,
     config: NacosConfig,
     /// `None` once closed.
     naming: parking_lot::Mutex<Option<NamingService>>,
@@ -176,10 +176,8 @@ struct Shared {
     revision: AtomicU64,
     /// Bumped when the connection came back: every subscription reads again.
     resync: watch::Sender<u64>,
+    /// Set by the first `shutdown`: the withdrawal runs once, and no call starts after it.
     closing: AtomicBool,
-    closed: CancellationToken,
-    subscriptions: SubscriptionSet,
-    tasks: TaskTracker,
     /// The SDK's disk cache; removed with the client.
     _cache_dir: tempfile::TempDir,
 }
@@ -220,18 +218,14 @@ impl NacosRegistry {
     /// # Errors
     /// As [`NacosRegistry::connect`].
     pub async fn with_config(url: String, config: NacosConfig) -> Result<Self, RegistryError> {
-        let fail = |operation: &'static str, source: rpc_core::BoxError| RegistryError::Operation {
-            url: url.clone(),
-            operation,
-            source,
-        };
+        let core = ClientCore::new(url);
         let cache_dir = tempfile::Builder::new()
             .prefix("rpc-nacos-cache-")
             .tempdir()
             .map_err(|error| {
-                fail(
+                core.failed(
                     "connect",
-                    format!("cannot create the SDK cache directory: {error}").into(),
+                    format!("cannot create the SDK cache directory: {error}"),
                 )
             })?;
         let mut props = ClientProps::new()
@@ -256,7 +250,7 @@ impl NacosRegistry {
         }
         let deadline = tokio::time::Instant::now() + config.network.connect_timeout;
         let unreachable = |source: rpc_core::BoxError| RegistryError::Unreachable {
-            url: url.clone(),
+            url: core.url.clone(),
             timeout: config.network.connect_timeout,
             source,
         };
@@ -276,14 +270,13 @@ impl NacosRegistry {
         {
             Ok(_) => {}
             Err(Failure::Failed(error @ nacos_sdk::api::error::Error::ErrResponse(..))) => {
-                return Err(fail("connect", error.into()));
+                return Err(core.failed("connect", error));
             }
             Err(failure) => return Err(unreachable(failure.into_source())),
         }
-        tracing::debug!(%url, "connected to Nacos");
-        let closed = CancellationToken::new();
+        tracing::debug!(url = %core.url, "connected to Nacos");
         let shared = Arc::new(Shared {
-            url,
+            core,
             config,
             naming: parking_lot::Mutex::new(Some(naming.clone())),
             registered: Mutex::new(BTreeMap::new()),
@@ -291,12 +284,10 @@ impl NacosRegistry {
             revision: AtomicU64::new(1),
             resync: watch::channel(0).0,
             closing: AtomicBool::new(false),
-            subscriptions: SubscriptionSet::new(closed.clone()),
-            closed,
-            tasks: TaskTracker::new(),
             _cache_dir: cache_dir,
         });
         shared
+            .core
             .tasks
             .spawn(probe_connection(Arc::downgrade(&shared), naming));
         Ok(Self { shared })
@@ -306,7 +297,7 @@ impl NacosRegistry {
 impl fmt::Debug for NacosRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NacosRegistry")
-            .field("url", &self.shared.url)
+            .field("url", &self.shared.core.url)
             .finish_non_exhaustive()
     }
 }
@@ -327,8 +318,8 @@ impl Drop for NacosRegistry {
                 });
             }
             Err(_) => {
-                self.shared.closed.cancel();
-                tracing::warn!(url = %self.shared.url, "Nacos client dropped outside a tokio runtime without close(); its instances stay until its connection ends");
+                self.shared.core.closed.cancel();
+                tracing::warn!(url = %self.shared.core.url, "Nacos client dropped outside a tokio runtime without close(); its instances stay until its connection ends");
             }
         }
     }
@@ -404,9 +395,7 @@ impl Shared {
     fn naming(&self) -> Result<NamingService, RegistryError> {
         match &*self.naming.lock() {
             Some(naming) if !self.closing.load(Ordering::Acquire) => Ok(naming.clone()),
-            _ => Err(RegistryError::Closed {
-                url: self.url.clone(),
-            }),
+            _ => Err(self.core.closed_error()),
         }
     }
 
@@ -458,7 +447,7 @@ impl Shared {
         );
         bounded(self.config.network.request_timeout, subscribe)
             .await
-            .map_err(|failure| failure.into_operation(&self.url, "subscribe"))?;
+            .map_err(|failure| failure.into_operation(&self.core.url, "subscribe"))?;
         watches.insert(name.to_owned(), ServiceWatch { signal, users: 1 });
         Ok(changes)
     }
@@ -483,7 +472,7 @@ impl Shared {
             watch.signal as Arc<dyn NamingEventListener>,
         );
         if let Err(failure) = bounded(self.config.network.request_timeout, unsubscribe).await {
-            tracing::warn!(url = %self.url, service = %name, error = %failure.into_source(), "Nacos unsubscribe failed");
+            tracing::warn!(url = %self.core.url, service = %name, error = %failure.into_source(), "Nacos unsubscribe failed");
         }
     }
 
@@ -497,7 +486,7 @@ impl Shared {
                 nacos.clone(),
             );
             if let Err(failure) = bounded(self.config.network.request_timeout, register).await {
-                tracing::warn!(url = %self.url, service = %name, error = %failure.into_source(), "registering again failed; the SDK retries");
+                tracing::warn!(url = %self.core.url, service = %name, error = %failure.into_source(), "registering again failed; the SDK retries");
             }
         }
     }
@@ -507,12 +496,11 @@ impl Shared {
         if self.closing.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        self.closed.cancel();
-        self.subscriptions.close_all();
-        self.tasks.close();
+        self.core.stop();
         // Each subscription gives back its SDK subscription as it stops.
-        let _ =
-            tokio::time::timeout(self.config.network.request_timeout * 2, self.tasks.wait()).await;
+        self.core
+            .wait_for_tasks(self.config.network.request_timeout * 2)
+            .await;
         let Some(naming) = self.naming.lock().take() else {
             return Ok(());
         };
@@ -522,14 +510,14 @@ impl Shared {
             let deregister =
                 naming.deregister_instance(name, Some(self.config.group.clone()), nacos);
             if let Err(failure) = bounded(self.config.network.request_timeout, deregister).await {
-                first_error.get_or_insert(failure.into_operation(&self.url, "close"));
+                first_error.get_or_insert(failure.into_operation(&self.core.url, "close"));
             }
         }
         let leftover: Vec<String> = self.watches.lock().await.keys().cloned().collect();
         for name in leftover {
             self.unwatch(&naming, &name).await;
         }
-        tracing::debug!(url = %self.url, "Nacos registry closed");
+        tracing::debug!(url = %self.core.url, "Nacos registry closed");
         first_error.map_or(Ok(()), Err)
     }
 }
@@ -537,7 +525,7 @@ impl Shared {
 /// The probe task (see "Presence" above). Holds the client weakly so that dropping the
 /// client ends it.
 async fn probe_connection(shared: std::sync::Weak<Shared>, naming: NamingService) {
-    let Some(cancel) = shared.upgrade().map(|shared| shared.closed.clone()) else {
+    let Some(cancel) = shared.upgrade().map(|shared| shared.core.closed.clone()) else {
         return;
     };
     let mut failing = false;
@@ -549,7 +537,8 @@ async fn probe_connection(shared: std::sync::Weak<Shared>, naming: NamingService
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        let busy = !shared.registered.lock().await.is_empty() || shared.subscriptions.len() > 0;
+        let busy =
+            !shared.registered.lock().await.is_empty() || shared.core.subscriptions.len() > 0;
         if !busy {
             continue;
         }
@@ -562,13 +551,13 @@ async fn probe_connection(shared: std::sync::Weak<Shared>, naming: NamingService
         // A probe that waited for the SDK to reconnect answers late, not with an error.
         let reconnected = failing || started.elapsed() > PROBE_INTERVAL;
         if answered && reconnected {
-            tracing::info!(url = %shared.url, "Nacos answers again; registering and reading again");
+            tracing::info!(url = %shared.core.url, "Nacos answers again; registering and reading again");
             shared.register_again(&naming).await;
             shared
                 .resync
                 .send_modify(|count| *count = count.wrapping_add(1));
         } else if !answered && !failing {
-            tracing::warn!(url = %shared.url, "Nacos does not answer; keeping the last known instances");
+            tracing::warn!(url = %shared.core.url, "Nacos does not answer; keeping the last known instances");
         }
         failing = !answered;
     }
@@ -623,7 +612,7 @@ async fn watch_service(shared: Arc<Shared>, follow: Follow) {
                 backoff.reset();
             }
             Err(failure) => {
-                tracing::debug!(url = %shared.url, service = %name, error = %failure.into_source(), "Nacos read failed; keeping the last known instances");
+                tracing::debug!(url = %shared.core.url, service = %name, error = %failure.into_source(), "Nacos read failed; keeping the last known instances");
                 stale = true;
                 if !backoff.wait(&cancel).await {
                     break;
@@ -632,26 +621,21 @@ async fn watch_service(shared: Arc<Shared>, follow: Follow) {
         }
     }
     shared.unwatch(&naming, &name).await;
-    shared.subscriptions.forget(id);
+    shared.core.subscriptions.forget(id);
 }
 
 #[async_trait]
 impl Registry for NacosRegistry {
     fn url(&self) -> &str {
-        &self.shared.url
+        &self.shared.core.url
     }
 
     async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
         let shared = &self.shared;
         let naming = shared.naming()?;
         let name = service_name(&instance.service);
-        let nacos = to_nacos(instance, &name, &shared.config.cluster).map_err(|error| {
-            RegistryError::Operation {
-                url: shared.url.clone(),
-                operation: "register",
-                source: error.into(),
-            }
-        })?;
+        let nacos = to_nacos(instance, &name, &shared.config.cluster)
+            .map_err(|error| shared.core.failed("register", error))?;
         let mut registered = shared.registered.lock().await;
         let register = naming.register_instance(
             name.clone(),
@@ -662,8 +646,8 @@ impl Registry for NacosRegistry {
         // Even when the answer was an error the SDK keeps retrying the registration: keep it
         // so that unregister and close withdraw it.
         registered.insert(format!("{name}#{}", instance.id), (name, nacos));
-        result.map_err(|failure| failure.into_operation(&shared.url, "register"))?;
-        tracing::debug!(url = %shared.url, instance = %instance.id, service = %instance.service, "registered in Nacos");
+        result.map_err(|failure| failure.into_operation(&shared.core.url, "register"))?;
+        tracing::debug!(url = %shared.core.url, instance = %instance.id, service = %instance.service, "registered in Nacos");
         Ok(())
     }
 
@@ -678,8 +662,8 @@ impl Registry for NacosRegistry {
         let deregister = naming.deregister_instance(name, Some(shared.config.group.clone()), nacos);
         bounded(shared.config.network.request_timeout, deregister)
             .await
-            .map_err(|failure| failure.into_operation(&shared.url, "unregister"))?;
-        tracing::debug!(url = %shared.url, instance = %instance.id, service = %instance.service, "unregistered from Nacos");
+            .map_err(|failure| failure.into_operation(&shared.core.url, "unregister"))?;
+        tracing::debug!(url = %shared.core.url, instance = %instance.id, service = %instance.service, "unregistered from Nacos");
         Ok(())
     }
 
@@ -693,10 +677,10 @@ impl Registry for NacosRegistry {
             Ok(first) => first,
             Err(failure) => {
                 shared.unwatch(&naming, &name).await;
-                return Err(failure.into_operation(&shared.url, "subscribe"));
+                return Err(failure.into_operation(&shared.core.url, "subscribe"));
             }
         };
-        let (id, cancel) = shared.subscriptions.open();
+        let (id, cancel) = shared.core.subscriptions.open();
         let (mut publisher, stream) = SnapshotPublisher::new(service.clone());
         publisher.publish(shared.next_revision(), first);
         let follow = Follow {
@@ -708,12 +692,15 @@ impl Registry for NacosRegistry {
             cancel,
             publisher,
         };
-        shared.tasks.spawn(watch_service(shared.clone(), follow));
+        shared
+            .core
+            .tasks
+            .spawn(watch_service(shared.clone(), follow));
         Ok(Subscription::new(id, stream))
     }
 
     async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        self.shared.subscriptions.close(id)
+        self.shared.core.subscriptions.close(id)
     }
 
     async fn close(&self) -> Result<(), RegistryError> {

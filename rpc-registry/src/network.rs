@@ -1,17 +1,24 @@
-//! What the network backends (etcd, ZooKeeper, Nacos) read from their URL in the same way.
+//! What the network backends (etcd, ZooKeeper, Nacos) have in common.
 //!
 //! Each backend's configuration embeds one [`NetworkSettings`]: the servers, the
 //! credentials and the two time bounds follow one set of rules, so they are parsed and
 //! checked here once. What each backend makes of them (which authentication the
 //! credentials enable, what exactly `connect_timeout` covers) is said in its own module,
 //! as are its own parameters.
+//!
+//! Each backend's client also holds one `ClientCore`: the redacted URL that names it, and
+//! what closing it must stop (its subscriptions and background tasks), so that every
+//! backend follows the same closing rules.
 
 use std::fmt;
 use std::time::Duration;
 
-use rpc_core::RegistryError;
+use rpc_core::{BoxError, RegistryError};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::DEFAULT_TIMEOUT;
+use crate::snapshots::SubscriptionSet;
 use crate::url::RegistryUrl;
 
 /// Where a network backend's servers are, how to log in, and how long to wait for them.
@@ -94,6 +101,79 @@ fn timeout_param(url: &RegistryUrl, name: &str) -> Result<Duration, RegistryErro
     Ok(value)
 }
 
+/// The part of a network client that every backend keeps alike. After [`ClientCore::stop`]
+/// (from `close`, or the client's drop) every call fails with [`RegistryError::Closed`],
+/// every subscription ends and no background task goes on past its next await point.
+#[derive(Debug)]
+pub(crate) struct ClientCore {
+    /// The URL with its password redacted: names the registry in logs and errors.
+    pub(crate) url: String,
+    /// Cancelled by [`ClientCore::stop`]; parent of every subscription's token, and what
+    /// every background loop stops on.
+    pub(crate) closed: CancellationToken,
+    /// The live subscriptions.
+    pub(crate) subscriptions: SubscriptionSet,
+    /// The background tasks (watch loops, keep-alive, session or connection supervision).
+    pub(crate) tasks: TaskTracker,
+}
+
+impl ClientCore {
+    /// The core of a client named by `url` (password redacted), open.
+    pub(crate) fn new(url: String) -> Self {
+        let closed = CancellationToken::new();
+        Self {
+            url,
+            subscriptions: SubscriptionSet::new(closed.clone()),
+            closed,
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    /// The error of any call made after the client was closed.
+    pub(crate) fn closed_error(&self) -> RegistryError {
+        RegistryError::Closed {
+            url: self.url.clone(),
+        }
+    }
+
+    /// [`ClientCore::closed_error`] once the client was closed. (Nacos checks its own
+    /// `closing` flag instead, set before its withdrawal starts.)
+    #[cfg_attr(not(any(feature = "etcd", feature = "zookeeper")), allow(dead_code))]
+    pub(crate) fn check_open(&self) -> Result<(), RegistryError> {
+        if self.closed.is_cancelled() {
+            return Err(self.closed_error());
+        }
+        Ok(())
+    }
+
+    /// A [`RegistryError::Operation`] of `operation` on this registry, caused by `source`.
+    pub(crate) fn failed(
+        &self,
+        operation: &'static str,
+        source: impl Into<BoxError>,
+    ) -> RegistryError {
+        RegistryError::Operation {
+            url: self.url.clone(),
+            operation,
+            source: source.into(),
+        }
+    }
+
+    /// Marks the client closed, ends every subscription and lets no new task start.
+    pub(crate) fn stop(&self) {
+        self.closed.cancel();
+        self.subscriptions.close_all();
+        self.tasks.close();
+    }
+
+    /// Waits until the background tasks have ended, at most `bound`: they stop at their next
+    /// await point after [`ClientCore::stop`], but one stuck in a request must not hold
+    /// `close` longer than a request may take.
+    pub(crate) async fn wait_for_tasks(&self, bound: Duration) {
+        let _ = tokio::time::timeout(bound, self.tasks.wait()).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +226,20 @@ mod tests {
                 .unwrap_err()
                 .contains("parameter `request_timeout`")
         );
+    }
+
+    #[tokio::test]
+    async fn a_stopped_core_is_closed_and_ends_its_subscriptions() {
+        let core = ClientCore::new("x://h".into());
+        core.check_open().unwrap();
+        let (_, subscription) = core.subscriptions.open();
+        core.stop();
+        assert!(subscription.is_cancelled());
+        assert!(matches!(
+            core.check_open(),
+            Err(RegistryError::Closed { url }) if url == "x://h"
+        ));
+        core.wait_for_tasks(Duration::from_secs(1)).await;
     }
 
     #[test]

@@ -51,12 +51,11 @@ use futures_util::future::join_all;
 use rpc_core::{Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId};
 use tokio::sync::{Mutex, Notify, watch};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use zookeeper_client::{Acl, Acls, Client, CreateMode, Error as ZkError, Permission};
 
-use crate::network::NetworkSettings;
+use crate::network::{ClientCore, NetworkSettings};
 use crate::retry::{Backoff, Failure, bounded};
-use crate::snapshots::{SnapshotPublisher, SubscriptionSet};
+use crate::snapshots::SnapshotPublisher;
 use crate::url::RegistryUrl;
 
 /// Port used when the URL gives none.
@@ -124,7 +123,8 @@ pub struct ZooKeeperRegistry {
 }
 
 struct Shared {
-    url: String,
+    /// Its URL, subscriptions and background tasks, and whether it was closed.
+    core: ClientCore,
     config: ZooKeeperConfig,
     /// The current session; `None` while a new one is being opened, and after close.
     session: watch::Sender<Option<Client>>,
@@ -132,9 +132,6 @@ struct Shared {
     broken: Notify,
     /// path -> JSON of every instance registered through this client.
     registered: Mutex<BTreeMap<String, Vec<u8>>>,
-    closed: CancellationToken,
-    subscriptions: SubscriptionSet,
-    tasks: TaskTracker,
 }
 
 impl ZooKeeperRegistry {
@@ -170,18 +167,14 @@ impl ZooKeeperRegistry {
             }
         };
         tracing::debug!(%url, session = %client.session_id(), "ZooKeeper session opened");
-        let closed = CancellationToken::new();
         let shared = Arc::new(Shared {
-            url,
+            core: ClientCore::new(url),
             config,
             session: watch::channel(Some(client)).0,
             broken: Notify::new(),
             registered: Mutex::new(BTreeMap::new()),
-            subscriptions: SubscriptionSet::new(closed.clone()),
-            closed,
-            tasks: TaskTracker::new(),
         });
-        shared.tasks.spawn(supervise_sessions(shared.clone()));
+        shared.core.tasks.spawn(supervise_sessions(shared.clone()));
         Ok(Self { shared })
     }
 
@@ -189,28 +182,19 @@ impl ZooKeeperRegistry {
     pub fn providers_path(&self, service: &ServiceKey) -> String {
         self.shared.providers_path(service)
     }
-
-    fn check_open(&self) -> Result<(), RegistryError> {
-        if self.shared.closed.is_cancelled() {
-            return Err(RegistryError::Closed {
-                url: self.shared.url.clone(),
-            });
-        }
-        Ok(())
-    }
 }
 
 impl fmt::Debug for ZooKeeperRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ZooKeeperRegistry")
-            .field("url", &self.shared.url)
+            .field("url", &self.shared.core.url)
             .finish_non_exhaustive()
     }
 }
 
 impl Drop for ZooKeeperRegistry {
     fn drop(&mut self) {
-        self.shared.closed.cancel();
+        self.shared.core.closed.cancel();
     }
 }
 
@@ -290,23 +274,15 @@ impl Shared {
         )
         .await;
         match waited {
-            Ok(Ok(session)) => session.clone().ok_or_else(|| self.closed_error()),
-            Ok(Err(_)) => Err(self.closed_error()),
-            Err(_) => Err(RegistryError::Operation {
-                url: self.url.clone(),
+            Ok(Ok(session)) => session.clone().ok_or_else(|| self.core.closed_error()),
+            Ok(Err(_)) => Err(self.core.closed_error()),
+            Err(_) => Err(self.core.failed(
                 operation,
-                source: format!(
+                format!(
                     "no ZooKeeper session within {:?} (reconnecting)",
                     self.config.network.request_timeout
-                )
-                .into(),
-            }),
-        }
-    }
-
-    fn closed_error(&self) -> RegistryError {
-        RegistryError::Closed {
-            url: self.url.clone(),
+                ),
+            )),
         }
     }
 
@@ -317,7 +293,7 @@ impl Shared {
         {
             self.broken.notify_one();
         }
-        failure.into_operation(&self.url, operation)
+        failure.into_operation(&self.core.url, operation)
     }
 
     /// Creates the ephemeral znode `path` in `client`'s session, replacing a znode of the
@@ -397,7 +373,7 @@ impl Shared {
                 Ok((data, _)) => match serde_json::from_slice::<Instance>(&data) {
                     Ok(instance) => instances.push(instance),
                     Err(error) => {
-                        tracing::warn!(url = %self.url, %path, %error, "ignoring a znode that is not an instance")
+                        tracing::warn!(url = %self.core.url, %path, %error, "ignoring a znode that is not an instance")
                     }
                 },
                 // Deleted between the listing and the read: the watch reports it.
@@ -435,7 +411,7 @@ async fn session_over(shared: &Shared, client: &Client) {
 /// The session task: whenever the session is over, opens a new one (retrying until a
 /// server answers) and creates every registration again.
 async fn supervise_sessions(shared: Arc<Shared>) {
-    let cancel = shared.closed.clone();
+    let cancel = shared.core.closed.clone();
     let mut backoff = Backoff::new();
     loop {
         let Some(client) = shared.session.borrow().clone() else {
@@ -445,7 +421,7 @@ async fn supervise_sessions(shared: Arc<Shared>) {
             () = cancel.cancelled() => return,
             () = session_over(&shared, &client) => {}
         }
-        tracing::warn!(url = %shared.url, session = %client.session_id(), state = %client.state(), "ZooKeeper session lost; opening a new one");
+        tracing::warn!(url = %shared.core.url, session = %client.session_id(), state = %client.state(), "ZooKeeper session lost; opening a new one");
         shared.session.send_replace(None);
         drop(client);
         let client = loop {
@@ -456,7 +432,7 @@ async fn supervise_sessions(shared: Arc<Shared>) {
             match opened {
                 Ok(client) => break client,
                 Err(failure) => {
-                    tracing::debug!(url = %shared.url, error = %failure.into_source(), "no new ZooKeeper session yet");
+                    tracing::debug!(url = %shared.core.url, error = %failure.into_source(), "no new ZooKeeper session yet");
                     if !backoff.wait(&cancel).await {
                         return;
                     }
@@ -472,12 +448,12 @@ async fn supervise_sessions(shared: Arc<Shared>) {
             };
             match restored {
                 Ok(count) => {
-                    tracing::info!(url = %shared.url, session = %client.session_id(), registrations = count, "ZooKeeper session opened; registrations restored");
+                    tracing::info!(url = %shared.core.url, session = %client.session_id(), registrations = count, "ZooKeeper session opened; registrations restored");
                     break;
                 }
                 Err(failure) => {
                     let lost = matches!(&failure, Failure::Failed(error) if is_session_lost(error));
-                    tracing::warn!(url = %shared.url, error = %failure.into_source(), "restoring registrations failed; retrying");
+                    tracing::warn!(url = %shared.core.url, error = %failure.into_source(), "restoring registrations failed; retrying");
                     if lost || !backoff.wait(&cancel).await {
                         break;
                     }
@@ -512,7 +488,7 @@ async fn watch_service(
                     Ok(event) if event.session_state.is_terminated() => shared.broken.notify_one(),
                     Ok(_) => {}
                     Err(_) => {
-                        tracing::warn!(url = %shared.url, %directory, "the ZooKeeper watcher panicked; treating the session as lost");
+                        tracing::warn!(url = %shared.core.url, %directory, "the ZooKeeper watcher panicked; treating the session as lost");
                         shared.broken.notify_one();
                     }
                 },
@@ -544,31 +520,28 @@ async fn watch_service(
                 {
                     shared.broken.notify_one();
                 }
-                tracing::debug!(url = %shared.url, %directory, error = %failure.into_source(), "ZooKeeper read failed; keeping the last known instances");
+                tracing::debug!(url = %shared.core.url, %directory, error = %failure.into_source(), "ZooKeeper read failed; keeping the last known instances");
                 if !backoff.wait(&cancel).await {
                     break;
                 }
             }
         }
     }
-    shared.subscriptions.forget(id);
+    shared.core.subscriptions.forget(id);
 }
 
 #[async_trait]
 impl Registry for ZooKeeperRegistry {
     fn url(&self) -> &str {
-        &self.shared.url
+        &self.shared.core.url
     }
 
     async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.check_open()?;
+        self.shared.core.check_open()?;
         let shared = &self.shared;
         let path = shared.instance_path(instance);
-        let data = serde_json::to_vec(instance).map_err(|error| RegistryError::Operation {
-            url: shared.url.clone(),
-            operation: "register",
-            source: error.into(),
-        })?;
+        let data =
+            serde_json::to_vec(instance).map_err(|error| shared.core.failed("register", error))?;
         let client = shared.client("register").await?;
         let mut registered = bounded(shared.config.network.request_timeout, async {
             Ok::<_, ZkError>(shared.registered.lock().await)
@@ -582,12 +555,12 @@ impl Registry for ZooKeeperRegistry {
         .await
         .map_err(|failure| shared.failed(failure, "register"))?;
         registered.insert(path, data);
-        tracing::debug!(url = %shared.url, instance = %instance.id, service = %instance.service, "registered in ZooKeeper");
+        tracing::debug!(url = %shared.core.url, instance = %instance.id, service = %instance.service, "registered in ZooKeeper");
         Ok(())
     }
 
     async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.check_open()?;
+        self.shared.core.check_open()?;
         let shared = &self.shared;
         let path = shared.instance_path(instance);
         let mut registered = shared.registered.lock().await;
@@ -604,12 +577,12 @@ impl Registry for ZooKeeperRegistry {
             Ok(()) | Err(Failure::Failed(ZkError::NoNode)) => {}
             Err(failure) => return Err(shared.failed(failure, "unregister")),
         }
-        tracing::debug!(url = %shared.url, instance = %instance.id, service = %instance.service, "unregistered from ZooKeeper");
+        tracing::debug!(url = %shared.core.url, instance = %instance.id, service = %instance.service, "unregistered from ZooKeeper");
         Ok(())
     }
 
     async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
-        self.check_open()?;
+        self.shared.core.check_open()?;
         let shared = &self.shared;
         let directory = shared.providers_path(service);
         let client = shared.client("subscribe").await?;
@@ -620,10 +593,10 @@ impl Registry for ZooKeeperRegistry {
         .await
         .map_err(|failure| shared.failed(failure, "subscribe"))?;
         drop(client);
-        let (id, cancel) = shared.subscriptions.open();
+        let (id, cancel) = shared.core.subscriptions.open();
         let (mut publisher, stream) = SnapshotPublisher::new(service.clone());
         publisher.publish(revision, instances);
-        shared.tasks.spawn(watch_service(
+        shared.core.tasks.spawn(watch_service(
             shared.clone(),
             id,
             directory,
@@ -635,20 +608,20 @@ impl Registry for ZooKeeperRegistry {
     }
 
     async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        self.shared.subscriptions.close(id)
+        self.shared.core.subscriptions.close(id)
     }
 
     async fn close(&self) -> Result<(), RegistryError> {
         let shared = &self.shared;
-        if shared.closed.is_cancelled() {
+        if shared.core.closed.is_cancelled() {
             return Ok(());
         }
-        shared.closed.cancel();
-        shared.subscriptions.close_all();
-        shared.tasks.close();
+        shared.core.stop();
         // The tasks drop their watchers and their handles on the session as they stop.
-        let _ =
-            tokio::time::timeout(shared.config.network.request_timeout, shared.tasks.wait()).await;
+        shared
+            .core
+            .wait_for_tasks(shared.config.network.request_timeout)
+            .await;
         shared.registered.lock().await.clear();
         let Some(client) = shared.session.send_replace(None) else {
             return Ok(());
@@ -665,17 +638,15 @@ impl Registry for ZooKeeperRegistry {
         })
         .await;
         if confirmed.is_err() {
-            return Err(RegistryError::Operation {
-                url: shared.url.clone(),
-                operation: "close",
-                source: format!(
+            return Err(shared.core.failed(
+                "close",
+                format!(
                     "the server did not confirm closing session {session} within {:?}; its znodes expire with it",
                     shared.config.network.request_timeout
-                )
-                .into(),
-            });
+                ),
+            ));
         }
-        tracing::debug!(url = %shared.url, %session, "ZooKeeper registry closed");
+        tracing::debug!(url = %shared.core.url, %session, "ZooKeeper registry closed");
         Ok(())
     }
 }
