@@ -716,10 +716,10 @@ impl Registry for EtcdRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::network::testing;
 
     fn config(url: &str) -> Result<EtcdConfig, String> {
-        let url = RegistryUrl::parse(url).map_err(|e| e.to_string())?;
-        EtcdConfig::from_url(&url).map_err(|e| e.to_string())
+        testing::parse(url, EtcdConfig::from_url)
     }
 
     #[test]
@@ -793,40 +793,20 @@ mod tests {
 
     #[test]
     fn the_password_is_never_shown() {
-        let error = config("etcd://root:hunter2@h?ttl=x").unwrap_err();
-        assert!(!error.contains("hunter2"), "{error}");
-        let debug = format!("{:?}", config("etcd://root:hunter2@h").unwrap());
-        assert!(!debug.contains("hunter2"), "{debug}");
+        testing::assert_password_hidden(
+            EtcdConfig::from_url,
+            "etcd://root:hunter2@h?ttl=x",
+            "etcd://root:hunter2@h",
+        );
     }
 
     #[tokio::test]
     async fn a_closed_port_is_unreachable_within_the_connect_timeout() {
-        let port = closed_port();
-        let url = RegistryUrl::parse(&format!(
-            "etcd://root:hunter2@127.0.0.1:{port}?connect_timeout=300ms"
-        ))
-        .unwrap();
-        let started = std::time::Instant::now();
-        let error = EtcdRegistry::connect(&url).await.unwrap_err();
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "took {:?}",
-            started.elapsed()
-        );
-        assert!(
-            matches!(error, RegistryError::Unreachable { timeout, .. } if timeout == Duration::from_millis(300)),
-            "{error:?}"
-        );
-        let message = error.to_string();
-        assert!(
-            message.contains("300ms") && !message.contains("hunter2"),
-            "{message}"
-        );
-    }
-
-    /// A loopback port nothing listens on (bound, then released).
-    fn closed_port() -> u16 {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
+        testing::assert_unreachable_in_time(
+            "etcd://root",
+            Duration::from_millis(300),
+            |url| async move { EtcdRegistry::connect(&url).await },
+        )
+        .await;
     }
 }

@@ -711,10 +711,10 @@ impl Registry for NacosRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::network::testing;
 
     fn config(url: &str) -> Result<NacosConfig, String> {
-        let url = RegistryUrl::parse(url).map_err(|e| e.to_string())?;
-        NacosConfig::from_url(&url).map_err(|e| e.to_string())
+        testing::parse(url, NacosConfig::from_url)
     }
 
     #[test]
@@ -802,10 +802,11 @@ mod tests {
 
     #[test]
     fn the_password_is_never_shown() {
-        let error = config("nacos://nacos:hunter2@h?group=").unwrap_err();
-        assert!(!error.contains("hunter2"), "{error}");
-        let debug = format!("{:?}", config("nacos://nacos:hunter2@h").unwrap());
-        assert!(!debug.contains("hunter2"), "{debug}");
+        testing::assert_password_hidden(
+            NacosConfig::from_url,
+            "nacos://nacos:hunter2@h?group=",
+            "nacos://nacos:hunter2@h",
+        );
         let login = login::HttpLogin::new("nacos".into(), "hunter2".into(), Duration::from_secs(1));
         assert!(!format!("{login:?}").contains("hunter2"));
     }
@@ -860,30 +861,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_port_is_unreachable_within_the_connect_timeout() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let url = RegistryUrl::parse(&format!(
-            "nacos://nacos:hunter2@127.0.0.1:{port}?connect_timeout=500ms"
-        ))
-        .unwrap();
-        let started = std::time::Instant::now();
-        let error = NacosRegistry::connect(&url).await.unwrap_err();
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "took {:?}",
-            started.elapsed()
-        );
-        assert!(
-            matches!(error, RegistryError::Unreachable { timeout, .. } if timeout == Duration::from_millis(500)),
-            "{error:?}"
-        );
-        let message = error.to_string();
-        assert!(
-            message.contains("500ms") && !message.contains("hunter2"),
-            "{message}"
-        );
+        testing::assert_unreachable_in_time(
+            "nacos://nacos",
+            Duration::from_millis(500),
+            |url| async move { NacosRegistry::connect(&url).await },
+        )
+        .await;
     }
 }

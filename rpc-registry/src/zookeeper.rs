@@ -654,10 +654,10 @@ impl Registry for ZooKeeperRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::network::testing;
 
     fn config(url: &str) -> Result<ZooKeeperConfig, String> {
-        let url = RegistryUrl::parse(url).map_err(|e| e.to_string())?;
-        ZooKeeperConfig::from_url(&url).map_err(|e| e.to_string())
+        testing::parse(url, ZooKeeperConfig::from_url)
     }
 
     #[test]
@@ -722,10 +722,11 @@ mod tests {
 
     #[test]
     fn the_password_is_never_shown() {
-        let error = config("zookeeper://root:hunter2@h?root=x").unwrap_err();
-        assert!(!error.contains("hunter2"), "{error}");
-        let debug = format!("{:?}", config("zookeeper://root:hunter2@h").unwrap());
-        assert!(!debug.contains("hunter2"), "{debug}");
+        testing::assert_password_hidden(
+            ZooKeeperConfig::from_url,
+            "zookeeper://root:hunter2@h?root=x",
+            "zookeeper://root:hunter2@h",
+        );
     }
 
     #[test]
@@ -738,30 +739,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_port_is_unreachable_within_the_connect_timeout() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let url = RegistryUrl::parse(&format!(
-            "zookeeper://root:hunter2@127.0.0.1:{port}?connect_timeout=300ms"
-        ))
-        .unwrap();
-        let started = std::time::Instant::now();
-        let error = ZooKeeperRegistry::connect(&url).await.unwrap_err();
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "took {:?}",
-            started.elapsed()
-        );
-        assert!(
-            matches!(error, RegistryError::Unreachable { timeout, .. } if timeout == Duration::from_millis(300)),
-            "{error:?}"
-        );
-        let message = error.to_string();
-        assert!(
-            message.contains("300ms") && !message.contains("hunter2"),
-            "{message}"
-        );
+        testing::assert_unreachable_in_time(
+            "zookeeper://root",
+            Duration::from_millis(300),
+            |url| async move { ZooKeeperRegistry::connect(&url).await },
+        )
+        .await;
     }
 }
