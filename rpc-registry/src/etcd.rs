@@ -660,18 +660,13 @@ impl Registry for EtcdRegistry {
             .read(&prefix)
             .await
             .map_err(|failure| failure.into_operation(&shared.core.url, "subscribe"))?;
-        let (id, cancel) = shared.core.subscriptions.open();
-        let (mut publisher, stream) = SnapshotPublisher::new(service.clone());
-        publisher.publish(first.0, first.1.values().cloned().collect());
-        shared.core.tasks.spawn(watch_service(
-            shared.clone(),
-            id,
-            prefix,
-            cancel,
-            publisher,
-            first,
-        ));
-        Ok(Subscription::new(id, stream))
+        let (revision, instances) = (first.0, first.1.values().cloned().collect());
+        let follow = |id, cancel, publisher| {
+            watch_service(shared.clone(), id, prefix, cancel, publisher, first)
+        };
+        Ok(shared
+            .core
+            .start_subscription(service, revision, instances, follow))
     }
 
     async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {

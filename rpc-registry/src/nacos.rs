@@ -680,23 +680,21 @@ impl Registry for NacosRegistry {
                 return Err(failure.into_operation(&shared.core.url, "subscribe"));
             }
         };
-        let (id, cancel) = shared.core.subscriptions.open();
-        let (mut publisher, stream) = SnapshotPublisher::new(service.clone());
-        publisher.publish(shared.next_revision(), first);
-        let follow = Follow {
-            id,
-            naming,
-            name,
-            service: service.clone(),
-            changes,
-            cancel,
-            publisher,
+        let follow = |id, cancel, publisher| {
+            let follow = Follow {
+                id,
+                naming,
+                name,
+                service: service.clone(),
+                changes,
+                cancel,
+                publisher,
+            };
+            watch_service(shared.clone(), follow)
         };
-        shared
+        Ok(shared
             .core
-            .tasks
-            .spawn(watch_service(shared.clone(), follow));
-        Ok(Subscription::new(id, stream))
+            .start_subscription(service, shared.next_revision(), first, follow))
     }
 
     async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {

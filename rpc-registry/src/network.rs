@@ -11,14 +11,15 @@
 //! backend follows the same closing rules.
 
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
-use rpc_core::{BoxError, RegistryError};
+use rpc_core::{BoxError, Instance, RegistryError, ServiceKey, Subscription, SubscriptionId};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::DEFAULT_TIMEOUT;
-use crate::snapshots::SubscriptionSet;
+use crate::snapshots::{SnapshotPublisher, SubscriptionSet};
 use crate::url::RegistryUrl;
 
 /// Where a network backend's servers are, how to log in, and how long to wait for them.
@@ -157,6 +158,27 @@ impl ClientCore {
             operation,
             source: source.into(),
         }
+    }
+
+    /// Starts a subscription to `service` whose first set, `instances` at `revision`, the
+    /// backend has just read: publishes it at once (so the consumer's first poll has an
+    /// answer), then runs `follow(id, token, publisher)` as a background task that publishes
+    /// every later set until the token is cancelled or the consumer drops its stream.
+    pub(crate) fn start_subscription<F>(
+        &self,
+        service: &ServiceKey,
+        revision: u64,
+        instances: Vec<Instance>,
+        follow: impl FnOnce(SubscriptionId, CancellationToken, SnapshotPublisher) -> F,
+    ) -> Subscription
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let (id, cancel) = self.subscriptions.open();
+        let (mut publisher, stream) = SnapshotPublisher::new(service.clone());
+        publisher.publish(revision, instances);
+        self.tasks.spawn(follow(id, cancel, publisher));
+        Subscription::new(id, stream)
     }
 
     /// Marks the client closed, ends every subscription and lets no new task start.

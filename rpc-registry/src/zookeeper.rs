@@ -593,18 +593,19 @@ impl Registry for ZooKeeperRegistry {
         .await
         .map_err(|failure| shared.failed(failure, "subscribe"))?;
         drop(client);
-        let (id, cancel) = shared.core.subscriptions.open();
-        let (mut publisher, stream) = SnapshotPublisher::new(service.clone());
-        publisher.publish(revision, instances);
-        shared.core.tasks.spawn(watch_service(
-            shared.clone(),
-            id,
-            directory,
-            cancel,
-            publisher,
-            Some(watcher),
-        ));
-        Ok(Subscription::new(id, stream))
+        let follow = |id, cancel, publisher| {
+            watch_service(
+                shared.clone(),
+                id,
+                directory,
+                cancel,
+                publisher,
+                Some(watcher),
+            )
+        };
+        Ok(shared
+            .core
+            .start_subscription(service, revision, instances, follow))
     }
 
     async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
