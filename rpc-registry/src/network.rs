@@ -55,7 +55,7 @@ impl NetworkSettings {
 
     /// Checks that every query parameter of `url` is one of `own` (the backend's) or of
     /// [`NetworkSettings::PARAMS`]. Backends call it before reading anything, so that a
-    /// misspelt parameter is reported as such rather than as a missing value.
+    /// misspelt parameter is the first fault reported.
     ///
     /// # Errors
     /// [`RegistryError::InvalidUrl`] naming the first unknown parameter and the known ones,
@@ -93,7 +93,7 @@ impl NetworkSettings {
 }
 
 /// The duration parameter `name` of `url` (default [`DEFAULT_TIMEOUT`]), which must not be
-/// zero: a zero bound would fail every request before it is sent.
+/// zero: a zero bound would give up every request at once.
 fn timeout_param(url: &RegistryUrl, name: &str) -> Result<Duration, RegistryError> {
     let value = url.duration_param(name, DEFAULT_TIMEOUT)?;
     if value.is_zero() {
@@ -102,9 +102,10 @@ fn timeout_param(url: &RegistryUrl, name: &str) -> Result<Duration, RegistryErro
     Ok(value)
 }
 
-/// The part of a network client that every backend keeps alike. After [`ClientCore::stop`]
-/// (from `close`, or the client's drop) every call fails with [`RegistryError::Closed`],
-/// every subscription ends and no background task goes on past its next await point.
+/// The part of a network client that every backend keeps alike. Once `closed` is cancelled
+/// (by [`ClientCore::stop`] from `close`, or by the client's drop) every call fails with
+/// [`RegistryError::Closed`], every subscription ends (its token is a child of `closed`)
+/// and no background loop goes on past its next await point.
 #[derive(Debug)]
 pub(crate) struct ClientCore {
     /// The URL with its password redacted: names the registry in logs and errors.
