@@ -40,10 +40,10 @@ use rpc_core::{
 use tokio::sync::{Mutex, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
+use crate::network::{ClientCore, NetworkSettings};
 use crate::retry::{Backoff, Failure, bounded};
-use crate::snapshots::{SnapshotPublisher, SubscriptionSet};
+use crate::snapshots::SnapshotPublisher;
 use crate::url::RegistryUrl;
 
 /// Port used when the URL gives none.
@@ -53,37 +53,19 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 /// Key prefix when the URL has no `prefix`.
 pub const DEFAULT_PREFIX: &str = "/rpc";
 
-/// The query parameters an `etcd://` URL may carry.
-const PARAMS: [&str; 4] = ["ttl", "prefix", "connect_timeout", "request_timeout"];
+/// The query parameters of an `etcd://` URL besides [`NetworkSettings::PARAMS`].
+const PARAMS: [&str; 2] = ["ttl", "prefix"];
 
 /// Settings of an [`EtcdRegistry`], from its URL.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EtcdConfig {
-    /// `host:port` of each cluster member.
-    pub endpoints: Vec<String>,
-    /// User name and password, if the URL has them.
-    pub credentials: Option<(String, String)>,
+    /// The cluster members, the credentials (for etcd authentication) and the time bounds;
+    /// `connect_timeout` bounds connecting and the first request.
+    pub network: NetworkSettings,
     /// Lease time-to-live: how long after its process dies an instance disappears.
     pub ttl: Duration,
     /// Key prefix, without a trailing `/` (`/rpc`).
     pub prefix: String,
-    /// Bound on connecting (and the first request) at start-up.
-    pub connect_timeout: Duration,
-    /// Bound on each later request.
-    pub request_timeout: Duration,
-}
-
-impl fmt::Debug for EtcdConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EtcdConfig")
-            .field("endpoints", &self.endpoints)
-            .field("user", &self.credentials.as_ref().map(|(user, _)| user))
-            .field("ttl", &self.ttl)
-            .field("prefix", &self.prefix)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("request_timeout", &self.request_timeout)
-            .finish()
-    }
 }
 
 impl EtcdConfig {
@@ -92,9 +74,10 @@ impl EtcdConfig {
     /// # Errors
     /// [`RegistryError::InvalidUrl`] naming the fault: an unknown parameter, a duration that
     /// does not parse, a `ttl` under one second or not whole seconds, a `prefix` that does
-    /// not start with `/`, a zero timeout, no host, a user without password.
+    /// not start with `/`, then those of [`NetworkSettings::from_url`] (a user without
+    /// password, no host, a zero timeout).
     pub fn from_url(url: &RegistryUrl) -> Result<Self, RegistryError> {
-        url.expect_params(&PARAMS)?;
+        NetworkSettings::expect_params(url, &PARAMS)?;
         let ttl = url.duration_param("ttl", DEFAULT_TTL)?;
         if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 {
             return Err(url.invalid(format!(
@@ -107,20 +90,10 @@ impl EtcdConfig {
                 "parameter `prefix`: `{prefix}` must start with `/`"
             )));
         }
-        let credentials = match (url.username(), url.password()) {
-            (None, _) => None,
-            (Some(user), Some(password)) => Some((user.to_owned(), password.to_owned())),
-            (Some(_), None) => {
-                return Err(url.invalid("etcd credentials need `user:password@`".into()));
-            }
-        };
         Ok(Self {
-            endpoints: url.endpoints(DEFAULT_PORT)?,
-            credentials,
+            network: NetworkSettings::from_url(url, DEFAULT_PORT, "etcd credentials")?,
             ttl,
             prefix: prefix.trim_end_matches('/').to_owned(),
-            connect_timeout: crate::timeout_param(url, "connect_timeout")?,
-            request_timeout: crate::timeout_param(url, "request_timeout")?,
         })
     }
 }
@@ -134,7 +107,8 @@ pub struct EtcdRegistry {
 }
 
 struct Shared {
-    url: String,
+    /// Its URL, subscriptions and background tasks, and whether it was closed.
+    core: ClientCore,
     client: Client,
     prefix: String,
     ttl: Duration,
@@ -144,10 +118,6 @@ struct Shared {
     leased: Mutex<Leased>,
     /// The current lease, for the keep-alive task.
     lease_tx: watch::Sender<Option<i64>>,
-    /// Cancelled by `close` and on drop: stops every background task.
-    closed: CancellationToken,
-    subscriptions: SubscriptionSet,
-    tasks: TaskTracker,
 }
 
 #[derive(Default)]
@@ -175,24 +145,25 @@ impl EtcdRegistry {
     /// # Errors
     /// As [`EtcdRegistry::connect`].
     pub async fn with_config(url: String, config: EtcdConfig) -> Result<Self, RegistryError> {
+        let network = &config.network;
         let mut options = ConnectOptions::new()
-            .with_connect_timeout(config.connect_timeout)
+            .with_connect_timeout(network.connect_timeout)
             // etcd's default keep-alive policy rejects pings more often than every 5 s.
-            .with_keep_alive(Duration::from_secs(10), config.request_timeout);
-        if let Some((user, password)) = &config.credentials {
+            .with_keep_alive(Duration::from_secs(10), network.request_timeout);
+        if let Some((user, password)) = &network.credentials {
             options = options.with_user(user.clone(), password.clone());
         }
         let unreachable = |source: BoxError| RegistryError::Unreachable {
             url: url.clone(),
-            timeout: config.connect_timeout,
+            timeout: network.connect_timeout,
             source,
         };
-        let deadline = Instant::now() + config.connect_timeout;
+        let deadline = Instant::now() + network.connect_timeout;
         // `connect` only builds the channel (and authenticates when there are credentials);
         // the count-only read proves the cluster answers.
         let mut client = match bounded(
-            config.connect_timeout,
-            Client::connect(&config.endpoints, Some(options)),
+            network.connect_timeout,
+            Client::connect(&network.endpoints, Some(options)),
         )
         .await
         {
@@ -217,23 +188,20 @@ impl EtcdRegistry {
             Err(failure) => return Err(unreachable(failure.into_source())),
         }
         let (lease_tx, lease_rx) = watch::channel(None);
-        let closed = CancellationToken::new();
         let shared = Arc::new(Shared {
-            url,
+            core: ClientCore::new(url),
             client,
             prefix: config.prefix,
             ttl: config.ttl,
-            request_timeout: config.request_timeout,
+            request_timeout: config.network.request_timeout,
             leased: Mutex::new(Leased::default()),
             lease_tx,
-            subscriptions: SubscriptionSet::new(closed.clone()),
-            closed,
-            tasks: TaskTracker::new(),
         });
         shared
+            .core
             .tasks
             .spawn(keep_lease_alive(shared.clone(), lease_rx));
-        tracing::debug!(url = %shared.url, "connected to etcd");
+        tracing::debug!(url = %shared.core.url, "connected to etcd");
         Ok(Self { shared })
     }
 
@@ -246,28 +214,19 @@ impl EtcdRegistry {
     pub async fn lease_id(&self) -> Option<i64> {
         self.shared.leased.lock().await.lease
     }
-
-    fn check_open(&self) -> Result<(), RegistryError> {
-        if self.shared.closed.is_cancelled() {
-            return Err(RegistryError::Closed {
-                url: self.shared.url.clone(),
-            });
-        }
-        Ok(())
-    }
 }
 
 impl fmt::Debug for EtcdRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EtcdRegistry")
-            .field("url", &self.shared.url)
+            .field("url", &self.shared.core.url)
             .finish_non_exhaustive()
     }
 }
 
 impl Drop for EtcdRegistry {
     fn drop(&mut self) {
-        self.shared.closed.cancel();
+        self.shared.core.closed.cancel();
     }
 }
 
@@ -315,14 +274,14 @@ impl Shared {
     ) -> Result<tokio::sync::MutexGuard<'_, Leased>, RegistryError> {
         tokio::time::timeout(self.request_timeout, self.leased.lock())
             .await
-            .map_err(|_| RegistryError::Operation {
-                url: self.url.clone(),
-                operation,
-                source: format!(
-                    "lease renewal still in progress after {:?}",
-                    self.request_timeout
+            .map_err(|_| {
+                self.core.failed(
+                    operation,
+                    format!(
+                        "lease renewal still in progress after {:?}",
+                        self.request_timeout
+                    ),
                 )
-                .into(),
             })
     }
 
@@ -355,14 +314,14 @@ impl Shared {
             // than when its TTL runs out.
             let _ = bounded(self.request_timeout, client.lease_revoke(old)).await;
         }
-        tracing::info!(url = %self.url, lease, registrations = leased.registered.len(), "etcd lease granted");
+        tracing::info!(url = %self.core.url, lease, registrations = leased.registered.len(), "etcd lease granted");
         Ok(lease)
     }
 
     /// Renews the lease after `lost` was found gone, unless someone already did.
     async fn renew_after_loss(&self, lost: i64) -> Result<(), RegistryError> {
         let mut leased = self.lock_leased("renew lease").await?;
-        if leased.lease != Some(lost) || self.closed.is_cancelled() {
+        if leased.lease != Some(lost) || self.core.closed.is_cancelled() {
             return Ok(());
         }
         if leased.registered.is_empty() {
@@ -374,7 +333,7 @@ impl Shared {
         self.renew(&mut leased)
             .await
             .map(|_| ())
-            .map_err(|failure| failure.into_operation(&self.url, "renew lease"))
+            .map_err(|failure| failure.into_operation(&self.core.url, "renew lease"))
     }
 
     /// Keeps `lease` alive until it is lost or replaced.
@@ -405,8 +364,8 @@ impl Shared {
                 Ok(opened) => opened,
                 Err(Failure::Failed(error)) if is_lease_gone(&error) => return KeepAliveEnd::Lost,
                 Err(failure) => {
-                    tracing::warn!(url = %self.url, lease, error = %failure.into_source(), "etcd lease keep-alive failed; retrying");
-                    if !backoff.wait(&self.closed).await {
+                    tracing::warn!(url = %self.core.url, lease, error = %failure.into_source(), "etcd lease keep-alive failed; retrying");
+                    if !backoff.wait(&self.core.closed).await {
                         return KeepAliveEnd::Replaced;
                     }
                     continue;
@@ -433,7 +392,7 @@ impl Shared {
                     Ok(Some(_)) => return KeepAliveEnd::Lost,
                     Ok(None) => break,
                     Err(failure) => {
-                        tracing::warn!(url = %self.url, lease, error = %failure.into_source(), "etcd lease keep-alive interrupted");
+                        tracing::warn!(url = %self.core.url, lease, error = %failure.into_source(), "etcd lease keep-alive interrupted");
                         break;
                     }
                 }
@@ -466,7 +425,7 @@ impl Shared {
         match serde_json::from_slice::<Instance>(value) {
             Ok(instance) => Some(instance),
             Err(error) => {
-                tracing::warn!(url = %self.url, key = %String::from_utf8_lossy(key), %error, "ignoring an etcd key that is not an instance");
+                tracing::warn!(url = %self.core.url, key = %String::from_utf8_lossy(key), %error, "ignoring an etcd key that is not an instance");
                 None
             }
         }
@@ -549,7 +508,7 @@ enum KeepAliveEnd {
 /// The keep-alive task: renews the current lease, and grants a new one (rewriting every
 /// registration) whenever it is lost.
 async fn keep_lease_alive(shared: Arc<Shared>, mut lease_rx: watch::Receiver<Option<i64>>) {
-    let cancel = shared.closed.clone();
+    let cancel = shared.core.closed.clone();
     let mut backoff = Backoff::new();
     loop {
         let lease = loop {
@@ -568,7 +527,7 @@ async fn keep_lease_alive(shared: Arc<Shared>, mut lease_rx: watch::Receiver<Opt
         if let KeepAliveEnd::Replaced = end {
             continue;
         }
-        tracing::warn!(url = %shared.url, lease, "etcd lease lost; registering again under a new lease");
+        tracing::warn!(url = %shared.core.url, lease, "etcd lease lost; registering again under a new lease");
         loop {
             let renewed = tokio::select! {
                 () = cancel.cancelled() => return,
@@ -607,10 +566,10 @@ async fn watch_service(
                 None => break,
             },
         };
-        tracing::warn!(url = %shared.url, %prefix, error = %broke, "etcd watch interrupted; keeping the last known instances and retrying");
+        tracing::warn!(url = %shared.core.url, %prefix, error = %broke, "etcd watch interrupted; keeping the last known instances and retrying");
         loop {
             if !backoff.wait(&cancel).await || publisher.is_closed() {
-                shared.subscriptions.forget(id);
+                shared.core.subscriptions.forget(id);
                 return;
             }
             match shared.read(&prefix).await {
@@ -622,33 +581,31 @@ async fn watch_service(
                     break;
                 }
                 Err(failure) => {
-                    tracing::debug!(url = %shared.url, %prefix, error = %failure.into_source(), "etcd read failed; retrying");
+                    tracing::debug!(url = %shared.core.url, %prefix, error = %failure.into_source(), "etcd read failed; retrying");
                 }
             }
         }
     }
-    shared.subscriptions.forget(id);
+    shared.core.subscriptions.forget(id);
 }
 
 #[async_trait]
 impl Registry for EtcdRegistry {
     fn url(&self) -> &str {
-        &self.shared.url
+        &self.shared.core.url
     }
 
     async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.check_open()?;
+        self.shared.core.check_open()?;
         let shared = &self.shared;
         let key = shared.key(instance);
-        let value = serde_json::to_string(instance).map_err(|error| RegistryError::Operation {
-            url: shared.url.clone(),
-            operation: "register",
-            source: error.into(),
-        })?;
+        let value = serde_json::to_string(instance)
+            .map_err(|error| shared.core.failed("register", error))?;
         let mut leased = shared.lock_leased("register").await?;
-        self.check_open()?;
-        let fail =
-            |failure: Failure<etcd_client::Error>| failure.into_operation(&shared.url, "register");
+        self.shared.core.check_open()?;
+        let fail = |failure: Failure<etcd_client::Error>| {
+            failure.into_operation(&shared.core.url, "register")
+        };
         let lease = match leased.lease {
             Some(lease) => lease,
             None => shared.renew(&mut leased).await.map_err(fail)?,
@@ -674,74 +631,67 @@ impl Registry for EtcdRegistry {
             Err(failure) => return Err(fail(failure)),
         }
         leased.registered.insert(key, value);
-        tracing::debug!(url = %shared.url, instance = %instance.id, service = %instance.service, "registered in etcd");
+        tracing::debug!(url = %shared.core.url, instance = %instance.id, service = %instance.service, "registered in etcd");
         Ok(())
     }
 
     async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.check_open()?;
+        self.shared.core.check_open()?;
         let shared = &self.shared;
         let key = shared.key(instance);
         let mut leased = shared.lock_leased("unregister").await?;
-        self.check_open()?;
+        self.shared.core.check_open()?;
         if leased.registered.remove(&key).is_none() {
             return Ok(());
         }
         let mut client = shared.client.clone();
         bounded(shared.request_timeout, client.delete(key, None))
             .await
-            .map_err(|failure| failure.into_operation(&shared.url, "unregister"))?;
-        tracing::debug!(url = %shared.url, instance = %instance.id, service = %instance.service, "unregistered from etcd");
+            .map_err(|failure| failure.into_operation(&shared.core.url, "unregister"))?;
+        tracing::debug!(url = %shared.core.url, instance = %instance.id, service = %instance.service, "unregistered from etcd");
         Ok(())
     }
 
     async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
-        self.check_open()?;
+        self.shared.core.check_open()?;
         let shared = &self.shared;
         let prefix = shared.service_prefix(service);
         let first = shared
             .read(&prefix)
             .await
-            .map_err(|failure| failure.into_operation(&shared.url, "subscribe"))?;
-        let (id, cancel) = shared.subscriptions.open();
-        let (mut publisher, stream) = SnapshotPublisher::new(service.clone());
-        publisher.publish(first.0, first.1.values().cloned().collect());
-        shared.tasks.spawn(watch_service(
-            shared.clone(),
-            id,
-            prefix,
-            cancel,
-            publisher,
-            first,
-        ));
-        Ok(Subscription::new(id, stream))
+            .map_err(|failure| failure.into_operation(&shared.core.url, "subscribe"))?;
+        let (revision, instances) = (first.0, first.1.values().cloned().collect());
+        let follow = |id, cancel, publisher| {
+            watch_service(shared.clone(), id, prefix, cancel, publisher, first)
+        };
+        Ok(shared
+            .core
+            .start_subscription(service, revision, instances, follow))
     }
 
     async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        self.shared.subscriptions.close(id)
+        self.shared.core.subscriptions.close(id)
     }
 
     async fn close(&self) -> Result<(), RegistryError> {
         let shared = &self.shared;
-        if shared.closed.is_cancelled() {
+        if shared.core.closed.is_cancelled() {
             return Ok(());
         }
         // Under this lock no renewal is half done, so the lease recorded is the one that
         // holds the keys (a renewal cancelled between its writes and its bookkeeping would
         // leave a new lease nobody revokes).
         let mut leased = shared.leased.lock().await;
-        if shared.closed.is_cancelled() {
+        if shared.core.closed.is_cancelled() {
             return Ok(());
         }
-        shared.closed.cancel();
-        shared.subscriptions.close_all();
-        shared.tasks.close();
+        shared.core.stop();
         leased.registered.clear();
         let lease = leased.lease.take();
         drop(leased);
         // The tasks stop at their next await point; their watch and keep-alive streams are
         // dropped with them.
-        let _ = tokio::time::timeout(shared.request_timeout, shared.tasks.wait()).await;
+        shared.core.wait_for_tasks(shared.request_timeout).await;
         let Some(lease) = lease else {
             return Ok(());
         };
@@ -751,9 +701,9 @@ impl Registry for EtcdRegistry {
         match bounded(shared.request_timeout, client.lease_revoke(lease)).await {
             Ok(_) => {}
             Err(Failure::Failed(error)) if is_lease_gone(&error) => {}
-            Err(failure) => return Err(failure.into_operation(&shared.url, "close")),
+            Err(failure) => return Err(failure.into_operation(&shared.core.url, "close")),
         }
-        tracing::debug!(url = %shared.url, lease, "etcd registry closed");
+        tracing::debug!(url = %shared.core.url, lease, "etcd registry closed");
         Ok(())
     }
 }
@@ -761,30 +711,30 @@ impl Registry for EtcdRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::network::testing;
 
     fn config(url: &str) -> Result<EtcdConfig, String> {
-        let url = RegistryUrl::parse(url).map_err(|e| e.to_string())?;
-        EtcdConfig::from_url(&url).map_err(|e| e.to_string())
+        testing::parse(url, EtcdConfig::from_url)
     }
 
     #[test]
     fn defaults_and_every_parameter() {
         let plain = config("etcd://127.0.0.1").unwrap();
-        assert_eq!(plain.endpoints, ["127.0.0.1:2379"]);
+        assert_eq!(plain.network.endpoints, ["127.0.0.1:2379"]);
         assert_eq!(plain.ttl, DEFAULT_TTL);
         assert_eq!(plain.prefix, "/rpc");
-        assert_eq!(plain.connect_timeout, crate::DEFAULT_TIMEOUT);
-        assert!(plain.credentials.is_none());
+        assert_eq!(plain.network.connect_timeout, crate::DEFAULT_TIMEOUT);
+        assert!(plain.network.credentials.is_none());
 
         let full =
             config("etcd://u:p@a:1,b:2?ttl=3s&prefix=/x/&connect_timeout=500ms&request_timeout=2s")
                 .unwrap();
-        assert_eq!(full.endpoints, ["a:1", "b:2"]);
-        assert_eq!(full.credentials, Some(("u".into(), "p".into())));
+        assert_eq!(full.network.endpoints, ["a:1", "b:2"]);
+        assert_eq!(full.network.credentials, Some(("u".into(), "p".into())));
         assert_eq!(full.ttl, Duration::from_secs(3));
         assert_eq!(full.prefix, "/x");
-        assert_eq!(full.connect_timeout, Duration::from_millis(500));
-        assert_eq!(full.request_timeout, Duration::from_secs(2));
+        assert_eq!(full.network.connect_timeout, Duration::from_millis(500));
+        assert_eq!(full.network.request_timeout, Duration::from_secs(2));
     }
 
     #[test]
@@ -838,40 +788,20 @@ mod tests {
 
     #[test]
     fn the_password_is_never_shown() {
-        let error = config("etcd://root:hunter2@h?ttl=x").unwrap_err();
-        assert!(!error.contains("hunter2"), "{error}");
-        let debug = format!("{:?}", config("etcd://root:hunter2@h").unwrap());
-        assert!(!debug.contains("hunter2"), "{debug}");
+        testing::assert_password_hidden(
+            EtcdConfig::from_url,
+            "etcd://root:hunter2@h?ttl=x",
+            "etcd://root:hunter2@h",
+        );
     }
 
     #[tokio::test]
     async fn a_closed_port_is_unreachable_within_the_connect_timeout() {
-        let port = closed_port();
-        let url = RegistryUrl::parse(&format!(
-            "etcd://root:hunter2@127.0.0.1:{port}?connect_timeout=300ms"
-        ))
-        .unwrap();
-        let started = std::time::Instant::now();
-        let error = EtcdRegistry::connect(&url).await.unwrap_err();
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "took {:?}",
-            started.elapsed()
-        );
-        assert!(
-            matches!(error, RegistryError::Unreachable { timeout, .. } if timeout == Duration::from_millis(300)),
-            "{error:?}"
-        );
-        let message = error.to_string();
-        assert!(
-            message.contains("300ms") && !message.contains("hunter2"),
-            "{message}"
-        );
-    }
-
-    /// A loopback port nothing listens on (bound, then released).
-    fn closed_port() -> u16 {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
+        testing::assert_unreachable_in_time(
+            "etcd://root",
+            Duration::from_millis(300),
+            |url| async move { EtcdRegistry::connect(&url).await },
+        )
+        .await;
     }
 }

@@ -13,6 +13,8 @@
 //! The network backends also take `connect_timeout` (bound on connecting at start-up) and
 //! `request_timeout` (bound on every later request), both [`DEFAULT_TIMEOUT`] by default;
 //! an unknown parameter is an error naming it. Credentials never appear in logs or errors.
+//! These settings, the hosts and the credentials are read alike for every network backend
+//! (module `network`); each backend's own parameters are read in its module.
 //!
 //! Every backend implements [`rpc_core::Registry`] with the same semantics (ephemeral
 //! registrations, full snapshots in revision order, no empty snapshot because of a
@@ -26,6 +28,8 @@ pub mod etcd;
 pub mod memory;
 #[cfg(feature = "nacos")]
 pub mod nacos;
+#[cfg(any(feature = "etcd", feature = "zookeeper", feature = "nacos"))]
+pub mod network;
 pub mod static_list;
 pub mod url;
 #[cfg(feature = "zookeeper")]
@@ -49,6 +53,8 @@ pub use url::RegistryUrl;
 pub use etcd::EtcdRegistry;
 #[cfg(feature = "nacos")]
 pub use nacos::NacosRegistry;
+#[cfg(any(feature = "etcd", feature = "zookeeper", feature = "nacos"))]
+pub use network::NetworkSettings;
 #[cfg(feature = "zookeeper")]
 pub use zookeeper::ZooKeeperRegistry;
 
@@ -86,17 +92,6 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Registry>, RegistryError> {
             SCHEMES.join(", ")
         ))),
     }
-}
-
-/// The duration parameter `name` of `url` (default [`DEFAULT_TIMEOUT`]), which must not be
-/// zero.
-#[cfg(any(feature = "etcd", feature = "zookeeper", feature = "nacos"))]
-pub(crate) fn timeout_param(url: &RegistryUrl, name: &str) -> Result<Duration, RegistryError> {
-    let value = url.duration_param(name, DEFAULT_TIMEOUT)?;
-    if value.is_zero() {
-        return Err(url.invalid(format!("parameter `{name}` must be greater than zero")));
-    }
-    Ok(value)
 }
 
 #[cfg(test)]

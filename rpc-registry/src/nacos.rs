@@ -65,10 +65,10 @@ use rpc_core::{
 };
 use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
+use crate::network::{ClientCore, NetworkSettings};
 use crate::retry::{Backoff, Failure, bounded};
-use crate::snapshots::{SnapshotPublisher, SubscriptionSet};
+use crate::snapshots::SnapshotPublisher;
 use crate::url::RegistryUrl;
 
 /// Port of the HTTP API when the URL gives none.
@@ -84,15 +84,8 @@ pub const INSTANCE_METADATA_KEY: &str = "rpc.instance";
 /// How often a client with registrations or subscriptions checks its connection.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
-/// The query parameters a `nacos://` URL may carry.
-const PARAMS: [&str; 6] = [
-    "namespace",
-    "group",
-    "cluster",
-    "grpc_port",
-    "connect_timeout",
-    "request_timeout",
-];
+/// The query parameters of a `nacos://` URL besides [`NetworkSettings::PARAMS`].
+const PARAMS: [&str; 4] = ["namespace", "group", "cluster", "grpc_port"];
 
 /// The Nacos service name of `service`: its path segment (`interface[:version][@group]`,
 /// percent-encoded, so never containing Nacos' `@@` separator).
@@ -101,39 +94,19 @@ pub fn service_name(service: &ServiceKey) -> String {
 }
 
 /// Settings of a [`NacosRegistry`], from its URL.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NacosConfig {
-    /// `host:port` of each server's HTTP API.
-    pub servers: Vec<String>,
+    /// Each server's HTTP API, the credentials (for the HTTP login) and the time bounds;
+    /// `connect_timeout` bounds connecting and each login.
+    pub network: NetworkSettings,
     /// The servers' gRPC port, when not the HTTP port + 1000.
     pub grpc_port: Option<u16>,
-    /// User name and password, if the URL has them.
-    pub credentials: Option<(String, String)>,
     /// Namespace id.
     pub namespace: String,
     /// Group of every service of this client.
     pub group: String,
     /// Cluster this client's instances register in.
     pub cluster: String,
-    /// Bound on connecting (and logging in) at start-up.
-    pub connect_timeout: Duration,
-    /// Bound on each later request.
-    pub request_timeout: Duration,
-}
-
-impl fmt::Debug for NacosConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NacosConfig")
-            .field("servers", &self.servers)
-            .field("grpc_port", &self.grpc_port)
-            .field("user", &self.credentials.as_ref().map(|(user, _)| user))
-            .field("namespace", &self.namespace)
-            .field("group", &self.group)
-            .field("cluster", &self.cluster)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("request_timeout", &self.request_timeout)
-            .finish()
-    }
 }
 
 impl NacosConfig {
@@ -142,10 +115,10 @@ impl NacosConfig {
     /// # Errors
     /// [`RegistryError::InvalidUrl`] naming the fault: an unknown parameter, an empty
     /// `namespace`, `group` or `cluster` (or a `group` containing `@@`), a `grpc_port` that
-    /// is not a port, a timeout that does not parse or is zero, no host, a user without
-    /// password.
+    /// is not a port, then those of [`NetworkSettings::from_url`] (a user without password,
+    /// no host, a timeout that does not parse or is zero).
     pub fn from_url(url: &RegistryUrl) -> Result<Self, RegistryError> {
-        url.expect_params(&PARAMS)?;
+        NetworkSettings::expect_params(url, &PARAMS)?;
         let text = |name: &str, default: &str| -> Result<String, RegistryError> {
             let value = url.param(name).unwrap_or(default);
             if value.trim().is_empty() {
@@ -170,22 +143,14 @@ impl NacosConfig {
                 }
             },
         };
-        let credentials = match (url.username(), url.password()) {
-            (None, _) => None,
-            (Some(user), Some(password)) => Some((user.to_owned(), password.to_owned())),
-            (Some(_), None) => {
-                return Err(url.invalid("Nacos credentials need `user:password@`".into()));
-            }
-        };
+        let namespace = text("namespace", DEFAULT_NAMESPACE)?;
+        let cluster = text("cluster", DEFAULT_CLUSTER)?;
         Ok(Self {
-            servers: url.endpoints(DEFAULT_PORT)?,
+            network: NetworkSettings::from_url(url, DEFAULT_PORT, "Nacos credentials")?,
             grpc_port,
-            credentials,
-            namespace: text("namespace", DEFAULT_NAMESPACE)?,
+            namespace,
             group,
-            cluster: text("cluster", DEFAULT_CLUSTER)?,
-            connect_timeout: crate::timeout_param(url, "connect_timeout")?,
-            request_timeout: crate::timeout_param(url, "request_timeout")?,
+            cluster,
         })
     }
 }
@@ -199,7 +164,8 @@ pub struct NacosRegistry {
 }
 
 struct Shared {
-    url: String,
+    /// Its URL, subscriptions and background tasks, and whether it was closed.
+    core: ClientCore,
     config: NacosConfig,
     /// `None` once closed.
     naming: parking_lot::Mutex<Option<NamingService>>,
@@ -210,10 +176,8 @@ struct Shared {
     revision: AtomicU64,
     /// Bumped when the connection came back: every subscription reads again.
     resync: watch::Sender<u64>,
+    /// Set by the first `shutdown`: the withdrawal runs once, and no call starts after it.
     closing: AtomicBool,
-    closed: CancellationToken,
-    subscriptions: SubscriptionSet,
-    tasks: TaskTracker,
     /// The SDK's disk cache; removed with the client.
     _cache_dir: tempfile::TempDir,
 }
@@ -254,22 +218,18 @@ impl NacosRegistry {
     /// # Errors
     /// As [`NacosRegistry::connect`].
     pub async fn with_config(url: String, config: NacosConfig) -> Result<Self, RegistryError> {
-        let fail = |operation: &'static str, source: rpc_core::BoxError| RegistryError::Operation {
-            url: url.clone(),
-            operation,
-            source,
-        };
+        let core = ClientCore::new(url);
         let cache_dir = tempfile::Builder::new()
             .prefix("rpc-nacos-cache-")
             .tempdir()
             .map_err(|error| {
-                fail(
+                core.failed(
                     "connect",
-                    format!("cannot create the SDK cache directory: {error}").into(),
+                    format!("cannot create the SDK cache directory: {error}"),
                 )
             })?;
         let mut props = ClientProps::new()
-            .server_addr(config.servers.join(","))
+            .server_addr(config.network.endpoints.join(","))
             .namespace(config.namespace.clone())
             .app_name("rpc")
             .naming_push_empty_protection(false)
@@ -281,21 +241,21 @@ impl NacosRegistry {
             props = props.remote_grpc_port(port);
         }
         let mut builder = NamingServiceBuilder::new(props);
-        if let Some((user, password)) = &config.credentials {
+        if let Some((user, password)) = &config.network.credentials {
             builder = builder.with_auth_plugin(Arc::new(login::HttpLogin::new(
                 user.clone(),
                 password.clone(),
-                config.connect_timeout,
+                config.network.connect_timeout,
             )));
         }
-        let deadline = tokio::time::Instant::now() + config.connect_timeout;
+        let deadline = tokio::time::Instant::now() + config.network.connect_timeout;
         let unreachable = |source: rpc_core::BoxError| RegistryError::Unreachable {
-            url: url.clone(),
-            timeout: config.connect_timeout,
+            url: core.url.clone(),
+            timeout: config.network.connect_timeout,
             source,
         };
         // `build` checks the connection with a health request and logs in.
-        let naming = bounded(config.connect_timeout, builder.build())
+        let naming = bounded(config.network.connect_timeout, builder.build())
             .await
             .map_err(|failure| unreachable(failure.into_source()))?;
         // A read proves the credentials (and the namespace) are accepted.
@@ -310,14 +270,13 @@ impl NacosRegistry {
         {
             Ok(_) => {}
             Err(Failure::Failed(error @ nacos_sdk::api::error::Error::ErrResponse(..))) => {
-                return Err(fail("connect", error.into()));
+                return Err(core.failed("connect", error));
             }
             Err(failure) => return Err(unreachable(failure.into_source())),
         }
-        tracing::debug!(%url, "connected to Nacos");
-        let closed = CancellationToken::new();
+        tracing::debug!(url = %core.url, "connected to Nacos");
         let shared = Arc::new(Shared {
-            url,
+            core,
             config,
             naming: parking_lot::Mutex::new(Some(naming.clone())),
             registered: Mutex::new(BTreeMap::new()),
@@ -325,12 +284,10 @@ impl NacosRegistry {
             revision: AtomicU64::new(1),
             resync: watch::channel(0).0,
             closing: AtomicBool::new(false),
-            subscriptions: SubscriptionSet::new(closed.clone()),
-            closed,
-            tasks: TaskTracker::new(),
             _cache_dir: cache_dir,
         });
         shared
+            .core
             .tasks
             .spawn(probe_connection(Arc::downgrade(&shared), naming));
         Ok(Self { shared })
@@ -340,7 +297,7 @@ impl NacosRegistry {
 impl fmt::Debug for NacosRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NacosRegistry")
-            .field("url", &self.shared.url)
+            .field("url", &self.shared.core.url)
             .finish_non_exhaustive()
     }
 }
@@ -361,8 +318,8 @@ impl Drop for NacosRegistry {
                 });
             }
             Err(_) => {
-                self.shared.closed.cancel();
-                tracing::warn!(url = %self.shared.url, "Nacos client dropped outside a tokio runtime without close(); its instances stay until its connection ends");
+                self.shared.core.closed.cancel();
+                tracing::warn!(url = %self.shared.core.url, "Nacos client dropped outside a tokio runtime without close(); its instances stay until its connection ends");
             }
         }
     }
@@ -438,9 +395,7 @@ impl Shared {
     fn naming(&self) -> Result<NamingService, RegistryError> {
         match &*self.naming.lock() {
             Some(naming) if !self.closing.load(Ordering::Acquire) => Ok(naming.clone()),
-            _ => Err(RegistryError::Closed {
-                url: self.url.clone(),
-            }),
+            _ => Err(self.core.closed_error()),
         }
     }
 
@@ -461,7 +416,7 @@ impl Shared {
             Vec::new(),
             false,
         );
-        let all = bounded(self.config.request_timeout, all).await?;
+        let all = bounded(self.config.network.request_timeout, all).await?;
         Ok(all
             .into_iter()
             .filter(|nacos| nacos.enabled && nacos.healthy)
@@ -490,9 +445,9 @@ impl Shared {
             Vec::new(),
             signal.clone() as Arc<dyn NamingEventListener>,
         );
-        bounded(self.config.request_timeout, subscribe)
+        bounded(self.config.network.request_timeout, subscribe)
             .await
-            .map_err(|failure| failure.into_operation(&self.url, "subscribe"))?;
+            .map_err(|failure| failure.into_operation(&self.core.url, "subscribe"))?;
         watches.insert(name.to_owned(), ServiceWatch { signal, users: 1 });
         Ok(changes)
     }
@@ -516,8 +471,8 @@ impl Shared {
             Vec::new(),
             watch.signal as Arc<dyn NamingEventListener>,
         );
-        if let Err(failure) = bounded(self.config.request_timeout, unsubscribe).await {
-            tracing::warn!(url = %self.url, service = %name, error = %failure.into_source(), "Nacos unsubscribe failed");
+        if let Err(failure) = bounded(self.config.network.request_timeout, unsubscribe).await {
+            tracing::warn!(url = %self.core.url, service = %name, error = %failure.into_source(), "Nacos unsubscribe failed");
         }
     }
 
@@ -530,8 +485,8 @@ impl Shared {
                 Some(self.config.group.clone()),
                 nacos.clone(),
             );
-            if let Err(failure) = bounded(self.config.request_timeout, register).await {
-                tracing::warn!(url = %self.url, service = %name, error = %failure.into_source(), "registering again failed; the SDK retries");
+            if let Err(failure) = bounded(self.config.network.request_timeout, register).await {
+                tracing::warn!(url = %self.core.url, service = %name, error = %failure.into_source(), "registering again failed; the SDK retries");
             }
         }
     }
@@ -541,11 +496,11 @@ impl Shared {
         if self.closing.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        self.closed.cancel();
-        self.subscriptions.close_all();
-        self.tasks.close();
+        self.core.stop();
         // Each subscription gives back its SDK subscription as it stops.
-        let _ = tokio::time::timeout(self.config.request_timeout * 2, self.tasks.wait()).await;
+        self.core
+            .wait_for_tasks(self.config.network.request_timeout * 2)
+            .await;
         let Some(naming) = self.naming.lock().take() else {
             return Ok(());
         };
@@ -554,15 +509,15 @@ impl Shared {
         for (name, nacos) in registered.into_values() {
             let deregister =
                 naming.deregister_instance(name, Some(self.config.group.clone()), nacos);
-            if let Err(failure) = bounded(self.config.request_timeout, deregister).await {
-                first_error.get_or_insert(failure.into_operation(&self.url, "close"));
+            if let Err(failure) = bounded(self.config.network.request_timeout, deregister).await {
+                first_error.get_or_insert(failure.into_operation(&self.core.url, "close"));
             }
         }
         let leftover: Vec<String> = self.watches.lock().await.keys().cloned().collect();
         for name in leftover {
             self.unwatch(&naming, &name).await;
         }
-        tracing::debug!(url = %self.url, "Nacos registry closed");
+        tracing::debug!(url = %self.core.url, "Nacos registry closed");
         first_error.map_or(Ok(()), Err)
     }
 }
@@ -570,7 +525,7 @@ impl Shared {
 /// The probe task (see "Presence" above). Holds the client weakly so that dropping the
 /// client ends it.
 async fn probe_connection(shared: std::sync::Weak<Shared>, naming: NamingService) {
-    let Some(cancel) = shared.upgrade().map(|shared| shared.closed.clone()) else {
+    let Some(cancel) = shared.upgrade().map(|shared| shared.core.closed.clone()) else {
         return;
     };
     let mut failing = false;
@@ -582,7 +537,8 @@ async fn probe_connection(shared: std::sync::Weak<Shared>, naming: NamingService
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        let busy = !shared.registered.lock().await.is_empty() || shared.subscriptions.len() > 0;
+        let busy =
+            !shared.registered.lock().await.is_empty() || shared.core.subscriptions.len() > 0;
         if !busy {
             continue;
         }
@@ -590,18 +546,18 @@ async fn probe_connection(shared: std::sync::Weak<Shared>, naming: NamingService
         let started = tokio::time::Instant::now();
         let answered = tokio::select! {
             () = cancel.cancelled() => return,
-            answered = bounded(shared.config.request_timeout, probe) => answered.is_ok(),
+            answered = bounded(shared.config.network.request_timeout, probe) => answered.is_ok(),
         };
         // A probe that waited for the SDK to reconnect answers late, not with an error.
         let reconnected = failing || started.elapsed() > PROBE_INTERVAL;
         if answered && reconnected {
-            tracing::info!(url = %shared.url, "Nacos answers again; registering and reading again");
+            tracing::info!(url = %shared.core.url, "Nacos answers again; registering and reading again");
             shared.register_again(&naming).await;
             shared
                 .resync
                 .send_modify(|count| *count = count.wrapping_add(1));
         } else if !answered && !failing {
-            tracing::warn!(url = %shared.url, "Nacos does not answer; keeping the last known instances");
+            tracing::warn!(url = %shared.core.url, "Nacos does not answer; keeping the last known instances");
         }
         failing = !answered;
     }
@@ -656,7 +612,7 @@ async fn watch_service(shared: Arc<Shared>, follow: Follow) {
                 backoff.reset();
             }
             Err(failure) => {
-                tracing::debug!(url = %shared.url, service = %name, error = %failure.into_source(), "Nacos read failed; keeping the last known instances");
+                tracing::debug!(url = %shared.core.url, service = %name, error = %failure.into_source(), "Nacos read failed; keeping the last known instances");
                 stale = true;
                 if !backoff.wait(&cancel).await {
                     break;
@@ -665,38 +621,33 @@ async fn watch_service(shared: Arc<Shared>, follow: Follow) {
         }
     }
     shared.unwatch(&naming, &name).await;
-    shared.subscriptions.forget(id);
+    shared.core.subscriptions.forget(id);
 }
 
 #[async_trait]
 impl Registry for NacosRegistry {
     fn url(&self) -> &str {
-        &self.shared.url
+        &self.shared.core.url
     }
 
     async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
         let shared = &self.shared;
         let naming = shared.naming()?;
         let name = service_name(&instance.service);
-        let nacos = to_nacos(instance, &name, &shared.config.cluster).map_err(|error| {
-            RegistryError::Operation {
-                url: shared.url.clone(),
-                operation: "register",
-                source: error.into(),
-            }
-        })?;
+        let nacos = to_nacos(instance, &name, &shared.config.cluster)
+            .map_err(|error| shared.core.failed("register", error))?;
         let mut registered = shared.registered.lock().await;
         let register = naming.register_instance(
             name.clone(),
             Some(shared.config.group.clone()),
             nacos.clone(),
         );
-        let result = bounded(shared.config.request_timeout, register).await;
+        let result = bounded(shared.config.network.request_timeout, register).await;
         // Even when the answer was an error the SDK keeps retrying the registration: keep it
         // so that unregister and close withdraw it.
         registered.insert(format!("{name}#{}", instance.id), (name, nacos));
-        result.map_err(|failure| failure.into_operation(&shared.url, "register"))?;
-        tracing::debug!(url = %shared.url, instance = %instance.id, service = %instance.service, "registered in Nacos");
+        result.map_err(|failure| failure.into_operation(&shared.core.url, "register"))?;
+        tracing::debug!(url = %shared.core.url, instance = %instance.id, service = %instance.service, "registered in Nacos");
         Ok(())
     }
 
@@ -709,10 +660,10 @@ impl Registry for NacosRegistry {
             return Ok(());
         };
         let deregister = naming.deregister_instance(name, Some(shared.config.group.clone()), nacos);
-        bounded(shared.config.request_timeout, deregister)
+        bounded(shared.config.network.request_timeout, deregister)
             .await
-            .map_err(|failure| failure.into_operation(&shared.url, "unregister"))?;
-        tracing::debug!(url = %shared.url, instance = %instance.id, service = %instance.service, "unregistered from Nacos");
+            .map_err(|failure| failure.into_operation(&shared.core.url, "unregister"))?;
+        tracing::debug!(url = %shared.core.url, instance = %instance.id, service = %instance.service, "unregistered from Nacos");
         Ok(())
     }
 
@@ -726,27 +677,28 @@ impl Registry for NacosRegistry {
             Ok(first) => first,
             Err(failure) => {
                 shared.unwatch(&naming, &name).await;
-                return Err(failure.into_operation(&shared.url, "subscribe"));
+                return Err(failure.into_operation(&shared.core.url, "subscribe"));
             }
         };
-        let (id, cancel) = shared.subscriptions.open();
-        let (mut publisher, stream) = SnapshotPublisher::new(service.clone());
-        publisher.publish(shared.next_revision(), first);
-        let follow = Follow {
-            id,
-            naming,
-            name,
-            service: service.clone(),
-            changes,
-            cancel,
-            publisher,
+        let follow = |id, cancel, publisher| {
+            let follow = Follow {
+                id,
+                naming,
+                name,
+                service: service.clone(),
+                changes,
+                cancel,
+                publisher,
+            };
+            watch_service(shared.clone(), follow)
         };
-        shared.tasks.spawn(watch_service(shared.clone(), follow));
-        Ok(Subscription::new(id, stream))
+        Ok(shared
+            .core
+            .start_subscription(service, shared.next_revision(), first, follow))
     }
 
     async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        self.shared.subscriptions.close(id)
+        self.shared.core.subscriptions.close(id)
     }
 
     async fn close(&self) -> Result<(), RegistryError> {
@@ -757,16 +709,16 @@ impl Registry for NacosRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::network::testing;
 
     fn config(url: &str) -> Result<NacosConfig, String> {
-        let url = RegistryUrl::parse(url).map_err(|e| e.to_string())?;
-        NacosConfig::from_url(&url).map_err(|e| e.to_string())
+        testing::parse(url, NacosConfig::from_url)
     }
 
     #[test]
     fn defaults_and_every_parameter() {
         let plain = config("nacos://127.0.0.1").unwrap();
-        assert_eq!(plain.servers, ["127.0.0.1:8848"]);
+        assert_eq!(plain.network.endpoints, ["127.0.0.1:8848"]);
         assert_eq!(
             (
                 plain.namespace.as_str(),
@@ -776,14 +728,14 @@ mod tests {
             ("public", "DEFAULT_GROUP", "DEFAULT")
         );
         assert_eq!(plain.grpc_port, None);
-        assert!(plain.credentials.is_none());
+        assert!(plain.network.credentials.is_none());
 
         let full = config(
             "nacos://u:p@a:1,b:2?namespace=dev&group=G&cluster=C&grpc_port=9&connect_timeout=1s&request_timeout=2s",
         )
         .unwrap();
-        assert_eq!(full.servers, ["a:1", "b:2"]);
-        assert_eq!(full.credentials, Some(("u".into(), "p".into())));
+        assert_eq!(full.network.endpoints, ["a:1", "b:2"]);
+        assert_eq!(full.network.credentials, Some(("u".into(), "p".into())));
         assert_eq!(
             (
                 full.namespace.as_str(),
@@ -793,8 +745,8 @@ mod tests {
             ("dev", "G", "C")
         );
         assert_eq!(full.grpc_port, Some(9));
-        assert_eq!(full.connect_timeout, Duration::from_secs(1));
-        assert_eq!(full.request_timeout, Duration::from_secs(2));
+        assert_eq!(full.network.connect_timeout, Duration::from_secs(1));
+        assert_eq!(full.network.request_timeout, Duration::from_secs(2));
     }
 
     #[test]
@@ -848,10 +800,11 @@ mod tests {
 
     #[test]
     fn the_password_is_never_shown() {
-        let error = config("nacos://nacos:hunter2@h?group=").unwrap_err();
-        assert!(!error.contains("hunter2"), "{error}");
-        let debug = format!("{:?}", config("nacos://nacos:hunter2@h").unwrap());
-        assert!(!debug.contains("hunter2"), "{debug}");
+        testing::assert_password_hidden(
+            NacosConfig::from_url,
+            "nacos://nacos:hunter2@h?group=",
+            "nacos://nacos:hunter2@h",
+        );
         let login = login::HttpLogin::new("nacos".into(), "hunter2".into(), Duration::from_secs(1));
         assert!(!format!("{login:?}").contains("hunter2"));
     }
@@ -906,30 +859,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_port_is_unreachable_within_the_connect_timeout() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let url = RegistryUrl::parse(&format!(
-            "nacos://nacos:hunter2@127.0.0.1:{port}?connect_timeout=500ms"
-        ))
-        .unwrap();
-        let started = std::time::Instant::now();
-        let error = NacosRegistry::connect(&url).await.unwrap_err();
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "took {:?}",
-            started.elapsed()
-        );
-        assert!(
-            matches!(error, RegistryError::Unreachable { timeout, .. } if timeout == Duration::from_millis(500)),
-            "{error:?}"
-        );
-        let message = error.to_string();
-        assert!(
-            message.contains("500ms") && !message.contains("hunter2"),
-            "{message}"
-        );
+        testing::assert_unreachable_in_time(
+            "nacos://nacos",
+            Duration::from_millis(500),
+            |url| async move { NacosRegistry::connect(&url).await },
+        )
+        .await;
     }
 }

@@ -51,11 +51,11 @@ use futures_util::future::join_all;
 use rpc_core::{Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId};
 use tokio::sync::{Mutex, Notify, watch};
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 use zookeeper_client::{Acl, Acls, Client, CreateMode, Error as ZkError, Permission};
 
+use crate::network::{ClientCore, NetworkSettings};
 use crate::retry::{Backoff, Failure, bounded};
-use crate::snapshots::{SnapshotPublisher, SubscriptionSet};
+use crate::snapshots::SnapshotPublisher;
 use crate::url::RegistryUrl;
 
 /// Port used when the URL gives none.
@@ -65,13 +65,8 @@ pub const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// Root path when the URL has no `root`.
 pub const DEFAULT_ROOT: &str = "/rpc";
 
-/// The query parameters a `zookeeper://` URL may carry.
-const PARAMS: [&str; 4] = [
-    "session_timeout",
-    "root",
-    "connect_timeout",
-    "request_timeout",
-];
+/// The query parameters of a `zookeeper://` URL besides [`NetworkSettings::PARAMS`].
+const PARAMS: [&str; 2] = ["session_timeout", "root"];
 
 /// Instance znodes of an authenticated client: all rights for its user, read for anyone.
 static AUTHENTICATED_NODE_ACLS: [Acl; 2] = [
@@ -80,44 +75,27 @@ static AUTHENTICATED_NODE_ACLS: [Acl; 2] = [
 ];
 
 /// Settings of a [`ZooKeeperRegistry`], from its URL.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZooKeeperConfig {
-    /// `host:port` of each server.
-    pub hosts: Vec<String>,
-    /// User name and password for `digest` authentication, if the URL has them.
-    pub credentials: Option<(String, String)>,
+    /// The servers, the credentials (for `digest` authentication) and the time bounds;
+    /// `connect_timeout` bounds opening a session, the first and every new one.
+    pub network: NetworkSettings,
     /// Requested session timeout: how long after its process dies an instance disappears.
     pub session_timeout: Duration,
     /// Root path, starting with `/`, without a trailing `/`.
     pub root: String,
-    /// Bound on opening the first session at start-up.
-    pub connect_timeout: Duration,
-    /// Bound on each later request.
-    pub request_timeout: Duration,
-}
-
-impl fmt::Debug for ZooKeeperConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ZooKeeperConfig")
-            .field("hosts", &self.hosts)
-            .field("user", &self.credentials.as_ref().map(|(user, _)| user))
-            .field("session_timeout", &self.session_timeout)
-            .field("root", &self.root)
-            .field("connect_timeout", &self.connect_timeout)
-            .field("request_timeout", &self.request_timeout)
-            .finish()
-    }
 }
 
 impl ZooKeeperConfig {
     /// Reads the settings of a `zookeeper://` URL.
     ///
     /// # Errors
-    /// [`RegistryError::InvalidUrl`] naming the fault: an unknown parameter, a duration that
-    /// does not parse or is zero, a `root` that is not an absolute path without trailing or
-    /// double `/`, no host, a user without password.
+    /// [`RegistryError::InvalidUrl`] naming the fault: an unknown parameter, a
+    /// `session_timeout` that does not parse or is zero, a `root` that is not an absolute
+    /// path without trailing or double `/`, then those of [`NetworkSettings::from_url`] (a
+    /// user without password, no host, a timeout that does not parse or is zero).
     pub fn from_url(url: &RegistryUrl) -> Result<Self, RegistryError> {
-        url.expect_params(&PARAMS)?;
+        NetworkSettings::expect_params(url, &PARAMS)?;
         let session_timeout = url.duration_param("session_timeout", DEFAULT_SESSION_TIMEOUT)?;
         if session_timeout.is_zero() {
             return Err(url.invalid("parameter `session_timeout` must be greater than zero".into()));
@@ -128,22 +106,10 @@ impl ZooKeeperConfig {
                 "parameter `root`: `{root}` must be an absolute path like `/rpc` (no trailing or double `/`)"
             )));
         }
-        let credentials = match (url.username(), url.password()) {
-            (None, _) => None,
-            (Some(user), Some(password)) => Some((user.to_owned(), password.to_owned())),
-            (Some(_), None) => {
-                return Err(
-                    url.invalid("ZooKeeper digest credentials need `user:password@`".into())
-                );
-            }
-        };
         Ok(Self {
-            hosts: url.endpoints(DEFAULT_PORT)?,
-            credentials,
+            network: NetworkSettings::from_url(url, DEFAULT_PORT, "ZooKeeper digest credentials")?,
             session_timeout,
             root: root.to_owned(),
-            connect_timeout: crate::timeout_param(url, "connect_timeout")?,
-            request_timeout: crate::timeout_param(url, "request_timeout")?,
         })
     }
 }
@@ -157,7 +123,8 @@ pub struct ZooKeeperRegistry {
 }
 
 struct Shared {
-    url: String,
+    /// Its URL, subscriptions and background tasks, and whether it was closed.
+    core: ClientCore,
     config: ZooKeeperConfig,
     /// The current session; `None` while a new one is being opened, and after close.
     session: watch::Sender<Option<Client>>,
@@ -165,9 +132,6 @@ struct Shared {
     broken: Notify,
     /// path -> JSON of every instance registered through this client.
     registered: Mutex<BTreeMap<String, Vec<u8>>>,
-    closed: CancellationToken,
-    subscriptions: SubscriptionSet,
-    tasks: TaskTracker,
 }
 
 impl ZooKeeperRegistry {
@@ -189,7 +153,7 @@ impl ZooKeeperRegistry {
     /// # Errors
     /// As [`ZooKeeperRegistry::connect`].
     pub async fn with_config(url: String, config: ZooKeeperConfig) -> Result<Self, RegistryError> {
-        let client = match bounded(config.connect_timeout, open_session(&config)).await {
+        let client = match bounded(config.network.connect_timeout, open_session(&config)).await {
             Ok(client) => client,
             Err(Failure::Failed(error @ (ZkError::AuthFailed | ZkError::NoAuth))) => {
                 return Err(Failure::Failed(error).into_operation(&url, "connect"));
@@ -197,24 +161,20 @@ impl ZooKeeperRegistry {
             Err(failure) => {
                 return Err(RegistryError::Unreachable {
                     url,
-                    timeout: config.connect_timeout,
+                    timeout: config.network.connect_timeout,
                     source: failure.into_source(),
                 });
             }
         };
         tracing::debug!(%url, session = %client.session_id(), "ZooKeeper session opened");
-        let closed = CancellationToken::new();
         let shared = Arc::new(Shared {
-            url,
+            core: ClientCore::new(url),
             config,
             session: watch::channel(Some(client)).0,
             broken: Notify::new(),
             registered: Mutex::new(BTreeMap::new()),
-            subscriptions: SubscriptionSet::new(closed.clone()),
-            closed,
-            tasks: TaskTracker::new(),
         });
-        shared.tasks.spawn(supervise_sessions(shared.clone()));
+        shared.core.tasks.spawn(supervise_sessions(shared.clone()));
         Ok(Self { shared })
     }
 
@@ -222,28 +182,19 @@ impl ZooKeeperRegistry {
     pub fn providers_path(&self, service: &ServiceKey) -> String {
         self.shared.providers_path(service)
     }
-
-    fn check_open(&self) -> Result<(), RegistryError> {
-        if self.shared.closed.is_cancelled() {
-            return Err(RegistryError::Closed {
-                url: self.shared.url.clone(),
-            });
-        }
-        Ok(())
-    }
 }
 
 impl fmt::Debug for ZooKeeperRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ZooKeeperRegistry")
-            .field("url", &self.shared.url)
+            .field("url", &self.shared.core.url)
             .finish_non_exhaustive()
     }
 }
 
 impl Drop for ZooKeeperRegistry {
     fn drop(&mut self) {
-        self.shared.closed.cancel();
+        self.shared.core.closed.cancel();
     }
 }
 
@@ -252,10 +203,10 @@ async fn open_session(config: &ZooKeeperConfig) -> Result<Client, ZkError> {
     let mut connector = Client::connector()
         .with_session_timeout(config.session_timeout)
         .with_fail_eagerly();
-    if let Some((user, password)) = &config.credentials {
+    if let Some((user, password)) = &config.network.credentials {
         connector = connector.with_auth("digest", format!("{user}:{password}").as_bytes());
     }
-    connector.connect(&config.hosts.join(",")).await
+    connector.connect(&config.network.endpoints.join(",")).await
 }
 
 /// Whether `error` means the session is gone for good (a new one is needed).
@@ -307,7 +258,7 @@ impl Shared {
     }
 
     fn node_acls(&self) -> Acls<'static> {
-        if self.config.credentials.is_some() {
+        if self.config.network.credentials.is_some() {
             Acls::new(&AUTHENTICATED_NODE_ACLS)
         } else {
             Acls::anyone_all()
@@ -317,26 +268,21 @@ impl Shared {
     /// The current session, waiting (bounded) while a new one is being opened.
     async fn client(&self, operation: &'static str) -> Result<Client, RegistryError> {
         let mut rx = self.session.subscribe();
-        let waited =
-            tokio::time::timeout(self.config.request_timeout, rx.wait_for(Option::is_some)).await;
+        let waited = tokio::time::timeout(
+            self.config.network.request_timeout,
+            rx.wait_for(Option::is_some),
+        )
+        .await;
         match waited {
-            Ok(Ok(session)) => session.clone().ok_or_else(|| self.closed_error()),
-            Ok(Err(_)) => Err(self.closed_error()),
-            Err(_) => Err(RegistryError::Operation {
-                url: self.url.clone(),
+            Ok(Ok(session)) => session.clone().ok_or_else(|| self.core.closed_error()),
+            Ok(Err(_)) => Err(self.core.closed_error()),
+            Err(_) => Err(self.core.failed(
                 operation,
-                source: format!(
+                format!(
                     "no ZooKeeper session within {:?} (reconnecting)",
-                    self.config.request_timeout
-                )
-                .into(),
-            }),
-        }
-    }
-
-    fn closed_error(&self) -> RegistryError {
-        RegistryError::Closed {
-            url: self.url.clone(),
+                    self.config.network.request_timeout
+                ),
+            )),
         }
     }
 
@@ -347,7 +293,7 @@ impl Shared {
         {
             self.broken.notify_one();
         }
-        failure.into_operation(&self.url, operation)
+        failure.into_operation(&self.core.url, operation)
     }
 
     /// Creates the ephemeral znode `path` in `client`'s session, replacing a znode of the
@@ -427,7 +373,7 @@ impl Shared {
                 Ok((data, _)) => match serde_json::from_slice::<Instance>(&data) {
                     Ok(instance) => instances.push(instance),
                     Err(error) => {
-                        tracing::warn!(url = %self.url, %path, %error, "ignoring a znode that is not an instance")
+                        tracing::warn!(url = %self.core.url, %path, %error, "ignoring a znode that is not an instance")
                     }
                 },
                 // Deleted between the listing and the read: the watch reports it.
@@ -453,7 +399,7 @@ async fn session_over(shared: &Shared, client: &Client) {
                 // A request saw a dead session. The library normally says so itself; if its
                 // session task is gone it cannot: ask the server. While merely
                 // disconnected the library is still reconnecting within the session.
-                match bounded(shared.config.request_timeout, client.check_stat("/")).await {
+                match bounded(shared.config.network.request_timeout, client.check_stat("/")).await {
                     Err(Failure::Failed(error)) if is_session_lost(&error) => return,
                     _ => {}
                 }
@@ -465,7 +411,7 @@ async fn session_over(shared: &Shared, client: &Client) {
 /// The session task: whenever the session is over, opens a new one (retrying until a
 /// server answers) and creates every registration again.
 async fn supervise_sessions(shared: Arc<Shared>) {
-    let cancel = shared.closed.clone();
+    let cancel = shared.core.closed.clone();
     let mut backoff = Backoff::new();
     loop {
         let Some(client) = shared.session.borrow().clone() else {
@@ -475,18 +421,18 @@ async fn supervise_sessions(shared: Arc<Shared>) {
             () = cancel.cancelled() => return,
             () = session_over(&shared, &client) => {}
         }
-        tracing::warn!(url = %shared.url, session = %client.session_id(), state = %client.state(), "ZooKeeper session lost; opening a new one");
+        tracing::warn!(url = %shared.core.url, session = %client.session_id(), state = %client.state(), "ZooKeeper session lost; opening a new one");
         shared.session.send_replace(None);
         drop(client);
         let client = loop {
             let opened = tokio::select! {
                 () = cancel.cancelled() => return,
-                opened = bounded(shared.config.connect_timeout, open_session(&shared.config)) => opened,
+                opened = bounded(shared.config.network.connect_timeout, open_session(&shared.config)) => opened,
             };
             match opened {
                 Ok(client) => break client,
                 Err(failure) => {
-                    tracing::debug!(url = %shared.url, error = %failure.into_source(), "no new ZooKeeper session yet");
+                    tracing::debug!(url = %shared.core.url, error = %failure.into_source(), "no new ZooKeeper session yet");
                     if !backoff.wait(&cancel).await {
                         return;
                     }
@@ -498,16 +444,16 @@ async fn supervise_sessions(shared: Arc<Shared>) {
         loop {
             let restored = tokio::select! {
                 () = cancel.cancelled() => return,
-                restored = bounded(shared.config.request_timeout, shared.restore(&client)) => restored,
+                restored = bounded(shared.config.network.request_timeout, shared.restore(&client)) => restored,
             };
             match restored {
                 Ok(count) => {
-                    tracing::info!(url = %shared.url, session = %client.session_id(), registrations = count, "ZooKeeper session opened; registrations restored");
+                    tracing::info!(url = %shared.core.url, session = %client.session_id(), registrations = count, "ZooKeeper session opened; registrations restored");
                     break;
                 }
                 Err(failure) => {
                     let lost = matches!(&failure, Failure::Failed(error) if is_session_lost(error));
-                    tracing::warn!(url = %shared.url, error = %failure.into_source(), "restoring registrations failed; retrying");
+                    tracing::warn!(url = %shared.core.url, error = %failure.into_source(), "restoring registrations failed; retrying");
                     if lost || !backoff.wait(&cancel).await {
                         break;
                     }
@@ -542,7 +488,7 @@ async fn watch_service(
                     Ok(event) if event.session_state.is_terminated() => shared.broken.notify_one(),
                     Ok(_) => {}
                     Err(_) => {
-                        tracing::warn!(url = %shared.url, %directory, "the ZooKeeper watcher panicked; treating the session as lost");
+                        tracing::warn!(url = %shared.core.url, %directory, "the ZooKeeper watcher panicked; treating the session as lost");
                         shared.broken.notify_one();
                     }
                 },
@@ -560,7 +506,7 @@ async fn watch_service(
         let Some(client) = client else { break };
         let read = tokio::select! {
             () = cancel.cancelled() => break,
-            read = bounded(shared.config.request_timeout, shared.read(&client, &directory)) => read,
+            read = bounded(shared.config.network.request_timeout, shared.read(&client, &directory)) => read,
         };
         match read {
             Ok((revision, instances, armed)) => {
@@ -574,50 +520,47 @@ async fn watch_service(
                 {
                     shared.broken.notify_one();
                 }
-                tracing::debug!(url = %shared.url, %directory, error = %failure.into_source(), "ZooKeeper read failed; keeping the last known instances");
+                tracing::debug!(url = %shared.core.url, %directory, error = %failure.into_source(), "ZooKeeper read failed; keeping the last known instances");
                 if !backoff.wait(&cancel).await {
                     break;
                 }
             }
         }
     }
-    shared.subscriptions.forget(id);
+    shared.core.subscriptions.forget(id);
 }
 
 #[async_trait]
 impl Registry for ZooKeeperRegistry {
     fn url(&self) -> &str {
-        &self.shared.url
+        &self.shared.core.url
     }
 
     async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.check_open()?;
+        self.shared.core.check_open()?;
         let shared = &self.shared;
         let path = shared.instance_path(instance);
-        let data = serde_json::to_vec(instance).map_err(|error| RegistryError::Operation {
-            url: shared.url.clone(),
-            operation: "register",
-            source: error.into(),
-        })?;
+        let data =
+            serde_json::to_vec(instance).map_err(|error| shared.core.failed("register", error))?;
         let client = shared.client("register").await?;
-        let mut registered = bounded(shared.config.request_timeout, async {
+        let mut registered = bounded(shared.config.network.request_timeout, async {
             Ok::<_, ZkError>(shared.registered.lock().await)
         })
         .await
         .map_err(|failure| shared.failed(failure, "register"))?;
         bounded(
-            shared.config.request_timeout,
+            shared.config.network.request_timeout,
             shared.create_instance_node(&client, &path, &data),
         )
         .await
         .map_err(|failure| shared.failed(failure, "register"))?;
         registered.insert(path, data);
-        tracing::debug!(url = %shared.url, instance = %instance.id, service = %instance.service, "registered in ZooKeeper");
+        tracing::debug!(url = %shared.core.url, instance = %instance.id, service = %instance.service, "registered in ZooKeeper");
         Ok(())
     }
 
     async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.check_open()?;
+        self.shared.core.check_open()?;
         let shared = &self.shared;
         let path = shared.instance_path(instance);
         let mut registered = shared.registered.lock().await;
@@ -625,54 +568,61 @@ impl Registry for ZooKeeperRegistry {
             return Ok(());
         }
         let client = shared.client("unregister").await?;
-        match bounded(shared.config.request_timeout, client.delete(&path, None)).await {
+        match bounded(
+            shared.config.network.request_timeout,
+            client.delete(&path, None),
+        )
+        .await
+        {
             Ok(()) | Err(Failure::Failed(ZkError::NoNode)) => {}
             Err(failure) => return Err(shared.failed(failure, "unregister")),
         }
-        tracing::debug!(url = %shared.url, instance = %instance.id, service = %instance.service, "unregistered from ZooKeeper");
+        tracing::debug!(url = %shared.core.url, instance = %instance.id, service = %instance.service, "unregistered from ZooKeeper");
         Ok(())
     }
 
     async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
-        self.check_open()?;
+        self.shared.core.check_open()?;
         let shared = &self.shared;
         let directory = shared.providers_path(service);
         let client = shared.client("subscribe").await?;
         let (revision, instances, watcher) = bounded(
-            shared.config.request_timeout,
+            shared.config.network.request_timeout,
             shared.read(&client, &directory),
         )
         .await
         .map_err(|failure| shared.failed(failure, "subscribe"))?;
         drop(client);
-        let (id, cancel) = shared.subscriptions.open();
-        let (mut publisher, stream) = SnapshotPublisher::new(service.clone());
-        publisher.publish(revision, instances);
-        shared.tasks.spawn(watch_service(
-            shared.clone(),
-            id,
-            directory,
-            cancel,
-            publisher,
-            Some(watcher),
-        ));
-        Ok(Subscription::new(id, stream))
+        let follow = |id, cancel, publisher| {
+            watch_service(
+                shared.clone(),
+                id,
+                directory,
+                cancel,
+                publisher,
+                Some(watcher),
+            )
+        };
+        Ok(shared
+            .core
+            .start_subscription(service, revision, instances, follow))
     }
 
     async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        self.shared.subscriptions.close(id)
+        self.shared.core.subscriptions.close(id)
     }
 
     async fn close(&self) -> Result<(), RegistryError> {
         let shared = &self.shared;
-        if shared.closed.is_cancelled() {
+        if shared.core.closed.is_cancelled() {
             return Ok(());
         }
-        shared.closed.cancel();
-        shared.subscriptions.close_all();
-        shared.tasks.close();
+        shared.core.stop();
         // The tasks drop their watchers and their handles on the session as they stop.
-        let _ = tokio::time::timeout(shared.config.request_timeout, shared.tasks.wait()).await;
+        shared
+            .core
+            .wait_for_tasks(shared.config.network.request_timeout)
+            .await;
         shared.registered.lock().await.clear();
         let Some(client) = shared.session.send_replace(None) else {
             return Ok(());
@@ -682,24 +632,22 @@ impl Registry for ZooKeeperRegistry {
         let mut state = client.state_watcher();
         let session = client.session_id();
         drop(client);
-        let confirmed = tokio::time::timeout(shared.config.request_timeout, async {
+        let confirmed = tokio::time::timeout(shared.config.network.request_timeout, async {
             while !state.state().is_terminated() {
                 state.changed().await;
             }
         })
         .await;
         if confirmed.is_err() {
-            return Err(RegistryError::Operation {
-                url: shared.url.clone(),
-                operation: "close",
-                source: format!(
+            return Err(shared.core.failed(
+                "close",
+                format!(
                     "the server did not confirm closing session {session} within {:?}; its znodes expire with it",
-                    shared.config.request_timeout
-                )
-                .into(),
-            });
+                    shared.config.network.request_timeout
+                ),
+            ));
         }
-        tracing::debug!(url = %shared.url, %session, "ZooKeeper registry closed");
+        tracing::debug!(url = %shared.core.url, %session, "ZooKeeper registry closed");
         Ok(())
     }
 }
@@ -707,28 +655,28 @@ impl Registry for ZooKeeperRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::network::testing;
 
     fn config(url: &str) -> Result<ZooKeeperConfig, String> {
-        let url = RegistryUrl::parse(url).map_err(|e| e.to_string())?;
-        ZooKeeperConfig::from_url(&url).map_err(|e| e.to_string())
+        testing::parse(url, ZooKeeperConfig::from_url)
     }
 
     #[test]
     fn defaults_and_every_parameter() {
         let plain = config("zookeeper://127.0.0.1").unwrap();
-        assert_eq!(plain.hosts, ["127.0.0.1:2181"]);
+        assert_eq!(plain.network.endpoints, ["127.0.0.1:2181"]);
         assert_eq!(plain.session_timeout, DEFAULT_SESSION_TIMEOUT);
         assert_eq!(plain.root, "/rpc");
-        assert!(plain.credentials.is_none());
+        assert!(plain.network.credentials.is_none());
 
         let full = config("zookeeper://u:p@a:1,b?session_timeout=2s&root=/x/y&connect_timeout=1s&request_timeout=500ms")
             .unwrap();
-        assert_eq!(full.hosts, ["a:1", "b:2181"]);
-        assert_eq!(full.credentials, Some(("u".into(), "p".into())));
+        assert_eq!(full.network.endpoints, ["a:1", "b:2181"]);
+        assert_eq!(full.network.credentials, Some(("u".into(), "p".into())));
         assert_eq!(full.session_timeout, Duration::from_secs(2));
         assert_eq!(full.root, "/x/y");
-        assert_eq!(full.connect_timeout, Duration::from_secs(1));
-        assert_eq!(full.request_timeout, Duration::from_millis(500));
+        assert_eq!(full.network.connect_timeout, Duration::from_secs(1));
+        assert_eq!(full.network.request_timeout, Duration::from_millis(500));
     }
 
     #[test]
@@ -775,10 +723,11 @@ mod tests {
 
     #[test]
     fn the_password_is_never_shown() {
-        let error = config("zookeeper://root:hunter2@h?root=x").unwrap_err();
-        assert!(!error.contains("hunter2"), "{error}");
-        let debug = format!("{:?}", config("zookeeper://root:hunter2@h").unwrap());
-        assert!(!debug.contains("hunter2"), "{debug}");
+        testing::assert_password_hidden(
+            ZooKeeperConfig::from_url,
+            "zookeeper://root:hunter2@h?root=x",
+            "zookeeper://root:hunter2@h",
+        );
     }
 
     #[test]
@@ -791,30 +740,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_closed_port_is_unreachable_within_the_connect_timeout() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let url = RegistryUrl::parse(&format!(
-            "zookeeper://root:hunter2@127.0.0.1:{port}?connect_timeout=300ms"
-        ))
-        .unwrap();
-        let started = std::time::Instant::now();
-        let error = ZooKeeperRegistry::connect(&url).await.unwrap_err();
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "took {:?}",
-            started.elapsed()
-        );
-        assert!(
-            matches!(error, RegistryError::Unreachable { timeout, .. } if timeout == Duration::from_millis(300)),
-            "{error:?}"
-        );
-        let message = error.to_string();
-        assert!(
-            message.contains("300ms") && !message.contains("hunter2"),
-            "{message}"
-        );
+        testing::assert_unreachable_in_time(
+            "zookeeper://root",
+            Duration::from_millis(300),
+            |url| async move { ZooKeeperRegistry::connect(&url).await },
+        )
+        .await;
     }
 }
