@@ -38,7 +38,7 @@
 //! `DEFAULT`: the cluster instances register in; subscribers see every cluster),
 //! `grpc_port` (default: the HTTP port + 1000, the Nacos convention), `connect_timeout`
 //! (default 3 s), `request_timeout` (default 3 s). The port defaults to 8848. `user:pass@`
-//! logs in through the HTTP API (see [`login`]); credentials never appear in logs or errors.
+//! logs in through the HTTP API (see the `login` module); credentials never appear in logs or errors.
 //!
 //! # The SDK's own state
 //! The SDK keeps a disk cache; it is put in a temporary directory removed with the client
