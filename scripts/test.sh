@@ -2,7 +2,7 @@
 # The test command of the README: runs every test of the workspace against real registry
 # servers, on a fresh Debian/Ubuntu machine with the Rust toolchain.
 #
-#   bash scripts/test.sh [extra `cargo test` arguments]
+#   bash scripts/test.sh [`cargo test` arguments, instead of --workspace]
 #
 # 1. installs what the tests need and is missing: etcd, ZooKeeper (Debian packages),
 #    rnacos (a Nacos-compatible server, `cargo install`, 15-25 min the first time), and a
@@ -28,6 +28,7 @@ install_packages() {
     [[ -f /usr/share/java/zookeeper.jar ]] || missing+=(zookeeper)
     command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
     command -v nc >/dev/null 2>&1 || missing+=(netcat-openbsd)
+    command -v curl >/dev/null 2>&1 || missing+=(curl)
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
     if ((${#missing[@]})); then
         say "installing ${missing[*]}"
@@ -58,9 +59,17 @@ install_packages
 install_rnacos
 install_python
 
-eval "$(scripts/registries.sh start)"
+# Servers of this run live in a state directory of their own, so two runs (or another
+# engineer's servers) never stop each other's. A failed start ends the script here.
+export RPC_REGISTRY_STATE="${RPC_REGISTRY_STATE:-$(mktemp -d /tmp/rpc-registries.XXXXXX)}"
+exports=$(scripts/registries.sh start)
 trap 'scripts/registries.sh stop' EXIT
+eval "$exports"
 # Every registry test must run here: a missing server is a failure, not a skip.
 export RPC_TEST_REQUIRE_REGISTRIES=1
 
-cargo test --workspace --no-fail-fast "$@"
+if (($#)); then
+    cargo test --no-fail-fast "$@"
+else
+    cargo test --workspace --no-fail-fast
+fi

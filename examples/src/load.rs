@@ -47,7 +47,7 @@ pub struct LoadRecord {
     pub succeeded: u64,
     /// Failed requests by gRPC status code name.
     pub failed_by_code: BTreeMap<String, u64>,
-    /// Up to 20 failure messages, for the report.
+    /// Up to 20 distinct failure messages, for the report.
     pub failure_samples: Vec<String>,
     /// Successful replies per provider address.
     pub by_provider: BTreeMap<String, u64>,
@@ -121,9 +121,9 @@ impl LoadRecord {
                     .failed_by_code
                     .entry(format!("{:?}", status.code()))
                     .or_default() += 1;
-                if self.failure_samples.len() < 20 {
-                    self.failure_samples
-                        .push(format!("{:?}: {}", status.code(), status.message()));
+                let sample = format!("{:?}: {}", status.code(), status.message());
+                if self.failure_samples.len() < 20 && !self.failure_samples.contains(&sample) {
+                    self.failure_samples.push(sample);
                 }
             }
         }

@@ -52,3 +52,19 @@ fn a_bad_file_names_the_file_and_the_key() {
         "{unknown_format}"
     );
 }
+
+#[test]
+fn a_bad_environment_override_names_the_variable() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_greeter-provider"))
+        .args(["--config", YAML])
+        .env("RPC_GRACEFUL_SHUTDOWN__TIMEOUT", "soon")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("environment variable RPC_GRACEFUL_SHUTDOWN__TIMEOUT"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("graceful_shutdown.timeout"), "{stderr}");
+}

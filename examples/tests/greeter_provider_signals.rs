@@ -156,7 +156,13 @@ fn a_forced_shutdown_exits_1() {
     let mut mute = std::net::TcpStream::connect(&provider.addr).unwrap();
     mute.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
         .unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    // The server's own SETTINGS frame proves it has taken the connection as HTTP/2.
+    use std::io::Read;
+    mute.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut settings = [0u8; 9];
+    mute.read_exact(&mut settings).unwrap();
+    assert_eq!(settings[3], 0x4, "a SETTINGS frame");
     provider.signal(Signal::SIGTERM);
     assert_eq!(provider.exit_code(), 1);
 }
@@ -169,4 +175,38 @@ fn with_internal_signal_false_no_handler_is_installed() {
     // The default disposition ends the process: the framework did not intercept it.
     let status = provider.child.wait().unwrap();
     assert_eq!(status.signal(), Some(Signal::SIGTERM as i32), "{status:?}");
+}
+
+#[test]
+fn sigterm_during_start_up_stops_at_once_and_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("slow-start.yaml");
+    // Registration waits an hour after the service is ready (delay export).
+    std::fs::write(
+        &config,
+        "graceful_shutdown: { internal_signal: true }\nprovider:\n  services:\n    helloworld.Greeter: { delay: 1h }\n",
+    )
+    .unwrap();
+    let mut child = Command::new(BINARY)
+        .args(["--config".as_ref(), config.as_os_str()])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("serving") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "log ended before serving"
+        );
+    }
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{rest}");
+    assert!(rest.contains("stopped during start-up"), "{rest}");
 }

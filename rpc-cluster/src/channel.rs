@@ -84,6 +84,9 @@ impl ClusterChannel {
     }
 
     /// This channel with every random choice drawn from `seed` (for tests).
+    ///
+    /// # Panics
+    /// If the channel was already cloned (call it right after [`ClusterChannel::new`]).
     pub fn with_seed(self, seed: u64) -> Self {
         let inner = Arc::try_unwrap(self.inner)
             .unwrap_or_else(|_| panic!("with_seed must be called before cloning"));

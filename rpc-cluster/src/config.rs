@@ -7,6 +7,31 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+/// A setting whose value is out of range: `key` is relative to the section checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidSetting {
+    /// The key, relative to the checked section (`timeout`, `methods.Get.timeout`).
+    pub key: String,
+    /// What is wrong, with the allowed range.
+    pub reason: String,
+}
+
+fn invalid(key: impl Into<String>, reason: impl Into<String>) -> Result<(), InvalidSetting> {
+    Err(InvalidSetting {
+        key: key.into(),
+        reason: reason.into(),
+    })
+}
+
+fn positive(key: &str, value: Option<Duration>) -> Result<(), InvalidSetting> {
+    match value {
+        Some(value) if value.is_zero() => {
+            invalid(key, "must be more than 0 (leave it out for none)")
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Which cluster strategy a reference uses (Dubbo's `cluster`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -157,6 +182,33 @@ impl ReferenceConfig {
         self.method(method).and_then(|m| m.timeout).or(self.timeout)
     }
 
+    /// Checks the values serde cannot: ranges and relations between settings.
+    ///
+    /// # Errors
+    /// The first [`InvalidSetting`] found.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        positive("timeout", self.timeout)?;
+        for (name, method) in &self.methods {
+            positive(&format!("methods.{name}.timeout"), method.timeout)?;
+        }
+        if self.forks == 0 {
+            invalid("forks", "must be at least 1")?;
+        }
+        if self.backoff_base > self.backoff_max {
+            invalid("backoff_base", "must not be more than backoff_max")?;
+        }
+        if http::HeaderName::try_from(self.hash_key.as_str()).is_err() {
+            invalid(
+                "hash_key",
+                format!(
+                    "`{}` is not a valid header name (lower-case letters, digits, `-`)",
+                    self.hash_key
+                ),
+            )?;
+        }
+        Ok(())
+    }
+
     fn method(&self, method: &str) -> Option<&MethodConfig> {
         if self.methods.is_empty() {
             return None;
@@ -191,6 +243,34 @@ pub struct BlacklistConfig {
     /// Random extra ejection time, as a fraction of the ejection time, so ejected
     /// instances do not all return at once. Default 0.1.
     pub jitter: f64,
+}
+
+impl BlacklistConfig {
+    /// Checks ranges serde cannot.
+    ///
+    /// # Errors
+    /// The first [`InvalidSetting`] found.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        if self.consecutive_failures == 0 {
+            invalid("consecutive_failures", "must be at least 1")?;
+        }
+        if self.max_ejection_percent > 100 {
+            invalid("max_ejection_percent", "must be 0..=100")?;
+        }
+        if !(0.0..=1.0).contains(&self.jitter) {
+            invalid(
+                "jitter",
+                "must be 0.0..=1.0 (a fraction of the ejection time)",
+            )?;
+        }
+        if self.base_ejection_time > self.max_ejection_time {
+            invalid(
+                "base_ejection_time",
+                "must not be more than max_ejection_time",
+            )?;
+        }
+        Ok(())
+    }
 }
 
 impl Default for BlacklistConfig {
@@ -234,6 +314,20 @@ pub struct DirectoryConfig {
     pub ewma_decay: Duration,
 }
 
+impl DirectoryConfig {
+    /// Checks ranges serde cannot.
+    ///
+    /// # Errors
+    /// The first [`InvalidSetting`] found.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        positive("ewma_decay", Some(self.ewma_decay))?;
+        positive(
+            "closing_invoker_expire_time",
+            Some(self.closing_invoker_expire_time),
+        )
+    }
+}
+
 impl Default for DirectoryConfig {
     fn default() -> Self {
         Self {
@@ -271,6 +365,53 @@ mod tests {
         assert_eq!(config.retries_for("Get"), 4);
         assert_eq!(config.retries_for("Put"), 1);
         assert_eq!(config.timeout_for("Get"), Some(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn out_of_range_values_are_named() {
+        let key = |config: ReferenceConfig| config.validate().unwrap_err().key;
+        assert_eq!(
+            key(ReferenceConfig {
+                forks: 0,
+                ..Default::default()
+            }),
+            "forks"
+        );
+        assert_eq!(
+            key(ReferenceConfig {
+                timeout: Some(Duration::ZERO),
+                ..Default::default()
+            }),
+            "timeout"
+        );
+        assert_eq!(
+            key(ReferenceConfig {
+                hash_key: "a b".into(),
+                ..Default::default()
+            }),
+            "hash_key"
+        );
+        let blacklist = BlacklistConfig {
+            jitter: 7.5,
+            ..Default::default()
+        };
+        assert_eq!(blacklist.validate().unwrap_err().key, "jitter");
+        let blacklist = BlacklistConfig {
+            max_ejection_percent: 500,
+            ..Default::default()
+        };
+        assert_eq!(
+            blacklist.validate().unwrap_err().key,
+            "max_ejection_percent"
+        );
+        let directory = DirectoryConfig {
+            ewma_decay: Duration::ZERO,
+            ..Default::default()
+        };
+        assert_eq!(directory.validate().unwrap_err().key, "ewma_decay");
+        assert!(ReferenceConfig::default().validate().is_ok());
+        assert!(BlacklistConfig::default().validate().is_ok());
+        assert!(DirectoryConfig::default().validate().is_ok());
     }
 
     #[test]

@@ -39,7 +39,8 @@ pub use blacklist::{Availability, Blacklist, BlacklistCounts, BlacklistStats};
 pub use channel::ClusterChannel;
 pub use classify::FailureKind;
 pub use config::{
-    BlacklistConfig, ClusterKind, DirectoryConfig, LoadBalanceKind, MethodConfig, ReferenceConfig,
+    BlacklistConfig, ClusterKind, DirectoryConfig, InvalidSetting, LoadBalanceKind, MethodConfig,
+    ReferenceConfig,
 };
 pub use directory::{Applied, Directory};
 pub use error::ClusterError;

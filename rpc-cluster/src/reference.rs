@@ -11,6 +11,9 @@ use tokio::task::JoinHandle;
 
 use crate::ClusterChannel;
 
+/// Longest wait for a subscription's first snapshot during start-up.
+const FIRST_SNAPSHOT_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Connects a [`ClusterChannel`]'s directory to a registry subscription, and lets the
 /// lifecycle start and stop it (start-up step 1, shutdown step 6).
 pub struct ClusterReference {
@@ -47,6 +50,14 @@ impl ManagedReference for ClusterReference {
         let mut subscription = self.registry.subscribe(&self.service).await?;
         let id = subscription.id();
         let directory = self.channel.directory().clone();
+        // Apply the current state before start-up goes on, so the first calls find the
+        // providers already registered even with `check: false`. Bounded: a registry
+        // that has not answered by then is applied by the feed task when it does.
+        if let Ok(Some(first)) =
+            tokio::time::timeout(FIRST_SNAPSHOT_WAIT, subscription.next()).await
+        {
+            directory.apply(first);
+        }
         let feed = tokio::spawn(async move {
             while let Some(snapshot) = subscription.next().await {
                 directory.apply(snapshot);

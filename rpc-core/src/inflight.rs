@@ -84,7 +84,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn wait_idle_returns_at_once_when_idle() {
-        InflightCounter::new().wait_idle().await;
+        let waited =
+            tokio::time::timeout(Duration::from_millis(1), InflightCounter::new().wait_idle())
+                .await;
+        assert!(waited.is_ok(), "no request in flight: no wait");
     }
 
     #[tokio::test(start_paused = true)]

@@ -137,7 +137,7 @@ pub enum RegistryError {
         reason: String,
     },
     /// The server did not answer within the connect timeout.
-    #[error("registry {url} is unreachable (no answer within {timeout:?}): {source}")]
+    #[error("registry {url} is unreachable (connect timeout {timeout:?}): {source}")]
     Unreachable {
         /// The registry, credentials redacted.
         url: String,

@@ -289,9 +289,73 @@ impl Config {
                 file: PathBuf::from(name),
                 message: error.to_string(),
             })?;
-        serde_path_to_error::deserialize::<_, Config>(merged.clone())
+        let config = serde_path_to_error::deserialize::<_, Config>(merged.clone())
             .map_err(|error| invalid(&merged, name, error))
-            .and_then(Config::with_defaults)
+            .and_then(Config::with_defaults)?;
+        config
+            .validate()
+            .map_err(|(key, message)| ConfigError::Invalid {
+                origin: origin_of(&merged, &key, name),
+                key,
+                message,
+            })?;
+        Ok(config)
+    }
+
+    /// Checks what serde cannot: ranges, relations, and values that must parse (registry
+    /// URLs, the bind address). Returns the offending key and what is wrong.
+    fn validate(&self) -> Result<(), (String, String)> {
+        for (name, registry) in &self.registries {
+            rpc_registry::RegistryUrl::parse(&registry.url)
+                .and_then(|url| match url.scheme() {
+                    scheme if rpc_registry::SCHEMES.contains(&scheme) => Ok(()),
+                    scheme => Err(url.invalid(format!(
+                        "unknown scheme `{scheme}` (known: {})",
+                        rpc_registry::SCHEMES.join(", ")
+                    ))),
+                })
+                .map_err(|error| (format!("registries.{name}.url"), error.to_string()))?;
+        }
+        if !matches!(self.protocol.name.as_str(), "tri" | "grpc") {
+            return Err((
+                "protocol.name".into(),
+                format!(
+                    "`{}` is not a protocol: use `tri` or `grpc`",
+                    self.protocol.name
+                ),
+            ));
+        }
+        if self.protocol.host.parse::<std::net::IpAddr>().is_err() {
+            return Err((
+                "protocol.host".into(),
+                format!("`{}` is not an IP address to bind", self.protocol.host),
+            ));
+        }
+        if self.consumer.check_timeout.is_zero() {
+            return Err((
+                "consumer.check_timeout".into(),
+                "must be more than 0".into(),
+            ));
+        }
+        if let Some(name) = &self.consumer.registry
+            && !self.registries.contains_key(name)
+        {
+            return Err((
+                "consumer.registry".into(),
+                format!("`{name}` is not under `registries`"),
+            ));
+        }
+        let nested = |section: &str, result: Result<(), rpc_cluster::InvalidSetting>| {
+            result.map_err(|invalid| (format!("{section}.{}", invalid.key), invalid.reason))
+        };
+        for (service, reference) in &self.consumer.references {
+            nested(
+                &format!("consumer.references.{service}"),
+                reference.validate(),
+            )?;
+        }
+        nested("consumer.blacklist", self.consumer.blacklist.validate())?;
+        nested("consumer.directory", self.consumer.directory.validate())
     }
 
     fn with_defaults(mut self) -> Result<Self, ConfigError> {
@@ -317,6 +381,20 @@ fn overrides() -> config::Map<String, String> {
                 .is_some_and(|rest| rest.contains("__"))
         })
         .collect()
+}
+
+/// Where the value at `key` came from: the environment variable that set it, or the file.
+fn origin_of(merged: &config::Config, key: &str, file: &str) -> String {
+    let variable = format!("RPC_{}", key.to_uppercase().replace('.', "__"));
+    if std::env::var_os(&variable).is_some() {
+        return format!("environment variable {variable}");
+    }
+    merged
+        .get::<config::Value>(key)
+        .ok()
+        .and_then(|value| value.origin().map(str::to_owned))
+        .filter(|origin| !origin.is_empty())
+        .unwrap_or_else(|| file.to_owned())
 }
 
 fn invalid(
@@ -345,20 +423,7 @@ fn invalid(
             format!("{key}.{field}")
         };
     }
-    let origin = merged
-        .get::<config::Value>(&key)
-        .ok()
-        .and_then(|value| value.origin().map(str::to_owned))
-        .map_or_else(
-            || name.to_owned(),
-            |origin| {
-                if origin.is_empty() {
-                    name.to_owned()
-                } else {
-                    origin
-                }
-            },
-        );
+    let origin = origin_of(merged, &key, name);
     ConfigError::Invalid {
         origin,
         key,
@@ -466,6 +531,20 @@ graceful_shutdown:
 
         let (key, _) = invalid_key("colour: blue\n");
         assert_eq!(key, "colour");
+
+        let (key, message) = invalid_key("consumer:\n  blacklist: { jitter: 7.5 }\n");
+        assert_eq!(key, "consumer.blacklist.jitter");
+        assert!(message.contains("0.0..=1.0"), "{message}");
+
+        let (key, _) = invalid_key("consumer:\n  references:\n    a.B: { forks: 0 }\n");
+        assert_eq!(key, "consumer.references.a.B.forks");
+
+        let (key, message) = invalid_key("registries:\n  main: { url: \"redis://x\" }\n");
+        assert_eq!(key, "registries.main.url");
+        assert!(message.contains("unknown scheme `redis`"), "{message}");
+
+        let (key, _) = invalid_key("protocol: { host: not-a-host }\n");
+        assert_eq!(key, "protocol.host");
 
         let error = yaml("protocol: [").unwrap_err().to_string();
         assert!(error.starts_with("test.yaml: "), "{error}");

@@ -18,7 +18,11 @@ from grpc_tools import protoc
 
 def main() -> int:
     proto_dir, target = sys.argv[1], sys.argv[2]
-    out = tempfile.mkdtemp(prefix="rpc-interop-")
+    with tempfile.TemporaryDirectory(prefix="rpc-interop-") as out:
+        return call(proto_dir, target, out)
+
+
+def call(proto_dir: str, target: str, out: str) -> int:
     code = protoc.main(
         ["protoc", f"-I{proto_dir}", f"--python_out={out}", f"--grpc_python_out={out}", "greeter.proto"]
     )

@@ -253,10 +253,14 @@ async fn closing_refusals_are_rerouted_under_every_strategy() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     closing.set(Behavior::Ok);
+    let mut phase = closing_app.watch_phase();
     let shutdown = tokio::spawn(closing_app.before_shutdown());
     wait_until_unregistered(&hub).await;
-    // Past its 200 ms consumer wait: it now refuses new requests.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Past its consumer wait: it now refuses new requests (held in the drain).
+    phase
+        .wait_for(|phase| *phase >= rpc::Phase::DrainingInbound)
+        .await
+        .unwrap();
 
     let mut rerouted = 0;
     for (cluster, (app, client)) in &consumers {

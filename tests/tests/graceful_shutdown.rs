@@ -10,7 +10,7 @@ use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use rpc::registry::MemoryHub;
 use rpc::{Application, ReferenceChannel, Step};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 async fn consumer(hub: &MemoryHub, delay: Duration) -> (Application, EchoClient<ReferenceChannel>) {
@@ -132,7 +132,10 @@ async fn a_silent_connection_does_not_delay_exit() {
     let _silent = tokio::net::TcpStream::connect(provider.local_addr().unwrap())
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let server = provider.lifecycle().servers()[0].clone();
+    while server.open_connections() == 0 {
+        tokio::task::yield_now().await;
+    }
     let window = provider.lifecycle().config().offline_request_window_timeout;
     let started = Instant::now();
     let report = provider.before_shutdown().await;
@@ -160,7 +163,10 @@ async fn a_peer_that_never_answers_is_cut_at_the_step_bound() {
     mute.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The server's SETTINGS frame proves it took the connection as HTTP/2.
+    let mut settings = [0u8; 9];
+    mute.read_exact(&mut settings).await.unwrap();
+    assert_eq!(settings[3], 0x4, "a SETTINGS frame");
     let started = Instant::now();
     let report = provider.before_shutdown().await;
     println!(

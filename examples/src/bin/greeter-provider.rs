@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use proto::greeter::greeter_server::GreeterServer;
-use rpc::{Application, Config};
+use rpc::core::lifecycle::StartError;
+use rpc::{Application, ApplicationError, Config};
 use rpc_examples::services::GreeterProvider;
 
 /// Serve helloworld.Greeter with graceful online/offline.
@@ -37,6 +38,11 @@ async fn main() {
     builder.service(GreeterServer::new(GreeterProvider));
     let app = match builder.start().await {
         Ok(app) => app,
+        Err(ApplicationError::Start(StartError::Interrupted)) => {
+            // SIGTERM/SIGINT before serving: what had started was undone; a clean stop.
+            eprintln!("greeter-provider: stopped during start-up");
+            std::process::exit(0);
+        }
         Err(error) => {
             eprintln!("greeter-provider: {error}");
             std::process::exit(1);

@@ -25,6 +25,12 @@ async fn provider(name: &str) -> Result<Application, ApplicationError> {
     builder.start().await
 }
 
+/// Prints a line; a closed stdout (`greeter | head -1`) is not an error worth a panic.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout(), "{line}");
+}
+
 #[tokio::main]
 async fn main() {
     rpc_examples::init_logging();
@@ -45,10 +51,8 @@ async fn main() {
 async fn run(calls: usize) -> Result<(), Box<dyn std::error::Error>> {
     let providers = [provider("provider-1").await?, provider("provider-2").await?];
     for app in &providers {
-        println!(
-            "provider listening on {}",
-            app.local_addr().expect("serves greeter")
-        );
+        let addr = app.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        say(format_args!("provider listening on {addr}"));
     }
 
     let mut builder = Application::builder(config("consumer"));
@@ -62,7 +66,7 @@ async fn run(calls: usize) -> Result<(), Box<dyn std::error::Error>> {
             count: 0,
         };
         let reply = client.say_hello(request).await?.into_inner();
-        println!("{} <- {}", reply.message, reply.provider);
+        say(format_args!("{} <- {}", reply.message, reply.provider));
         *answered.entry(reply.provider).or_default() += 1;
     }
     let mut stream = client
@@ -73,14 +77,17 @@ async fn run(calls: usize) -> Result<(), Box<dyn std::error::Error>> {
         .await?
         .into_inner();
     while let Some(reply) = stream.message().await? {
-        println!("{} <- {} (stream)", reply.message, reply.provider);
+        say(format_args!(
+            "{} <- {} (stream)",
+            reply.message, reply.provider
+        ));
     }
 
-    println!("replies per provider: {answered:?}");
+    say(format_args!("replies per provider: {answered:?}"));
     consumer.before_shutdown().await;
     for app in &providers {
         let report = app.before_shutdown().await;
-        println!("provider shut down: {report}");
+        say(format_args!("provider shut down: {report}"));
     }
     Ok(())
 }

@@ -2,9 +2,10 @@
 //! count every request. With graceful online/offline on, 0 must fail.
 //!
 //! `cargo run --release --bin rolling-deploy` (about a minute with the defaults).
-//! Exit code: 0 when no request failed and every restart happened; 1 otherwise; 2 for
-//! unusable options.
+//! Exit code: 0 when no request failed, every restart happened and the `--json` /
+//! `--plot` files were written; 1 otherwise; 2 for unusable options.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -105,6 +106,13 @@ async fn main() {
         progress: !args.quiet,
         ..Options::default()
     };
+    // Fail before a minute of load, not after it, when an output file cannot be written.
+    for path in [&args.json, &args.plot].into_iter().flatten() {
+        if let Err(error) = std::fs::File::create(path) {
+            eprintln!("rolling-deploy: cannot write {}: {error}", path.display());
+            std::process::exit(2);
+        }
+    }
     let summary = match rolling::run(options).await {
         Ok(summary) => summary,
         Err(error) => {
@@ -112,18 +120,32 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    print!("{}", summary.table());
+    // Output errors (a closed pipe) are ignored: the exit code carries the result.
+    let mut stdout = std::io::stdout().lock();
+    let _ = write!(stdout, "{}", summary.table());
+    let mut written = true;
     if let Some(path) = &args.json {
         match summary.write_json(path) {
-            Ok(()) => println!("  json      {}", path.display()),
-            Err(error) => eprintln!("rolling-deploy: cannot write {}: {error}", path.display()),
+            Ok(()) => {
+                let _ = writeln!(stdout, "  json      {}", path.display());
+            }
+            Err(error) => {
+                written = false;
+                eprintln!("rolling-deploy: cannot write {}: {error}", path.display());
+            }
         }
     }
     if let Some(path) = &args.plot {
         match summary.write_plot(path) {
-            Ok(()) => println!("  plot      {}", path.display()),
-            Err(error) => eprintln!("rolling-deploy: cannot draw {}: {error}", path.display()),
+            Ok(()) => {
+                let _ = writeln!(stdout, "  plot      {}", path.display());
+            }
+            Err(error) => {
+                written = false;
+                eprintln!("rolling-deploy: cannot draw {}: {error}", path.display());
+            }
         }
     }
-    std::process::exit(if summary.lossless() { 0 } else { 1 });
+    let _ = stdout.flush();
+    std::process::exit(if summary.lossless() && written { 0 } else { 1 });
 }

@@ -123,6 +123,7 @@ pub enum RollingError {
 pub async fn run(options: Options) -> Result<Summary, RollingError> {
     validate(&options)?;
     let fleet = Fleet::new(&options).await?;
+    check_restarts_fit(&options, fleet.propagation())?;
     let mut proxies = Vec::with_capacity(options.proxies);
     let mut providers = Vec::with_capacity(options.providers);
     for n in 0..options.providers {
@@ -154,6 +155,11 @@ pub async fn run(options: Options) -> Result<Summary, RollingError> {
             tokio::spawn(async move {
                 for (index, (role, slot)) in plan.into_iter().enumerate() {
                     tokio::time::sleep_until(started + warmup + interval * index as u32).await;
+                    if load.finished() {
+                        // Restarts after the load would prove nothing: the summary shows
+                        // fewer restarts than planned, and the run fails.
+                        break;
+                    }
                     let instances = match role {
                         Role::Proxy => &mut proxies,
                         Role::Provider => &mut providers,
@@ -250,12 +256,47 @@ fn validate(options: &Options) -> Result<(), RollingError> {
     if options.duration < Duration::from_secs(2) {
         return Err(RollingError::Usage("--duration must be at least 2s".into()));
     }
+    if options.rounds == 0 {
+        return Err(RollingError::Usage("--rounds must be at least 1".into()));
+    }
+    if options.payload > MAX_PAYLOAD {
+        return Err(RollingError::Usage(format!(
+            "--payload must be at most {MAX_PAYLOAD} bytes (gRPC's default 4 MiB message limit)"
+        )));
+    }
     if options.mode == Mode::Processes && options.registry.starts_with("memory:") {
         return Err(RollingError::Usage(
             "--mode processes needs a registry that other processes can reach \
              (--registry etcd://…, zookeeper://… or nacos://…); memory:// exists only inside one process"
                 .into(),
         ));
+    }
+    Ok(())
+}
+
+/// Largest payload that fits gRPC's default 4 MiB message limit with the message's framing.
+const MAX_PAYLOAD: usize = 4 * 1024 * 1024 - 64;
+
+/// Time one restart needs at least: the provider's offline window (500 ms by default),
+/// the registry's propagation to consumers, and a margin to start the replacement.
+fn restart_time(propagation: Duration) -> Duration {
+    Duration::from_millis(500) + propagation + Duration::from_millis(300)
+}
+
+/// Refuses a `--duration` too short for the planned restarts: they must all happen while
+/// the load runs, or the run proves nothing about them.
+fn check_restarts_fit(options: &Options, propagation: Duration) -> Result<(), RollingError> {
+    let restarts = restart_plan(options).len() as u32;
+    let warmup = (options.duration / 10).min(Duration::from_secs(5));
+    let needed = restart_time(propagation) * restarts + warmup * 2;
+    if options.duration < needed {
+        return Err(RollingError::Usage(format!(
+            "--duration {} is too short for {restarts} restarts: each needs about {} \
+             (offline window, registry propagation, start-up); use at least {}",
+            humantime::format_duration(options.duration),
+            humantime::format_duration(restart_time(propagation)),
+            humantime::format_duration(Duration::from_secs(needed.as_secs() + 1)),
+        )));
     }
     Ok(())
 }

@@ -9,7 +9,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rpc::ShutdownReport;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use super::fleet::{Fleet, Role};
 
@@ -23,6 +23,9 @@ pub struct ChildInstance {
     child: Child,
     addr: String,
     stdout: Lines<BufReader<ChildStdout>>,
+    /// Held open while the child should live: a child whose stdin closes (this process
+    /// died or was killed) shuts itself down, so no instance outlives the run.
+    _lifeline: ChildStdin,
 }
 
 impl ChildInstance {
@@ -38,12 +41,13 @@ impl ChildInstance {
         let mut child = Command::new(executable)
             .args(["--role", role.name(), "--name", name, "--registry", url])
             .args(["--work-ms", &work_ms.to_string()])
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| format!("cannot run {}: {e}", executable.display()))?;
+        let lifeline = child.stdin.take().expect("piped stdin");
         let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
         let line = tokio::time::timeout(START_TIMEOUT, stdout.next_line())
             .await
@@ -58,6 +62,7 @@ impl ChildInstance {
             child,
             addr,
             stdout,
+            _lifeline: lifeline,
         })
     }
 
@@ -113,6 +118,7 @@ pub async fn run_child(role: Role, name: &str, registry: &str, work_ms: u32) -> 
     let addr = app.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let _ = writeln!(stdout, "ready {addr}");
     let _ = stdout.flush();
+    watch_parent(app.lifecycle().clone());
     let report = app.wait().await;
     let _ = writeln!(
         stdout,
@@ -121,4 +127,21 @@ pub async fn run_child(role: Role, name: &str, registry: &str, work_ms: u32) -> 
     );
     let _ = stdout.flush();
     report.exit_code()
+}
+
+/// Starts the graceful shutdown when stdin closes: the parent holds the other end, so
+/// this happens when the parent exits for any reason (even SIGKILL), and the child
+/// leaves instead of serving on, registered, forever.
+fn watch_parent(lifecycle: rpc::Lifecycle) {
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut stdin = tokio::io::stdin();
+        let mut buffer = [0u8; 64];
+        while let Ok(read) = stdin.read(&mut buffer).await {
+            if read == 0 {
+                break;
+            }
+        }
+        drop(lifecycle.before_shutdown());
+    });
 }

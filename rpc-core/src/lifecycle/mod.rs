@@ -73,6 +73,8 @@ struct Inner {
     sequence: Mutex<Option<Shared<BoxFuture<'static, ShutdownReport>>>>,
     finished: watch::Sender<Option<ShutdownReport>>,
     force: CancellationToken,
+    /// Cancelled when shutdown is asked for while start-up is still under way.
+    start_cancel: CancellationToken,
     interrupt: Mutex<Option<Interrupt>>,
 }
 
@@ -105,6 +107,7 @@ impl Lifecycle {
                 sequence: Mutex::new(None),
                 finished: watch::Sender::new(None),
                 force: CancellationToken::new(),
+                start_cancel: CancellationToken::new(),
                 interrupt: Mutex::new(None),
             }),
         }
@@ -187,6 +190,11 @@ impl Lifecycle {
     /// # Panics
     /// When first called outside a tokio runtime (the sequence is spawned on it).
     pub fn before_shutdown(&self) -> impl Future<Output = ShutdownReport> + Send + 'static {
+        // Asked to stop while still starting: start-up is cut short and undone, and the
+        // sequence (below) then finds nothing left to stop.
+        if self.phase() < Phase::Serving {
+            self.inner.start_cancel.cancel();
+        }
         let mut sequence = self.inner.sequence.lock();
         let shared = sequence.get_or_insert_with(|| {
             let this = self.clone();

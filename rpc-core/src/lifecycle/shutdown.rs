@@ -24,6 +24,11 @@ use crate::transport::ServerHandle;
 impl Lifecycle {
     /// The sequence. Runs once per lifecycle (see [`Lifecycle::before_shutdown`]).
     pub(crate) async fn run_shutdown(&self) -> ShutdownReport {
+        if !self.wait_until_started().await {
+            let report = ShutdownReport::default();
+            self.inner.finished.send_replace(Some(report.clone()));
+            return report;
+        }
         let started = Instant::now();
         let deadline = Deadline::new(self.config().timeout, self.inner.force.clone());
         let mut report = ShutdownReport::default();
@@ -107,6 +112,18 @@ impl Lifecycle {
             references: std::mem::take(&mut parts.references),
             registries: std::mem::take(&mut parts.registries),
         }
+    }
+
+    /// Waits for a start-up under way to end; false if there is nothing to shut down
+    /// (never started, or start-up failed or was interrupted and undone).
+    async fn wait_until_started(&self) -> bool {
+        if self.phase() == Phase::Created {
+            self.advance(Phase::Stopped);
+            return false;
+        }
+        let mut phases = self.watch_phase();
+        let _ = phases.wait_for(|phase| *phase >= Phase::Serving).await;
+        self.phase() != Phase::Stopped
     }
 
     async fn unregister(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {

@@ -140,6 +140,10 @@ pub enum StartError {
         /// The registry's error.
         source: RegistryError,
     },
+    /// Shutdown was asked for (a signal, or `before_shutdown`) before start-up finished;
+    /// what had started was undone. A clean stop, not a failure of the application.
+    #[error("start-up interrupted: shutdown was requested before the application was serving")]
+    Interrupted,
     /// A signal handler could not be installed.
     #[error("cannot install signal handlers: {0}")]
     Signals(std::io::Error),
@@ -166,7 +170,7 @@ impl Lifecycle {
             registries,
         } = plan;
         self.inner.parts.lock().registries = registries.clone();
-        let result = async {
+        let steps = async {
             if self.config().internal_signal {
                 self.install_signal_handlers()
                     .map_err(StartError::Signals)?;
@@ -175,8 +179,13 @@ impl Lifecycle {
             let pending = self.start_services(exports).await?;
             run_gates(gates).await?;
             self.register_all(pending, &registries).await
-        }
-        .await;
+        };
+        // A signal (or before_shutdown) during start-up stops the waiting at once: a
+        // provider check, a readiness gate or a registration delay can be long.
+        let result = tokio::select! {
+            result = steps => result,
+            _ = self.inner.start_cancel.cancelled() => Err(StartError::Interrupted),
+        };
         match result {
             Ok(()) => {
                 self.set_health(ServingStatus::Serving).await;

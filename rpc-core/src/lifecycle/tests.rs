@@ -325,3 +325,61 @@ async fn start_twice_is_an_error() {
         Err(StartError::AlreadyStarted(_))
     ));
 }
+
+/// A reference whose provider never appears.
+struct NeverReady(ServiceKey);
+
+#[async_trait]
+impl ManagedReference for NeverReady {
+    fn service(&self) -> &ServiceKey {
+        &self.0
+    }
+    async fn subscribe(&self) -> Result<(), RegistryError> {
+        Ok(())
+    }
+    async fn wait_for_provider(&self) {
+        std::future::pending().await
+    }
+    async fn close(&self) {}
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_during_start_up_interrupts_it_at_once() {
+    let lifecycle = Lifecycle::new("test", config());
+    let plan = StartPlan {
+        references: vec![(Arc::new(NeverReady(ServiceKey::new("t.S"))), true)],
+        check_timeout: Duration::from_secs(3_600),
+        ..StartPlan::default()
+    };
+    let starting = tokio::spawn({
+        let lifecycle = lifecycle.clone();
+        async move { lifecycle.start(plan).await }
+    });
+    tokio::time::sleep(ms(1_000)).await;
+    assert_eq!(lifecycle.phase(), Phase::Starting);
+    let asked = Instant::now();
+    let report = lifecycle.before_shutdown().await;
+    assert!(matches!(
+        starting.await.unwrap(),
+        Err(StartError::Interrupted)
+    ));
+    assert_eq!(
+        asked.elapsed(),
+        Duration::ZERO,
+        "no wait for the check to time out"
+    );
+    assert_eq!(lifecycle.phase(), Phase::Stopped);
+    assert_eq!(report.exit_code(), 0);
+    assert!(
+        report.steps.is_empty(),
+        "nothing was serving, so no step ran"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_of_a_lifecycle_never_started_returns_at_once() {
+    let lifecycle = Lifecycle::new("test", config());
+    let report = lifecycle.before_shutdown().await;
+    assert!(report.steps.is_empty());
+    assert_eq!(lifecycle.phase(), Phase::Stopped);
+}
