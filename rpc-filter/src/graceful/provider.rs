@@ -190,6 +190,10 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn marks_then_rejects_and_the_drain_waits_for_admitted_requests() {
         let lifecycle = Lifecycle::new("test", config());
+        lifecycle
+            .start(rpc_core::lifecycle::StartPlan::default())
+            .await
+            .unwrap();
         let (release_tx, release_rx) = oneshot::channel::<()>();
         let release_rx = std::sync::Arc::new(parking_lot_free::Slot::new(release_rx));
         let service = ProviderGracefulLayer::new(lifecycle.clone()).layer(service_fn(
