@@ -58,13 +58,13 @@ pub enum ApplicationError {
 ///
 /// ```no_run
 /// # use rpc::{Application, Config};
-/// # async fn demo() -> Result<(), rpc::ApplicationError> {
+/// # async fn demo() -> Result<i32, rpc::ApplicationError> {
 /// let mut builder = Application::builder(Config::default());
 /// // let client = GreeterClient::new(builder.reference("helloworld.Greeter"));
 /// // builder.service(GreeterServer::new(MyGreeter));
 /// let app = builder.start().await?;
 /// let report = app.wait().await; // until SIGTERM/SIGINT ran the shutdown sequence
-/// std::process::exit(report.exit_code());
+/// Ok(report.exit_code()) // main exits with this code
 /// # }
 /// ```
 pub struct ApplicationBuilder {

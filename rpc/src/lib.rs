@@ -9,7 +9,7 @@
 //!
 //! ```no_run
 //! use rpc::{Application, Config};
-//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn demo() -> Result<i32, Box<dyn std::error::Error>> {
 //! let config = Config::from_file("provider.yaml")?;
 //! let mut builder = Application::builder(config);
 //! // Consumer: a generated client over a reference.
@@ -17,7 +17,8 @@
 //! // Provider: a generated server.
 //! // builder.service(GreeterServer::new(MyGreeter));
 //! let app = builder.start().await?;
-//! std::process::exit(app.wait().await.exit_code());
+//! let exit_code = app.wait().await.exit_code(); // main exits with it
+//! # Ok(exit_code)
 //! # }
 //! ```
 //!

@@ -112,8 +112,8 @@ impl ShutdownReport {
     }
 
     /// The process exit code this shutdown implies: 130 / 143 after a second SIGINT /
-    /// SIGTERM, 1 when something was forced, 0 when clean. Meant for `main`:
-    /// `std::process::exit(report.exit_code())`.
+    /// SIGTERM, 1 when something was forced, 0 when clean. Meant for the binary's `main`,
+    /// which exits with it (library code never ends the process).
     pub fn exit_code(&self) -> i32 {
         match self.interrupted_by {
             Some(Interrupt::Sigint) => 130,
