@@ -58,8 +58,6 @@ pub struct LoadRecord {
     /// Per-second counts, indexed by second since start.
     pub seconds: Vec<Second>,
     second_histograms: Vec<Histogram<u64>>,
-    /// When the first failure was recorded, if any.
-    pub first_failure: Option<Instant>,
     last_second: usize,
 }
 
@@ -77,7 +75,6 @@ impl LoadRecord {
             during_restart: histogram(),
             seconds: Vec::new(),
             second_histograms: Vec::new(),
-            first_failure: None,
         }
     }
 
@@ -116,7 +113,6 @@ impl LoadRecord {
             }
             Err(status) => {
                 self.seconds[index].failed += 1;
-                self.first_failure.get_or_insert_with(Instant::now);
                 *self
                     .failed_by_code
                     .entry(format!("{:?}", status.code()))
