@@ -18,6 +18,7 @@ use http::HeaderMap;
 use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use parking_lot::Mutex;
+use smallvec::SmallVec;
 use tonic::Status;
 use tonic::body::Body as TonicBody;
 
@@ -33,6 +34,9 @@ pub(crate) enum RequestBody {
     Streaming(Arc<Mutex<Option<Prefixed>>>),
 }
 
+/// Chunks read while capturing; a unary request's single chunk stays inline.
+type Chunks = SmallVec<[Bytes; 1]>;
+
 /// The data frames of a complete body. A unary request is one frame: kept without a
 /// collection, so buffering it costs no allocation.
 #[derive(Clone, Debug, Default)]
@@ -44,11 +48,11 @@ pub(crate) enum Frames {
 }
 
 impl Frames {
-    fn from_vec(mut data: Vec<Bytes>) -> Self {
+    fn from_chunks(mut data: Chunks) -> Self {
         match data.len() {
             0 => Self::Empty,
             1 => Self::One(data.pop().expect("one frame")),
-            _ => Self::Many(data.into()),
+            _ => Self::Many(data.into_vec().into()),
         }
     }
 
@@ -79,13 +83,13 @@ pub(crate) struct Prefixed {
 impl RequestBody {
     /// Reads what `body` has ready without waiting: all of it for a unary call.
     pub(crate) fn capture(mut body: TonicBody, max_bytes: usize) -> Self {
-        let mut data = Vec::new();
+        let mut data = Chunks::new();
         let mut size = 0usize;
         loop {
             match body.frame().now_or_never() {
                 Some(None) => {
                     return Self::Buffered {
-                        data: Frames::from_vec(data),
+                        data: Frames::from_chunks(data),
                         trailers: None,
                     };
                 }
@@ -100,7 +104,7 @@ impl RequestBody {
                     Err(frame) => {
                         if let Ok(trailers) = frame.into_trailers() {
                             return Self::Buffered {
-                                data: Frames::from_vec(data),
+                                data: Frames::from_chunks(data),
                                 trailers: Some(trailers),
                             };
                         }
@@ -116,7 +120,7 @@ impl RequestBody {
         }
     }
 
-    fn streaming(data: Vec<Bytes>, rest: TonicBody) -> Self {
+    fn streaming(data: Chunks, rest: TonicBody) -> Self {
         Self::Streaming(Arc::new(Mutex::new(Some(Prefixed {
             prefix: data.into_iter().map(Frame::data).collect(),
             rest,
