@@ -38,6 +38,8 @@ use rpc_core::{
     BoxError, Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId,
 };
 use tokio::sync::{Mutex, watch};
+
+use crate::etcd_error::EtcdError;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -161,7 +163,7 @@ impl EtcdRegistry {
         let deadline = Instant::now() + network.connect_timeout;
         // `connect` only builds the channel (and authenticates when there are credentials);
         // the count-only read proves the cluster answers.
-        let mut client = match bounded(
+        let mut client = match call(
             network.connect_timeout,
             Client::connect(&network.endpoints, Some(options)),
         )
@@ -180,7 +182,7 @@ impl EtcdRegistry {
             config.prefix.clone(),
             Some(GetOptions::new().with_prefix().with_count_only()),
         );
-        match bounded(left, probe).await {
+        match call(left, probe).await {
             Ok(_) => {}
             Err(Failure::Failed(error)) if !is_unavailable(&error) => {
                 return Err(Failure::Failed(error).into_operation(&url, "connect"));
@@ -230,9 +232,17 @@ impl Drop for EtcdRegistry {
     }
 }
 
+/// [`bounded`] for an etcd-client request, its error printed on one line.
+async fn call<T>(
+    bound: Duration,
+    request: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, Failure<EtcdError>> {
+    bounded(bound, async { request.await.map_err(EtcdError) }).await
+}
+
 /// Whether `error` means "no server answered" rather than "the server said no".
-fn is_unavailable(error: &etcd_client::Error) -> bool {
-    match error {
+fn is_unavailable(error: &EtcdError) -> bool {
+    match &error.0 {
         etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
         etcd_client::Error::GRpcStatus(status) => matches!(
             status.code(),
@@ -243,8 +253,8 @@ fn is_unavailable(error: &etcd_client::Error) -> bool {
 }
 
 /// Whether `error` says the lease a request named no longer exists.
-fn is_lease_gone(error: &etcd_client::Error) -> bool {
-    match error {
+fn is_lease_gone(error: &EtcdError) -> bool {
+    match &error.0 {
         etcd_client::Error::GRpcStatus(status) => status.code() == tonic::Code::NotFound,
         etcd_client::Error::LeaseKeepAliveError(message) => message.contains("not found"),
         _ => false,
@@ -286,9 +296,9 @@ impl Shared {
     }
 
     /// Grants a new lease, writes every registration under it and makes it current.
-    async fn renew(&self, leased: &mut Leased) -> Result<i64, Failure<etcd_client::Error>> {
+    async fn renew(&self, leased: &mut Leased) -> Result<i64, Failure<EtcdError>> {
         let mut client = self.client.clone();
-        let granted = bounded(
+        let granted = call(
             self.request_timeout,
             client.lease_grant(self.ttl_seconds(), None),
         )
@@ -296,14 +306,14 @@ impl Shared {
         let lease = granted.id();
         for (key, value) in &leased.registered {
             let options = PutOptions::new().with_lease(lease);
-            let put = bounded(
+            let put = call(
                 self.request_timeout,
                 client.put(key.clone(), value.clone(), Some(options)),
             )
             .await;
             if let Err(failure) = put {
                 // Do not leave a half-filled lease behind; the next attempt grants anew.
-                let _ = bounded(self.request_timeout, client.lease_revoke(lease)).await;
+                let _ = call(self.request_timeout, client.lease_revoke(lease)).await;
                 return Err(failure);
             }
         }
@@ -312,7 +322,7 @@ impl Shared {
         if let Some(old) = old {
             // Best effort: the old lease no longer holds any key; let it go now rather
             // than when its TTL runs out.
-            let _ = bounded(self.request_timeout, client.lease_revoke(old)).await;
+            let _ = call(self.request_timeout, client.lease_revoke(old)).await;
         }
         tracing::info!(url = %self.core.url, lease, registrations = leased.registered.len(), "etcd lease granted");
         Ok(lease)
@@ -355,7 +365,7 @@ impl Shared {
                 return KeepAliveEnd::Lost;
             }
             let mut client = self.client.clone();
-            let (mut keeper, mut stream) = match bounded(
+            let (mut keeper, mut stream) = match call(
                 self.request_timeout,
                 client.lease_keep_alive(lease),
             )
@@ -387,7 +397,7 @@ impl Shared {
                 if keeper.keep_alive().await.is_err() {
                     break;
                 }
-                match bounded(self.request_timeout, stream.message()).await {
+                match call(self.request_timeout, stream.message()).await {
                     Ok(Some(response)) if response.ttl() > 0 => renewed_at = Instant::now(),
                     Ok(Some(_)) => return KeepAliveEnd::Lost,
                     Ok(None) => break,
@@ -404,9 +414,9 @@ impl Shared {
     async fn read(
         &self,
         prefix: &str,
-    ) -> Result<(u64, BTreeMap<Vec<u8>, Instance>), Failure<etcd_client::Error>> {
+    ) -> Result<(u64, BTreeMap<Vec<u8>, Instance>), Failure<EtcdError>> {
         let mut client = self.client.clone();
-        let response = bounded(
+        let response = call(
             self.request_timeout,
             client.get(prefix, Some(GetOptions::new().with_prefix())),
         )
@@ -445,11 +455,11 @@ impl Shared {
             .saturating_add(1);
         let options = WatchOptions::new().with_prefix().with_start_revision(start);
         let mut client = self.client.clone();
-        let mut watch =
-            match bounded(self.request_timeout, client.watch(prefix, Some(options))).await {
-                Ok(watch) => watch,
-                Err(failure) => return Some(failure.into_source()),
-            };
+        let mut watch = match call(self.request_timeout, client.watch(prefix, Some(options))).await
+        {
+            Ok(watch) => watch,
+            Err(failure) => return Some(failure.into_source()),
+        };
         loop {
             let message = tokio::select! {
                 () = publisher.closed() => return None,
@@ -603,9 +613,8 @@ impl Registry for EtcdRegistry {
             .map_err(|error| shared.core.failed("register", error))?;
         let mut leased = shared.lock_leased("register").await?;
         self.shared.core.check_open()?;
-        let fail = |failure: Failure<etcd_client::Error>| {
-            failure.into_operation(&shared.core.url, "register")
-        };
+        let fail =
+            |failure: Failure<EtcdError>| failure.into_operation(&shared.core.url, "register");
         let lease = match leased.lease {
             Some(lease) => lease,
             None => shared.renew(&mut leased).await.map_err(fail)?,
@@ -619,12 +628,12 @@ impl Registry for EtcdRegistry {
                     .await
             }
         };
-        match bounded(shared.request_timeout, put(lease)).await {
+        match call(shared.request_timeout, put(lease)).await {
             Ok(_) => {}
             Err(Failure::Failed(error)) if is_lease_gone(&error) => {
                 // The keep-alive task has not noticed yet: renew here, then write.
                 let lease = shared.renew(&mut leased).await.map_err(fail)?;
-                bounded(shared.request_timeout, put(lease))
+                call(shared.request_timeout, put(lease))
                     .await
                     .map_err(fail)?;
             }
@@ -645,7 +654,7 @@ impl Registry for EtcdRegistry {
             return Ok(());
         }
         let mut client = shared.client.clone();
-        bounded(shared.request_timeout, client.delete(key, None))
+        call(shared.request_timeout, client.delete(key, None))
             .await
             .map_err(|failure| failure.into_operation(&shared.core.url, "unregister"))?;
         tracing::debug!(url = %shared.core.url, instance = %instance.id, service = %instance.service, "unregistered from etcd");
@@ -698,7 +707,7 @@ impl Registry for EtcdRegistry {
         // Revoking the lease deletes every key attached to it, atomically. A lease etcd no
         // longer knows has nothing left to release.
         let mut client = shared.client.clone();
-        match bounded(shared.request_timeout, client.lease_revoke(lease)).await {
+        match call(shared.request_timeout, client.lease_revoke(lease)).await {
             Ok(_) => {}
             Err(Failure::Failed(error)) if is_lease_gone(&error) => {}
             Err(failure) => return Err(failure.into_operation(&shared.core.url, "close")),

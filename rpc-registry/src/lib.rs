@@ -25,6 +25,8 @@
 
 #[cfg(feature = "etcd")]
 pub mod etcd;
+#[cfg(feature = "etcd")]
+mod etcd_error;
 pub mod memory;
 #[cfg(feature = "nacos")]
 pub mod nacos;
