@@ -1,6 +1,12 @@
 //! An open-loop load generator: requests leave on schedule at a fixed rate whether or
 //! not earlier ones have finished, so a stalled server shows up as latency and
 //! failures, not as a politely slower client (no coordinated omission).
+//!
+//! Requests still waiting for an answer are bounded by [`LoadOptions::max_outstanding`]:
+//! a rate the system cannot absorb would otherwise hold ever more calls in memory until
+//! the kernel ends the process. A request due while the bound is reached is not sent and
+//! counts as failed with `RESOURCE_EXHAUSTED` (and as not sent), so the run still fails
+//! and says why.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -21,6 +27,25 @@ pub struct LoadOptions {
     pub rate: u32,
     /// How long to send.
     pub duration: Duration,
+    /// Most requests in flight at once; a request due beyond it is not sent (see the
+    /// module docs). [`DEFAULT_MAX_OUTSTANDING`] unless set.
+    pub max_outstanding: usize,
+}
+
+/// Default bound on requests in flight: 20 000, four seconds of the default 5 000
+/// req/s — more than the 3 s call timeout lets pile up at that rate — and a few
+/// hundred MiB at most.
+pub const DEFAULT_MAX_OUTSTANDING: usize = 20_000;
+
+impl LoadOptions {
+    /// `rate` requests/s for `duration`, with the default bound on requests in flight.
+    pub fn new(rate: u32, duration: Duration) -> Self {
+        Self {
+            rate,
+            duration,
+            max_outstanding: DEFAULT_MAX_OUTSTANDING,
+        }
+    }
 }
 
 /// Counts of one second of the run.
@@ -41,8 +66,11 @@ pub struct Second {
 pub struct LoadRecord {
     /// When sending started.
     pub started: Instant,
-    /// Requests sent.
+    /// Requests due by the schedule so far (those not sent included).
     pub sent: u64,
+    /// Requests not sent because `max_outstanding` requests were in flight (also counted
+    /// in `sent` and as failed with `ResourceExhausted`).
+    pub not_sent: u64,
     /// Requests that succeeded.
     pub succeeded: u64,
     /// Failed requests by gRPC status code name.
@@ -67,6 +95,7 @@ impl LoadRecord {
             last_second: (duration.as_millis().div_ceil(1000) as usize).saturating_sub(1),
             started,
             sent: 0,
+            not_sent: 0,
             succeeded: 0,
             failed_by_code: BTreeMap::new(),
             failure_samples: Vec::new(),
@@ -102,9 +131,29 @@ impl LoadRecord {
         result: CallResult,
         restarting: bool,
     ) {
+        let index = self.count(sent_at, result);
+        let micros = latency.as_micros().max(1) as u64;
+        let _ = self.second_histograms[index].record(micros);
+        self.seconds[index].p99_ms =
+            self.second_histograms[index].value_at_quantile(0.99) as f64 / 1000.0;
+        let target = if restarting {
+            &mut self.during_restart
+        } else {
+            &mut self.steady
+        };
+        let _ = target.record(micros);
+    }
+
+    /// A request that was due at `at` but not sent: a failure with no latency.
+    fn record_not_sent(&mut self, at: Instant, status: tonic::Status) {
+        self.not_sent += 1;
+        self.count(at, Err(status));
+    }
+
+    /// Counts `result` in the totals and in the second of `sent_at`; returns that second.
+    fn count(&mut self, sent_at: Instant, result: CallResult) -> usize {
         let index = self.second(sent_at);
         self.seconds[index].sent += 1;
-        let micros = latency.as_micros().max(1) as u64;
         match result {
             Ok(provider) => {
                 self.succeeded += 1;
@@ -123,16 +172,16 @@ impl LoadRecord {
                 }
             }
         }
-        let _ = self.second_histograms[index].record(micros);
-        self.seconds[index].p99_ms =
-            self.second_histograms[index].value_at_quantile(0.99) as f64 / 1000.0;
-        let target = if restarting {
-            &mut self.during_restart
-        } else {
-            &mut self.steady
-        };
-        let _ = target.record(micros);
+        index
     }
+}
+
+fn over_limit(options: &LoadOptions) -> tonic::Status {
+    tonic::Status::resource_exhausted(format!(
+        "not sent: the load client already had {} requests in flight (the system under test \
+         does not keep up with {} req/s)",
+        options.max_outstanding, options.rate
+    ))
 }
 
 fn histogram() -> Histogram<u64> {
@@ -194,10 +243,18 @@ where
         let due =
             (started.elapsed().as_micros() as u64 * u64::from(options.rate) / 1_000_000).min(total);
         while sent < due {
-            let future = call(sent);
-            let record = load.record.clone();
+            while tasks.try_join_next().is_some() {}
             let restarting = load.restarting.load(std::sync::atomic::Ordering::Relaxed);
             let sent_at = Instant::now();
+            if tasks.len() >= options.max_outstanding {
+                load.record
+                    .lock()
+                    .record_not_sent(sent_at, over_limit(&options));
+                sent += 1;
+                continue;
+            }
+            let future = call(sent);
+            let record = load.record.clone();
             tasks.spawn(async move {
                 let result = future.await;
                 record
@@ -205,9 +262,6 @@ where
                     .record(sent_at, sent_at.elapsed(), result, restarting);
             });
             sent += 1;
-            while let Some(done) = tasks.try_join_next() {
-                let _ = done;
-            }
         }
         load.record.lock().sent = sent;
     }
@@ -219,4 +273,61 @@ where
         &mut *load.record.lock(),
         LoadRecord::new(started, options.duration),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Calls that take 5 s each at 1 000 req/s for 1 s: only `max_outstanding` leave;
+    /// the rest fail as not sent and record no latency.
+    #[tokio::test(start_paused = true)]
+    async fn requests_beyond_the_bound_are_not_sent() {
+        let options = LoadOptions {
+            max_outstanding: 100,
+            ..LoadOptions::new(1_000, Duration::from_secs(1))
+        };
+        let record = run(
+            options,
+            |_| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                Ok("provider".to_owned())
+            },
+            |_| {},
+        )
+        .await;
+        assert_eq!(record.sent, 1_000);
+        assert_eq!(record.succeeded, 100);
+        assert_eq!(record.not_sent, 900);
+        assert_eq!(record.failed_by_code.get("ResourceExhausted"), Some(&900));
+        assert_eq!(
+            record.steady.len(),
+            100,
+            "not-sent requests have no latency"
+        );
+        // The histogram keeps 3 significant digits: compare at its precision.
+        let five_s = 5_000_000;
+        assert!(
+            record.steady.equivalent(record.steady.min(), five_s),
+            "each sent call took 5 s"
+        );
+    }
+
+    /// Under the bound every request is sent on schedule.
+    #[tokio::test(start_paused = true)]
+    async fn every_request_leaves_under_the_bound() {
+        let record = run(
+            LoadOptions::new(1_000, Duration::from_secs(2)),
+            |_| async {
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                Ok("provider".to_owned())
+            },
+            |_| {},
+        )
+        .await;
+        assert_eq!(record.sent, 2_000);
+        assert_eq!(record.succeeded, 2_000);
+        assert_eq!(record.not_sent, 0);
+        assert_eq!(record.seconds.len(), 2);
+    }
 }

@@ -52,10 +52,7 @@ async fn killing_one_of_three_fails_only_its_in_flight_calls() {
     let kill = Arc::new(Mutex::new(Kill::default()));
     let started = Instant::now();
     let record = load::run(
-        LoadOptions {
-            rate: 500,
-            duration: Duration::from_secs(10),
-        },
+        LoadOptions::new(500, Duration::from_secs(10)),
         |_| {
             let mut client = client.clone();
             async move {
