@@ -6,7 +6,7 @@
 //! `--plot` files were written; 1 otherwise; 2 for unusable options.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
@@ -47,6 +47,11 @@ struct Args {
     /// delay is --registry-delay unless the URL sets `?delay=`.
     #[arg(long, default_value = "memory://")]
     registry: String,
+    /// Most requests in flight at once. A request due while this many are outstanding
+    /// is not sent and counts as failed (ResourceExhausted): memory stays bounded when
+    /// --rate is more than the machine can serve.
+    #[arg(long, default_value_t = rpc_examples::load::DEFAULT_MAX_OUTSTANDING)]
+    max_outstanding: usize,
     /// Propagation delay of the in-process registry, standing in for a real registry's.
     #[arg(long, default_value = "300ms", value_parser = humantime_duration)]
     registry_delay: Duration,
@@ -102,16 +107,15 @@ async fn main() {
         graceful: args.graceful == Switch::On,
         registry: args.registry,
         registry_delay: args.registry_delay,
+        max_outstanding: args.max_outstanding,
         mode: args.mode,
         progress: !args.quiet,
         ..Options::default()
     };
     // Fail before a minute of load, not after it, when an output file cannot be written.
-    for path in [&args.json, &args.plot].into_iter().flatten() {
-        if let Err(error) = std::fs::File::create(path) {
-            eprintln!("rolling-deploy: cannot write {}: {error}", path.display());
-            std::process::exit(2);
-        }
+    if let Err(message) = check_outputs(args.json.as_deref(), args.plot.as_deref()) {
+        eprintln!("rolling-deploy: {message}");
+        std::process::exit(2);
     }
     let summary = match rolling::run(options).await {
         Ok(summary) => summary,
@@ -148,4 +152,48 @@ async fn main() {
     }
     let _ = stdout.flush();
     std::process::exit(if summary.lossless() && written { 0 } else { 1 });
+}
+
+/// Checks that the `--json` and `--plot` files can be written, without creating or
+/// truncating them: a run that is refused or interrupted leaves earlier results intact.
+fn check_outputs(json: Option<&Path>, plot: Option<&Path>) -> Result<(), String> {
+    if let Some(plot) = plot {
+        let svg = plot
+            .extension()
+            .is_some_and(|extension| extension.eq_ignore_ascii_case("svg"));
+        if !svg {
+            return Err(format!(
+                "--plot {}: the timeline is drawn as SVG; give a path ending in .svg",
+                plot.display()
+            ));
+        }
+    }
+    for path in json.into_iter().chain(plot) {
+        writable(path).map_err(|reason| format!("cannot write {}: {reason}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Whether `path` can be written: an existing file opened for appending (which changes
+/// nothing), or a new file in an existing directory.
+fn writable(path: &Path) -> Result<(), String> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Err("it is a directory".into()),
+        Ok(_) => std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map(drop)
+            .map_err(|error| error.to_string()),
+        Err(_) => {
+            let parent = match path.parent() {
+                Some(parent) if !parent.as_os_str().is_empty() => parent,
+                _ => Path::new("."),
+            };
+            match std::fs::metadata(parent) {
+                Ok(meta) if meta.is_dir() => Ok(()),
+                Ok(_) => Err(format!("{} is not a directory", parent.display())),
+                Err(error) => Err(format!("{}: {error}", parent.display())),
+            }
+        }
+    }
 }

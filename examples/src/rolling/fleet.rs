@@ -69,14 +69,28 @@ impl Fleet {
     pub async fn new(options: &Options) -> Result<Self, RollingError> {
         let url = RegistryUrl::parse(&options.registry)
             .map_err(|e| RollingError::Usage(e.to_string()))?;
+        let usage = |e: rpc::core::RegistryError| RollingError::Usage(format!("--registry: {e}"));
         let registry = if url.scheme() == "memory" {
+            url.expect_params(&["delay"]).map_err(usage)?;
+            if !url.hosts().is_empty() {
+                return Err(RollingError::Usage(format!(
+                    "--registry {}: a run uses its own in-process hub; give memory:// without a hub name",
+                    url.redacted()
+                )));
+            }
             let delay = url
                 .duration_param("delay", options.registry_delay)
-                .map_err(|e| RollingError::Usage(e.to_string()))?;
+                .map_err(usage)?;
             Registry::Memory {
                 hub: MemoryHub::new(),
                 delay,
             }
+        } else if url.scheme() == "static" {
+            return Err(RollingError::Usage(
+                "--registry static://… lists fixed addresses, but every restart starts an instance \
+                 on a new port; use memory://, etcd://, zookeeper:// or nacos://"
+                    .into(),
+            ));
         } else {
             // Fail early, with the registry's own error, if it cannot be reached.
             let probe = rpc::registry::connect(&options.registry)

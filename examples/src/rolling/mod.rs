@@ -69,6 +69,10 @@ pub struct Options {
     pub graceful: bool,
     /// Registry URL; `memory://` is the embedded default.
     pub registry: String,
+    /// Most requests in flight at once; a request due beyond it is not sent and counts
+    /// as failed (`ResourceExhausted`). Keeps memory bounded when the rate is more than
+    /// the machine can serve. Default [`load::DEFAULT_MAX_OUTSTANDING`].
+    pub max_outstanding: usize,
     /// Propagation delay of the in-process registry (ignored for other registries).
     pub registry_delay: Duration,
     /// In-process or child processes.
@@ -91,6 +95,7 @@ impl Default for Options {
             work_ms: 1,
             graceful: true,
             registry: "memory://".to_owned(),
+            max_outstanding: load::DEFAULT_MAX_OUTSTANDING,
             registry_delay: Duration::from_millis(300),
             mode: Mode::InProcess,
             progress: true,
@@ -139,7 +144,7 @@ pub async fn run(options: Options) -> Result<Summary, RollingError> {
     let (client_app, client) = fleet.client().await?;
 
     let plan = restart_plan(&options);
-    let warmup = (options.duration / 10).min(Duration::from_secs(5));
+    let warmup = warmup(options.duration);
     let interval = options.duration.saturating_sub(warmup * 2) / plan.len().max(1) as u32;
     let restarts: Arc<Mutex<Vec<RestartRecord>>> = Arc::default();
     let restarting: Arc<Mutex<Option<String>>> = Arc::default();
@@ -205,8 +210,8 @@ pub async fn run(options: Options) -> Result<Summary, RollingError> {
     let mut handle = None;
     let record = load::run(
         LoadOptions {
-            rate: options.rate,
-            duration: options.duration,
+            max_outstanding: options.max_outstanding,
+            ..LoadOptions::new(options.rate, options.duration)
         },
         |_| {
             let mut client = client.clone();
@@ -256,6 +261,11 @@ fn validate(options: &Options) -> Result<(), RollingError> {
     if options.duration < Duration::from_secs(2) {
         return Err(RollingError::Usage("--duration must be at least 2s".into()));
     }
+    if options.max_outstanding == 0 {
+        return Err(RollingError::Usage(
+            "--max-outstanding must be at least 1".into(),
+        ));
+    }
     if options.rounds == 0 {
         return Err(RollingError::Usage("--rounds must be at least 1".into()));
     }
@@ -283,22 +293,54 @@ fn restart_time(propagation: Duration) -> Duration {
     Duration::from_millis(500) + propagation + Duration::from_millis(300)
 }
 
+/// Quiet time before the first restart and after the last: a tenth of the run, at most
+/// 5 s, so steady-state latency has samples on both sides.
+fn warmup(duration: Duration) -> Duration {
+    (duration / 10).min(Duration::from_secs(5))
+}
+
 /// Refuses a `--duration` too short for the planned restarts: they must all happen while
 /// the load runs, or the run proves nothing about them.
 fn check_restarts_fit(options: &Options, propagation: Duration) -> Result<(), RollingError> {
     let restarts = restart_plan(options).len() as u32;
-    let warmup = (options.duration / 10).min(Duration::from_secs(5));
-    let needed = restart_time(propagation) * restarts + warmup * 2;
-    if options.duration < needed {
-        return Err(RollingError::Usage(format!(
-            "--duration {} is too short for {restarts} restarts: each needs about {} \
-             (offline window, registry propagation, start-up); use at least {}",
-            humantime::format_duration(options.duration),
-            humantime::format_duration(restart_time(propagation)),
-            humantime::format_duration(Duration::from_secs(needed.as_secs() + 1)),
-        )));
+    if fits(options.duration, restarts, propagation) {
+        return Ok(());
     }
-    Ok(())
+    Err(RollingError::Usage(format!(
+        "--duration {} is too short for {restarts} restarts: each needs about {} \
+         (offline window, registry propagation, start-up); use at least {}",
+        humantime::format_duration(options.duration),
+        humantime::format_duration(restart_time(propagation)),
+        humantime::format_duration(shortest_duration(restarts, propagation)),
+    )))
+}
+
+/// Whether `restarts` restarts fit in a run of `duration` between its two quiet times.
+fn fits(duration: Duration, restarts: u32, propagation: Duration) -> bool {
+    let restarting = restart_time(propagation).saturating_mul(restarts);
+    duration >= restarting.saturating_add(warmup(duration) * 2)
+}
+
+/// The shortest whole-second `--duration` that [`fits`]. The quiet times grow with the
+/// duration (a tenth each, up to 5 s), so this solves for it rather than adding them to
+/// the restart time of a too-short run.
+fn shortest_duration(restarts: u32, propagation: Duration) -> Duration {
+    let restarting = restart_time(propagation).saturating_mul(restarts);
+    // Below 50 s each quiet time is a tenth: d ≥ restarting + d/5, so d ≥ 1.25 × restarting.
+    let short = restarting.mul_f64(1.25);
+    let exact = if short <= Duration::from_secs(50) {
+        short
+    } else {
+        restarting
+            .saturating_add(Duration::from_secs(10))
+            .max(Duration::from_secs(50))
+    };
+    let mut whole = Duration::from_secs(exact.as_secs() + u64::from(exact.subsec_nanos() > 0));
+    // Guard against rounding in the division by 10.
+    while !fits(whole, restarts, propagation) {
+        whole += Duration::from_secs(1);
+    }
+    whole
 }
 
 /// Every proxy, then every provider, once per round.
@@ -343,4 +385,35 @@ fn spawn_progress(load: load::Load, restarting: Arc<Mutex<Option<String>>>, rate
             last_sent = sent;
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The advice in the "too short" error is itself accepted, and one second less is not.
+    #[test]
+    fn advised_duration_fits_and_is_the_shortest() {
+        for restarts in [1, 4, 10, 40, 200] {
+            for propagation_ms in [0, 300, 500, 1_000] {
+                let propagation = Duration::from_millis(propagation_ms);
+                let advised = shortest_duration(restarts, propagation);
+                assert!(
+                    fits(advised, restarts, propagation),
+                    "{restarts} {propagation_ms}"
+                );
+                let shorter = advised - Duration::from_secs(1);
+                assert!(
+                    !fits(shorter, restarts, propagation),
+                    "{restarts} restarts, {propagation_ms} ms: {advised:?} is not the shortest"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_default_run_fits() {
+        let options = Options::default();
+        assert!(check_restarts_fit(&options, options.registry_delay).is_ok());
+    }
 }

@@ -51,12 +51,71 @@ pub struct RestartRecord {
     pub at_s: f64,
     /// How long stopping the old instance took, in ms.
     pub stop_ms: f64,
-    /// The old instance's shutdown report (none after a kill).
+    /// The old instance's shutdown report (none after a kill); durations in the JSON
+    /// are in ms like every other time of the summary.
+    #[serde(serialize_with = "report_in_ms")]
     pub report: Option<ShutdownReport>,
     /// Address of the replacement, empty if it failed to start.
     pub replacement: String,
     /// Why the replacement could not start, if it could not.
     pub error: Option<String>,
+}
+
+/// A shutdown report as the JSON summary shows it: each duration as `*_ms`.
+#[derive(Serialize)]
+struct ReportMs<'a> {
+    steps: Vec<StepMs>,
+    total_ms: f64,
+    rejected: u64,
+    inbound_left: usize,
+    outbound_left: usize,
+    unregister_failures: usize,
+    connections_closed: usize,
+    connections_forced: usize,
+    callbacks_failed: usize,
+    interrupted_by: &'a Option<rpc::core::lifecycle::Interrupt>,
+    forced: bool,
+}
+
+#[derive(Serialize)]
+struct StepMs {
+    step: rpc::core::lifecycle::Step,
+    duration_ms: f64,
+    outcome: rpc::core::lifecycle::StepOutcome,
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e3
+}
+
+fn report_in_ms<S: serde::Serializer>(
+    report: &Option<ShutdownReport>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    report
+        .as_ref()
+        .map(|report| ReportMs {
+            steps: report
+                .steps
+                .iter()
+                .map(|step| StepMs {
+                    step: step.step,
+                    duration_ms: ms(step.duration),
+                    outcome: step.outcome,
+                })
+                .collect(),
+            total_ms: ms(report.total),
+            rejected: report.rejected,
+            inbound_left: report.inbound_left,
+            outbound_left: report.outbound_left,
+            unregister_failures: report.unregister_failures,
+            connections_closed: report.connections_closed,
+            connections_forced: report.connections_forced,
+            callbacks_failed: report.callbacks_failed,
+            interrupted_by: &report.interrupted_by,
+            forced: report.forced(),
+        })
+        .serialize(serializer)
 }
 
 impl RestartRecord {
@@ -96,14 +155,17 @@ impl RestartRecord {
 pub struct Summary {
     /// Requests per second asked for.
     pub requested_rate: u32,
-    /// Requests per second sent.
+    /// Requests per second that left the client (requests not sent excluded).
     pub achieved_rate: f64,
     /// Requests sent.
     pub sent: u64,
     /// Requests that succeeded.
     pub succeeded: u64,
-    /// Requests that failed.
+    /// Requests that failed (those not sent included).
     pub failed: u64,
+    /// Requests the load client did not send because `--max-outstanding` requests were
+    /// in flight (counted in `sent` and `failed`, as `ResourceExhausted`).
+    pub not_sent: u64,
     /// Failed requests by gRPC status code.
     pub failed_by_code: BTreeMap<String, u64>,
     /// Up to 20 failure messages.
@@ -157,7 +219,8 @@ impl Summary {
         let sending_s = options.duration.as_secs_f64();
         Self {
             requested_rate: options.rate,
-            achieved_rate: record.sent as f64 / sending_s,
+            achieved_rate: (record.sent - record.not_sent) as f64 / sending_s,
+            not_sent: record.not_sent,
             sent: record.sent,
             succeeded: record.succeeded,
             failed,
@@ -217,6 +280,13 @@ impl Summary {
             "  requests  sent {:>10}   succeeded {:>10}   failed {:>8}   success {:.4} %",
             self.sent, self.succeeded, self.failed, self.success_rate
         );
+        if self.not_sent > 0 {
+            let _ = writeln!(
+                out,
+                "            not sent: {} (the load client already had --max-outstanding requests in flight)",
+                self.not_sent
+            );
+        }
         for (code, count) in &self.failed_by_code {
             let _ = writeln!(out, "            failed with {code}: {count}");
         }
