@@ -33,8 +33,9 @@ pub struct LoadOptions {
 }
 
 /// Default bound on requests in flight: 20 000, four seconds of the default 5 000
-/// req/s — more than the 3 s call timeout lets pile up at that rate — and a few
-/// hundred MiB at most.
+/// req/s — more than the 3 s call timeout lets pile up at that rate. Each request in
+/// flight holds about 40 KiB across client, proxies and providers (measured: 824 MiB
+/// peak RSS at the bound), so a smaller bound suits a smaller machine.
 pub const DEFAULT_MAX_OUTSTANDING: usize = 20_000;
 
 impl LoadOptions {
@@ -194,6 +195,7 @@ fn histogram() -> Histogram<u64> {
 pub struct Load {
     record: Arc<Mutex<LoadRecord>>,
     restarting: Arc<std::sync::atomic::AtomicBool>,
+    sending_done: Arc<std::sync::atomic::AtomicBool>,
     finished: Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -203,6 +205,12 @@ impl Load {
     pub fn set_restarting(&self, restarting: bool) {
         self.restarting
             .store(restarting, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the schedule has ended: every request was sent (or counted as not sent);
+    /// some may still await their answer.
+    pub fn sending_done(&self) -> bool {
+        self.sending_done.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether every request has been sent and answered.
@@ -228,6 +236,7 @@ where
     let load = Load {
         record: Arc::new(Mutex::new(LoadRecord::new(started, options.duration))),
         restarting: Arc::default(),
+        sending_done: Arc::default(),
         finished: Arc::default(),
     };
     observe(load.clone());
@@ -265,6 +274,8 @@ where
         }
         load.record.lock().sent = sent;
     }
+    load.sending_done
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     while tasks.join_next().await.is_some() {}
     load.finished
         .store(true, std::sync::atomic::Ordering::Relaxed);

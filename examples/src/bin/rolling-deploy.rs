@@ -62,7 +62,8 @@ struct Args {
     /// Write the summary as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Draw the timeline (rate, failures, p99, restarts) as SVG to this file.
+    /// Draw the timeline (rate, failures, p99, restarts) as SVG to this file (the path
+    /// must end in .svg).
     #[arg(long)]
     plot: Option<PathBuf>,
     /// Do not print the progress line every second.

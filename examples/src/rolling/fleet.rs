@@ -95,7 +95,7 @@ impl Fleet {
             // Fail early, with the registry's own error, if it cannot be reached.
             let probe = rpc::registry::connect(&options.registry)
                 .await
-                .map_err(|e| RollingError::Usage(format!("--registry: {e}")))?;
+                .map_err(|e| RollingError::Usage(e.to_string()))?;
             let _ = probe.close().await;
             Registry::Url(options.registry.clone())
         };

@@ -160,7 +160,7 @@ pub async fn run(options: Options) -> Result<Summary, RollingError> {
             tokio::spawn(async move {
                 for (index, (role, slot)) in plan.into_iter().enumerate() {
                     tokio::time::sleep_until(started + warmup + interval * index as u32).await;
-                    if load.finished() {
+                    if load.sending_done() {
                         // Restarts after the load would prove nothing: the summary shows
                         // fewer restarts than planned, and the run fails.
                         break;
@@ -257,9 +257,6 @@ fn validate(options: &Options) -> Result<(), RollingError> {
         return Err(RollingError::Usage(
             "--rate must be at least 1 request/s".into(),
         ));
-    }
-    if options.duration < Duration::from_secs(2) {
-        return Err(RollingError::Usage("--duration must be at least 2s".into()));
     }
     if options.max_outstanding == 0 {
         return Err(RollingError::Usage(
@@ -363,12 +360,15 @@ fn spawn_progress(load: load::Load, restarting: Arc<Mutex<Option<String>>>, rate
             if load.finished() {
                 return;
             }
-            let (elapsed, sent, ok, failed, p99) = load.with_record(|r| {
+            // Requests not sent (the in-flight bound was reached) are not part of the
+            // achieved rate.
+            let (elapsed, sent, not_sent, ok, failed, p99) = load.with_record(|r| {
                 let second = r.seconds.len().saturating_sub(2);
                 let p99 = r.seconds.get(second).map_or(0.0, |s| s.p99_ms);
                 (
                     r.started.elapsed().as_secs(),
-                    r.sent,
+                    r.sent - r.not_sent,
+                    r.not_sent,
                     r.succeeded,
                     r.failed(),
                     p99,
@@ -378,8 +378,13 @@ fn spawn_progress(load: load::Load, restarting: Arc<Mutex<Option<String>>>, rate
                 .lock()
                 .clone()
                 .map_or_else(String::new, |n| format!(" | restarting {n}"));
+            let not_sent = if not_sent > 0 {
+                format!(" (not sent {not_sent})")
+            } else {
+                String::new()
+            };
             eprintln!(
-                "[{elapsed:>3}s] sent {sent:>7} ok {ok:>7} failed {failed:>5} | {:>5} req/s (target {rate}) | p99 {p99:.1} ms{restarting}",
+                "[{elapsed:>3}s] sent {sent:>7} ok {ok:>7} failed {failed:>5}{not_sent} | {:>5} req/s (target {rate}) | p99 {p99:.1} ms{restarting}",
                 sent.saturating_sub(last_sent)
             );
             last_sent = sent;

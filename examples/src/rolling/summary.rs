@@ -328,15 +328,15 @@ impl Summary {
         if let Some(rss) = self.peak_rss_bytes {
             let _ = writeln!(out, "  peak RSS  {:.1} MiB", rss as f64 / (1024.0 * 1024.0));
         }
-        let verdict = if self.failed == 0 {
-            "0 requests failed"
-        } else {
-            "REQUESTS FAILED"
+        let verdict = match (self.failed, self.restarts == self.restarts_planned) {
+            (0, true) => "0 requests failed",
+            (0, false) => "RESTARTS MISSING: 0 requests failed, but not every restart happened",
+            _ => "REQUESTS FAILED",
         };
         let _ = writeln!(
             out,
-            "  result    {verdict} ({} of {} failed)",
-            self.failed, self.sent
+            "  result    {verdict} ({} of {} failed; {} of {} restarts)",
+            self.failed, self.sent, self.restarts, self.restarts_planned
         );
         out
     }
