@@ -57,20 +57,17 @@ async fn measure(with_client: bool) -> Vec<f64> {
     overheads
 }
 
-fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        println!("idle provider, trigger to end of shutdown, minus the 500 ms offline window ({RUNS} runs)");
-        for (label, with_client) in [("no client", false), ("one idle client", true)] {
-            let overheads = measure(with_client).await;
-            let max = overheads.iter().copied().fold(f64::MIN, f64::max);
-            println!(
-                "  {label:<16} median +{:.1} ms   max +{max:.1} ms   (target ≤ +200 ms)",
-                median(&overheads)
-            );
-        }
-    });
+#[tokio::main]
+async fn main() {
+    println!(
+        "idle provider, trigger to end of shutdown, minus the 500 ms offline window ({RUNS} runs)"
+    );
+    for (label, with_client) in [("no client", false), ("one idle client", true)] {
+        let overheads = measure(with_client).await;
+        let max = overheads.iter().copied().fold(f64::MIN, f64::max);
+        println!(
+            "  {label:<16} median +{:.1} ms   max +{max:.1} ms   (target ≤ +200 ms)",
+            median(&overheads)
+        );
+    }
 }

@@ -26,19 +26,12 @@ use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
 use rpc::registry::MemoryHub;
 use rpc::{Application, Config};
-use rpc_benches::{Measured, histogram, median};
+use rpc_benches::{Measured, env_u64, histogram, median};
 use rpc_examples::services::EchoProvider;
 use std::future::Future;
 use tokio::time::Instant;
 
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn request() -> EchoRequest {
     EchoRequest {
@@ -123,151 +116,141 @@ async fn ours() -> (EchoClient<rpc::ReferenceChannel>, Vec<Application>) {
     (client, vec![consumer, provider])
 }
 
-/// CPU time this process has used (user + system), from /proc/self/stat.
+/// CPU time this process has used (user + system), from getrusage(2).
 fn cpu_time() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
+    use nix::sys::resource::{UsageWho, getrusage};
+    let Ok(usage) = getrusage(UsageWho::RUSAGE_SELF) else {
+        return Duration::ZERO;
     };
-    // Fields 14 and 15 of the file (utime, stime), counted after the command name.
-    Duration::from_millis((ticks(11) + ticks(12)) * 10)
+    let micros = |time: nix::sys::time::TimeVal| {
+        Duration::from_secs(time.tv_sec() as u64) + Duration::from_micros(time.tv_usec() as u64)
+    };
+    micros(usage.user_time()) + micros(usage.system_time())
 }
 
-fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let seconds = Duration::from_millis(env("OVERHEAD_MILLIS", 1_500));
-        let rounds = env("OVERHEAD_ROUNDS", 7) as usize;
-        let plain_stub = plain().await;
-        let (our_client, _apps) = ours().await;
-        let plain = move || {
-            let mut client = plain_stub.clone();
-            async move {
-                client.echo(request()).await.expect("plain echo succeeds");
-            }
-        };
-        let ours = move || {
-            let mut client = our_client.clone();
-            async move {
-                client.echo(request()).await.expect("rpc echo succeeds");
-            }
-        };
-        if let Ok(stack) = std::env::var("OVERHEAD_PROFILE") {
-            let seconds = Duration::from_secs(3);
-            let profile_calls = env("OVERHEAD_PROFILE_CALLS", 16) as usize;
-            let cpu_before = cpu_time();
-            let measured = match stack.as_str() {
-                "plain" => drive(plain, profile_calls, seconds).await,
-                "rpc-server" => {
-                    // A plain tonic client against our provider.
-                    let client = plain_client(_apps[1].local_addr().unwrap()).await;
-                    let call = move || {
-                        let mut client = client.clone();
-                        async move {
-                            client.echo(request()).await.expect("echo succeeds");
-                        }
-                    };
-                    drive(call, profile_calls, seconds).await
-                }
-                "rpc-client" => {
-                    // Our consumer against a plain tonic server.
-                    let addr = plain_server().await;
-                    let mut builder = Application::builder(Config::default());
-                    builder.registry(
-                        "default",
-                        Arc::new(rpc::registry::StaticRegistry::new(vec![(
-                            addr.ip().to_string(),
-                            addr.port(),
-                        )])),
-                    );
-                    let client = EchoClient::new(builder.reference("echo.Echo"));
-                    let _app = builder.start().await.unwrap();
-                    let call = move || {
-                        let mut client = client.clone();
-                        async move {
-                            client.echo(request()).await.expect("echo succeeds");
-                        }
-                    };
-                    drive(call, profile_calls, seconds).await
-                }
-                _ => drive(ours, profile_calls, seconds).await,
-            };
-            let requests = measured.qps * seconds.as_secs_f64();
-            let cpu_us = (cpu_time() - cpu_before).as_secs_f64() * 1e6 / requests;
-            println!("{stack} alone at {profile_calls} calls: {measured:?}, CPU {cpu_us:.1} µs per request");
-            return;
+#[tokio::main]
+async fn main() {
+    let seconds = Duration::from_millis(env_u64("OVERHEAD_MILLIS", 1_500));
+    let rounds = env_u64("OVERHEAD_ROUNDS", 7) as usize;
+    let plain_stub = plain().await;
+    let (our_client, _apps) = ours().await;
+    let plain = move || {
+        let mut client = plain_stub.clone();
+        async move {
+            client.echo(request()).await.expect("plain echo succeeds");
         }
-        // Warm both: connections, allocator, P2C estimates.
-        drive(plain.clone(), 16, Duration::from_secs(1)).await;
-        drive(ours.clone(), 16, Duration::from_secs(1)).await;
-
-        println!(
-            "{:>11} {:>6} {:>10} {:>9} {:>9}",
-            "stack", "calls", "qps", "p50 µs", "p99 µs"
-        );
-        let mut last = (0.0, 0.0);
-        for concurrency in CONCURRENCY {
-            let mut plain_runs = Vec::new();
-            let mut our_runs = Vec::new();
-            // Pairs of back-to-back runs: a pair sees the same machine conditions, so
-            // the median of the per-pair ratios resists noise from other tenants.
-            let mut pair_ratios = Vec::new();
-            for round in 0..rounds {
-                let (plain_run, our_run) = if round % 2 == 0 {
-                    let plain_run = drive(plain.clone(), concurrency, seconds).await;
-                    (plain_run, drive(ours.clone(), concurrency, seconds).await)
-                } else {
-                    let our_run = drive(ours.clone(), concurrency, seconds).await;
-                    (drive(plain.clone(), concurrency, seconds).await, our_run)
+    };
+    let ours = move || {
+        let mut client = our_client.clone();
+        async move {
+            client.echo(request()).await.expect("rpc echo succeeds");
+        }
+    };
+    if let Ok(stack) = std::env::var("OVERHEAD_PROFILE") {
+        let seconds = Duration::from_secs(3);
+        let profile_calls = env_u64("OVERHEAD_PROFILE_CALLS", 16) as usize;
+        let cpu_before = cpu_time();
+        let measured = match stack.as_str() {
+            "plain" => drive(plain, profile_calls, seconds).await,
+            "rpc-server" => {
+                // A plain tonic client against our provider.
+                let client = plain_client(_apps[1].local_addr().unwrap()).await;
+                let call = move || {
+                    let mut client = client.clone();
+                    async move {
+                        client.echo(request()).await.expect("echo succeeds");
+                    }
                 };
-                pair_ratios.push((
-                    our_run.qps / plain_run.qps,
-                    our_run.p50_us as f64 / plain_run.p50_us as f64,
-                    our_run.p99_us as f64 / plain_run.p99_us as f64,
-                ));
-                plain_runs.push(plain_run);
-                our_runs.push(our_run);
+                drive(call, profile_calls, seconds).await
             }
-            let summarize = |runs: &[Measured]| {
-                (
-                    median(&runs.iter().map(|m| m.qps).collect::<Vec<_>>()),
-                    median(&runs.iter().map(|m| m.p50_us as f64).collect::<Vec<_>>()),
-                    median(&runs.iter().map(|m| m.p99_us as f64).collect::<Vec<_>>()),
-                )
+            "rpc-client" => {
+                // Our consumer against a plain tonic server.
+                let addr = plain_server().await;
+                let mut builder = Application::builder(Config::default());
+                builder.registry(
+                    "default",
+                    Arc::new(rpc::registry::StaticRegistry::new(vec![(
+                        addr.ip().to_string(),
+                        addr.port(),
+                    )])),
+                );
+                let client = EchoClient::new(builder.reference("echo.Echo"));
+                let _app = builder.start().await.unwrap();
+                let call = move || {
+                    let mut client = client.clone();
+                    async move {
+                        client.echo(request()).await.expect("echo succeeds");
+                    }
+                };
+                drive(call, profile_calls, seconds).await
+            }
+            _ => drive(ours, profile_calls, seconds).await,
+        };
+        let requests = measured.qps * seconds.as_secs_f64();
+        let cpu_us = (cpu_time() - cpu_before).as_secs_f64() * 1e6 / requests;
+        println!(
+            "{stack} alone at {profile_calls} calls: {measured:?}, CPU {cpu_us:.1} µs per request"
+        );
+        return;
+    }
+    // Warm both: connections, allocator, P2C estimates.
+    drive(plain.clone(), 16, Duration::from_secs(1)).await;
+    drive(ours.clone(), 16, Duration::from_secs(1)).await;
+
+    println!(
+        "{:>11} {:>6} {:>10} {:>9} {:>9}",
+        "stack", "calls", "qps", "p50 µs", "p99 µs"
+    );
+    let mut last = (0.0, 0.0);
+    for concurrency in CONCURRENCY {
+        let mut plain_runs = Vec::new();
+        let mut our_runs = Vec::new();
+        // Pairs of back-to-back runs: a pair sees the same machine conditions, so
+        // the median of the per-pair ratios resists noise from other tenants.
+        let mut pair_ratios = Vec::new();
+        for round in 0..rounds {
+            let (plain_run, our_run) = if round % 2 == 0 {
+                let plain_run = drive(plain.clone(), concurrency, seconds).await;
+                (plain_run, drive(ours.clone(), concurrency, seconds).await)
+            } else {
+                let our_run = drive(ours.clone(), concurrency, seconds).await;
+                (drive(plain.clone(), concurrency, seconds).await, our_run)
             };
-            let (plain_qps, plain_p50, plain_p99) = summarize(&plain_runs);
-            let (our_qps, our_p50, our_p99) = summarize(&our_runs);
-            println!(
-                "{:>11} {concurrency:>6} {plain_qps:>10.0} {plain_p50:>9.0} {plain_p99:>9.0}",
-                "plain tonic"
-            );
-            println!(
-                "{:>11} {concurrency:>6} {our_qps:>10.0} {our_p50:>9.0} {our_p99:>9.0}",
-                "rpc"
-            );
-            let qps_ratio = median(&pair_ratios.iter().map(|r| r.0).collect::<Vec<_>>());
-            let p50_ratio = median(&pair_ratios.iter().map(|r| r.1).collect::<Vec<_>>());
-            let p99_ratio = median(&pair_ratios.iter().map(|r| r.2).collect::<Vec<_>>());
-            println!(
-                "{:>11} {concurrency:>6} qps_ratio={qps_ratio:.3} p50_ratio={p50_ratio:.3} p99_ratio={p99_ratio:.3} (median of {rounds} paired runs)",
-                "ratio"
-            );
-            if concurrency == 16 {
-                last = (qps_ratio, p99_ratio);
-            }
+            pair_ratios.push((
+                our_run.qps / plain_run.qps,
+                our_run.p50_us as f64 / plain_run.p50_us as f64,
+                our_run.p99_us as f64 / plain_run.p99_us as f64,
+            ));
+            plain_runs.push(plain_run);
+            our_runs.push(our_run);
         }
-        println!("overhead: qps_ratio={:.3} p99_ratio={:.3}", last.0, last.1);
-    });
+        let summarize = |runs: &[Measured]| {
+            (
+                median(&runs.iter().map(|m| m.qps).collect::<Vec<_>>()),
+                median(&runs.iter().map(|m| m.p50_us as f64).collect::<Vec<_>>()),
+                median(&runs.iter().map(|m| m.p99_us as f64).collect::<Vec<_>>()),
+            )
+        };
+        let (plain_qps, plain_p50, plain_p99) = summarize(&plain_runs);
+        let (our_qps, our_p50, our_p99) = summarize(&our_runs);
+        println!(
+            "{:>11} {concurrency:>6} {plain_qps:>10.0} {plain_p50:>9.0} {plain_p99:>9.0}",
+            "plain tonic"
+        );
+        println!(
+            "{:>11} {concurrency:>6} {our_qps:>10.0} {our_p50:>9.0} {our_p99:>9.0}",
+            "rpc"
+        );
+        let qps_ratio = median(&pair_ratios.iter().map(|r| r.0).collect::<Vec<_>>());
+        let p50_ratio = median(&pair_ratios.iter().map(|r| r.1).collect::<Vec<_>>());
+        let p99_ratio = median(&pair_ratios.iter().map(|r| r.2).collect::<Vec<_>>());
+        println!(
+            "{:>11} {concurrency:>6} qps_ratio={qps_ratio:.3} p50_ratio={p50_ratio:.3} p99_ratio={p99_ratio:.3} (median of {rounds} paired runs)",
+            "ratio"
+        );
+        if concurrency == 16 {
+            last = (qps_ratio, p99_ratio);
+        }
+    }
+    println!("overhead: qps_ratio={:.3} p99_ratio={:.3}", last.0, last.1);
 }

@@ -79,11 +79,7 @@ struct Measured {
 }
 
 fn main() {
-    let rounds: u64 = std::env::var("RPC_BENCH_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .filter(|r| *r > 0)
-        .unwrap_or(200);
+    let rounds = rpc_benches::env_u64("RPC_BENCH_ROUNDS", 200);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

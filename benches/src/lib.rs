@@ -34,6 +34,16 @@ impl Measured {
     }
 }
 
+/// The positive integer in environment variable `name`, or `default` when it is unset,
+/// not a number or 0.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.trim().parse().ok())
+        .filter(|value| *value > 0)
+        .unwrap_or(default)
+}
+
 /// The median of `values` (sorted copy; the middle one, or the lower middle).
 pub fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();

@@ -244,6 +244,7 @@ where
     let mut ticker = tokio::time::interval(Duration::from_millis(1));
     ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let total = u64::from(options.rate) * options.duration.as_millis() as u64 / 1000;
+    let not_sent = over_limit(&options);
     let mut sent = 0u64;
     while sent < total {
         ticker.tick().await;
@@ -258,7 +259,7 @@ where
             if tasks.len() >= options.max_outstanding {
                 load.record
                     .lock()
-                    .record_not_sent(sent_at, over_limit(&options));
+                    .record_not_sent(sent_at, not_sent.clone());
                 sent += 1;
                 continue;
             }

@@ -128,31 +128,31 @@ async fn main() {
     // Output errors (a closed pipe) are ignored: the exit code carries the result.
     let mut stdout = std::io::stdout().lock();
     let _ = write!(stdout, "{}", summary.table());
-    let mut written = true;
-    if let Some(path) = &args.json {
-        match summary.write_json(path) {
-            Ok(()) => {
-                let _ = writeln!(stdout, "  json      {}", path.display());
-            }
-            Err(error) => {
-                written = false;
-                eprintln!("rolling-deploy: cannot write {}: {error}", path.display());
-            }
-        }
-    }
-    if let Some(path) = &args.plot {
-        match summary.write_plot(path) {
-            Ok(()) => {
-                let _ = writeln!(stdout, "  plot      {}", path.display());
-            }
-            Err(error) => {
-                written = false;
-                eprintln!("rolling-deploy: cannot draw {}: {error}", path.display());
-            }
-        }
-    }
+    let json_written = args.json.as_ref().is_none_or(|path| {
+        let result = summary.write_json(path).map_err(|e| e.to_string());
+        announce(&mut stdout, "json", path, result)
+    });
+    let plot_written = args
+        .plot
+        .as_ref()
+        .is_none_or(|path| announce(&mut stdout, "plot", path, summary.write_plot(path)));
     let _ = stdout.flush();
+    let written = json_written && plot_written;
     std::process::exit(if summary.lossless() && written { 0 } else { 1 });
+}
+
+/// Prints where an output file went, or why it could not be written; true when written.
+fn announce(out: &mut impl Write, label: &str, path: &Path, result: Result<(), String>) -> bool {
+    match result {
+        Ok(()) => {
+            let _ = writeln!(out, "  {label:<9} {}", path.display());
+            true
+        }
+        Err(error) => {
+            eprintln!("rolling-deploy: cannot write {}: {error}", path.display());
+            false
+        }
+    }
 }
 
 /// Checks that the `--json` and `--plot` files can be written, without creating or

@@ -359,10 +359,9 @@ impl Summary {
     }
 }
 
-/// The process's peak resident set size (`VmHWM` in /proc/self/status), in bytes.
+/// The process's peak resident set size, in bytes.
 fn peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
+    // getrusage(2) reports the peak in KiB on Linux.
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok()?;
+    u64::try_from(usage.max_rss()).ok().map(|kib| kib * 1024)
 }
