@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::network::{ClientCore, NetworkSettings};
 use crate::retry::{Backoff, Failure, bounded};
-use crate::snapshots::SnapshotPublisher;
+use crate::snapshots::{SnapshotPublisher, to_revision};
 use crate::url::RegistryUrl;
 
 /// Port used when the URL gives none.
@@ -259,10 +259,6 @@ fn is_lease_gone(error: &EtcdError) -> bool {
         etcd_client::Error::LeaseKeepAliveError(message) => message.contains("not found"),
         _ => false,
     }
-}
-
-fn to_revision(revision: i64) -> u64 {
-    u64::try_from(revision).unwrap_or(0)
 }
 
 impl Shared {

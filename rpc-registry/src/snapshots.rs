@@ -82,13 +82,20 @@ impl SubscriptionSet {
     }
 }
 
+/// A server's signed revision counter (etcd revision, ZooKeeper zxid) as a snapshot
+/// revision; a negative value, which servers never send, counts as 0.
+#[cfg(any(feature = "etcd", feature = "zookeeper"))]
+pub(crate) fn to_revision(revision: i64) -> u64 {
+    u64::try_from(revision).unwrap_or(0)
+}
+
 /// The sending side of one subscription: publishes full sets, applying the rules above.
 #[derive(Debug)]
 pub(crate) struct SnapshotPublisher {
     service: ServiceKey,
+    /// Holds the last snapshot delivered (instances sorted by id): the comparison
+    /// with the next set reads it there.
     tx: watch::Sender<Option<Snapshot>>,
-    /// The last set delivered, sorted by instance id, with its revision.
-    last: Option<(u64, Vec<Instance>)>,
 }
 
 impl SnapshotPublisher {
@@ -98,27 +105,19 @@ impl SnapshotPublisher {
     ) -> (Self, impl Stream<Item = Snapshot> + Send + Unpin + 'static) {
         let (tx, rx) = watch::channel(None);
         let stream = WatchStream::from_changes(rx).filter_map(futures_util::future::ready);
-        (
-            Self {
-                service,
-                tx,
-                last: None,
-            },
-            stream,
-        )
+        (Self { service, tx }, stream)
     }
 
     /// Publishes `instances` as the service's full set at the server's `revision`, unless
     /// it equals the last set published. Returns the revision used, if published.
     pub(crate) fn publish(&mut self, revision: u64, mut instances: Vec<Instance>) -> Option<u64> {
         instances.sort_by(|a, b| a.id.cmp(&b.id));
-        let revision = match &self.last {
-            Some((_, last)) if *last == instances => return None,
-            Some((last_revision, _)) => revision.max(last_revision + 1),
+        let revision = match &*self.tx.borrow() {
+            Some(last) if *last.instances == *instances => return None,
+            Some(last) => revision.max(last.revision + 1),
             None => revision,
         };
-        let snapshot = Snapshot::new(self.service.clone(), revision, instances.clone());
-        self.last = Some((revision, instances));
+        let snapshot = Snapshot::new(self.service.clone(), revision, instances);
         self.tx.send_replace(Some(snapshot));
         Some(revision)
     }

@@ -55,7 +55,7 @@ use zookeeper_client::{Acl, Acls, Client, CreateMode, Error as ZkError, Permissi
 
 use crate::network::{ClientCore, NetworkSettings};
 use crate::retry::{Backoff, Failure, bounded};
-use crate::snapshots::SnapshotPublisher;
+use crate::snapshots::{SnapshotPublisher, to_revision};
 use crate::url::RegistryUrl;
 
 /// Port used when the URL gives none.
@@ -238,10 +238,6 @@ fn node_name(id: &str) -> String {
         name = name.replace('.', "%2E");
     }
     name
-}
-
-fn to_revision(zxid: i64) -> u64 {
-    u64::try_from(zxid).unwrap_or(0)
 }
 
 impl Shared {
