@@ -19,6 +19,7 @@ use crate::channel::ClusterInner;
 use crate::classify::{
     Failure, FailureKind, Outcome, classify_error, classify_response, says_closing,
 };
+use crate::directory::Directory;
 use crate::error::ClusterError;
 use crate::invoker::Invoker;
 use crate::loadbalance::{Candidates, InvokerList, RequestInfo};
@@ -76,27 +77,27 @@ impl CallContext {
     /// Picks an instance not tried yet: the load balance's choice, or in panic mode
     /// (nothing selectable) the one whose ejection or closing ends soonest.
     pub(crate) fn pick(&mut self) -> Option<Arc<Invoker>> {
-        let directory = self.cluster.directory.clone();
-        self.pick_live(|| directory.current(), true)
+        self.pick_live(Directory::current, true)
     }
 
     /// Like [`CallContext::pick`], but never in panic mode: `None` when no instance is
     /// selectable (for extra forks, which must not go to an ejected or closing one).
     pub(crate) fn pick_selectable(&mut self) -> Option<Arc<Invoker>> {
-        let directory = self.cluster.directory.clone();
-        self.pick_live(|| directory.current(), false)
+        self.pick_live(Directory::current, false)
     }
 
-    /// Picks from the list `current` returns. An instance removed by a registry update
-    /// after the list was loaded is passed over and the pick made again from a fresh
-    /// list, so a call never goes to an instance that already left.
+    /// Picks from the list `current` reads from the directory (borrowed, so a pick
+    /// writes no shared reference count). An instance removed by a registry update after
+    /// the list was loaded is passed over and the pick made again from a fresh list, so a
+    /// call never goes to an instance that already left.
     fn pick_live<L: std::ops::Deref<Target = InvokerList>>(
         &mut self,
-        current: impl Fn() -> L,
+        current: impl Fn(&Directory) -> L,
         panic: bool,
     ) -> Option<Arc<Invoker>> {
         loop {
-            let invoker = self.pick_from(&current(), panic)?;
+            let list = current(&self.cluster.directory);
+            let invoker = self.pick_from(&list, panic)?;
             if !invoker.is_removed() {
                 return Some(invoker);
             }
@@ -127,7 +128,8 @@ impl CallContext {
         let now = candidates.now();
         let index = (0..candidates.len())
             .filter(|&i| {
-                candidates.get(i).weight() > 0 && !self.tried.contains(candidates.get(i).id())
+                let invoker = candidates.get(i);
+                invoker.weight() > 0 && !invoker.is_removed() && !self.tried.contains(invoker.id())
             })
             .min_by_key(|&i| match candidates.get(i).health().availability(now) {
                 Availability::Unavailable { until } => until,
@@ -411,7 +413,7 @@ mod tests {
         let loads = std::sync::atomic::AtomicUsize::new(0);
         let picked = call
             .pick_live(
-                || {
+                |_| {
                     if loads.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
                         stale.clone()
                     } else {

@@ -169,7 +169,6 @@ impl Service<Request<TonicBody>> for ClusterChannel {
     fn call(&mut self, request: Request<TonicBody>) -> Self::Future {
         let inner = self.inner.clone();
         inner.stats.note_call();
-        inner.budget.deposit();
         let kind = inner.config.cluster;
         strategy::run(kind, CallContext::new(inner, request))
     }

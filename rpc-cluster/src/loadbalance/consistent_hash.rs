@@ -70,7 +70,8 @@ impl LoadBalance for ConsistentHash {
         if ring.points.is_empty() {
             return None;
         }
-        let start = ring.points.partition_point(|&(point, _)| point < hash(key));
+        let key_hash = hash(key);
+        let start = ring.points.partition_point(|&(point, _)| point < key_hash);
         (0..ring.points.len())
             .map(|step| ring.points[(start + step) % ring.points.len()].1 as usize)
             .find(|&index| candidates.is_selectable(index))

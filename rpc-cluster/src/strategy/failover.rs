@@ -20,6 +20,8 @@ use crate::classify::Outcome;
 /// Unlike failover in some frameworks we studied, a timeout of a non-idempotent method
 /// is never retried: such a request runs at most once.
 pub(crate) async fn run(mut call: CallContext) -> Result<Response<TonicBody>, BoxError> {
+    // Only failover retries, so only its calls earn retry budget.
+    call.cluster.budget.deposit();
     let mut retries_left = call.retries;
     let mut attempt = 0u32;
     loop {
