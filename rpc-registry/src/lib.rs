@@ -76,7 +76,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
 /// - [`RegistryError::Unreachable`] when the server does not answer within the connect
 ///   timeout (the message names it).
 pub async fn connect(url: &str) -> Result<Arc<dyn Registry>, RegistryError> {
-    let url = RegistryUrl::parse(url)?;
+    let url = check_url(url)?;
     match url.scheme() {
         "memory" => Ok(Arc::new(MemoryRegistry::from_url(&url)?)),
         "static" => Ok(Arc::new(StaticRegistry::from_url(&url)?)),
@@ -86,14 +86,27 @@ pub async fn connect(url: &str) -> Result<Arc<dyn Registry>, RegistryError> {
         "zookeeper" => Ok(Arc::new(ZooKeeperRegistry::connect(&url).await?)),
         #[cfg(feature = "nacos")]
         "nacos" => Ok(Arc::new(NacosRegistry::connect(&url).await?)),
-        scheme if SCHEMES.contains(&scheme) => Err(url.invalid(format!(
+        scheme => Err(url.invalid(format!(
             "the `{scheme}` backend is not compiled in (enable the `{scheme}` feature of rpc-registry)"
         ))),
-        scheme => Err(url.invalid(format!(
-            "unknown scheme `{scheme}` (known: {})",
-            SCHEMES.join(", ")
-        ))),
     }
+}
+
+/// Parses `url` and checks that its scheme is one of [`SCHEMES`], without connecting
+/// (for validating configuration before start-up).
+///
+/// # Errors
+/// [`RegistryError::InvalidUrl`] for a malformed URL or an unknown scheme.
+pub fn check_url(url: &str) -> Result<RegistryUrl, RegistryError> {
+    let url = RegistryUrl::parse(url)?;
+    if !SCHEMES.contains(&url.scheme()) {
+        return Err(url.invalid(format!(
+            "unknown scheme `{}` (known: {})",
+            url.scheme(),
+            SCHEMES.join(", ")
+        )));
+    }
+    Ok(url)
 }
 
 #[cfg(test)]

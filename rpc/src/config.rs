@@ -306,14 +306,7 @@ impl Config {
     /// URLs, the bind address). Returns the offending key and what is wrong.
     fn validate(&self) -> Result<(), (String, String)> {
         for (name, registry) in &self.registries {
-            rpc_registry::RegistryUrl::parse(&registry.url)
-                .and_then(|url| match url.scheme() {
-                    scheme if rpc_registry::SCHEMES.contains(&scheme) => Ok(()),
-                    scheme => Err(url.invalid(format!(
-                        "unknown scheme `{scheme}` (known: {})",
-                        rpc_registry::SCHEMES.join(", ")
-                    ))),
-                })
+            rpc_registry::check_url(&registry.url)
                 .map_err(|error| (format!("registries.{name}.url"), error.to_string()))?;
         }
         if !matches!(self.protocol.name.as_str(), "tri" | "grpc") {
@@ -337,14 +330,8 @@ impl Config {
                 "must be more than 0".into(),
             ));
         }
-        if let Some(name) = &self.consumer.registry
-            && !self.registries.contains_key(name)
-        {
-            return Err((
-                "consumer.registry".into(),
-                format!("`{name}` is not under `registries`"),
-            ));
-        }
+        // `consumer.registry` may name a registry the application supplies in code
+        // (`ApplicationBuilder::registry`), so start-up checks it, not the file.
         let nested = |section: &str, result: Result<(), rpc_cluster::InvalidSetting>| {
             result.map_err(|invalid| (format!("{section}.{}", invalid.key), invalid.reason))
         };
@@ -438,6 +425,26 @@ mod tests {
 
     fn yaml(text: &str) -> Result<Config, ConfigError> {
         Config::from_str(text, FileFormat::Yaml, "test.yaml")
+    }
+
+    /// The registry may come from code (`ApplicationBuilder::registry`), so the file alone
+    /// cannot tell that the name is unknown; start-up checks it.
+    #[test]
+    fn consumer_registry_may_name_a_registry_given_in_code() {
+        let config = yaml("consumer:\n  registry: supplied-in-code\n").unwrap();
+        assert_eq!(
+            config.consumer.registry.as_deref(),
+            Some("supplied-in-code")
+        );
+    }
+
+    #[test]
+    fn an_unknown_registry_scheme_names_the_key() {
+        let error = yaml("registries:\n  main:\n    url: foo://x\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("registries.main.url"), "{error}");
+        assert!(error.contains("unknown scheme `foo`"), "{error}");
     }
 
     #[test]
