@@ -131,8 +131,8 @@ async fn measure(url: &str, rounds: u64, jitter: Duration) -> Result<Measured, S
         .map_err(|e| e.to_string())?;
     wait_until(&mut subscription, |count| count == 0).await?;
     let mut measured = Measured {
-        unregister: Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds"),
-        register: Histogram::new_with_bounds(1, 60_000_000, 3).expect("histogram bounds"),
+        unregister: rpc_benches::histogram(),
+        register: rpc_benches::histogram(),
     };
     let result = rounds_loop(
         &provider,

@@ -58,7 +58,8 @@ pub struct Second {
     pub succeeded: u64,
     /// Requests sent in this second that failed.
     pub failed: u64,
-    /// 99th percentile latency of this second's requests, in ms.
+    /// 99th percentile latency of this second's requests, in ms (filled when the run
+    /// ends; see [`LoadRecord::p99_ms`] while it runs).
     pub p99_ms: f64,
 }
 
@@ -108,6 +109,22 @@ impl LoadRecord {
         }
     }
 
+    /// 99th percentile latency (ms) of the requests sent in `second`, so far; 0 for a
+    /// second without answers. Computed when read: a quantile scans the histogram,
+    /// too costly for every answer under the record's lock.
+    pub fn p99_ms(&self, second: usize) -> f64 {
+        self.second_histograms
+            .get(second)
+            .map_or(0.0, |h| h.value_at_quantile(0.99) as f64 / 1000.0)
+    }
+
+    /// Fills each second's `p99_ms` (once, when the run is over).
+    fn finish_seconds(&mut self) {
+        for (index, histogram) in self.second_histograms.iter().enumerate() {
+            self.seconds[index].p99_ms = histogram.value_at_quantile(0.99) as f64 / 1000.0;
+        }
+    }
+
     /// Requests that failed.
     pub fn failed(&self) -> u64 {
         self.failed_by_code.values().sum()
@@ -135,8 +152,6 @@ impl LoadRecord {
         let index = self.count(sent_at, result);
         let micros = latency.as_micros().max(1) as u64;
         let _ = self.second_histograms[index].record(micros);
-        self.seconds[index].p99_ms =
-            self.second_histograms[index].value_at_quantile(0.99) as f64 / 1000.0;
         let target = if restarting {
             &mut self.during_restart
         } else {
@@ -145,8 +160,10 @@ impl LoadRecord {
         let _ = target.record(micros);
     }
 
-    /// A request that was due at `at` but not sent: a failure with no latency.
-    fn record_not_sent(&mut self, at: Instant, status: tonic::Status) {
+    /// Request number `number` (from 1), due at `at`, was not sent: a failure with no
+    /// latency. `sent` moves with it, so readers never see more not sent than sent.
+    fn record_not_sent(&mut self, number: u64, at: Instant, status: tonic::Status) {
+        self.sent = number;
         self.not_sent += 1;
         self.count(at, Err(status));
     }
@@ -257,10 +274,10 @@ where
             let restarting = load.restarting.load(std::sync::atomic::Ordering::Relaxed);
             let sent_at = Instant::now();
             if tasks.len() >= options.max_outstanding {
+                sent += 1;
                 load.record
                     .lock()
-                    .record_not_sent(sent_at, not_sent.clone());
-                sent += 1;
+                    .record_not_sent(sent, sent_at, not_sent.clone());
                 continue;
             }
             let future = call(sent);
@@ -281,10 +298,12 @@ where
     load.finished
         .store(true, std::sync::atomic::Ordering::Relaxed);
     // Observers may still hold the handle: take the record out rather than unwrap.
-    std::mem::replace(
+    let mut record = std::mem::replace(
         &mut *load.record.lock(),
         LoadRecord::new(started, options.duration),
-    )
+    );
+    record.finish_seconds();
+    record
 }
 
 #[cfg(test)]

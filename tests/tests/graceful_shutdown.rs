@@ -133,9 +133,13 @@ async fn a_silent_connection_does_not_delay_exit() {
         .await
         .unwrap();
     let server = provider.lifecycle().servers()[0].clone();
-    while server.open_connections() == 0 {
-        tokio::task::yield_now().await;
-    }
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while server.open_connections() == 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the server sees the client's connection");
     let window = provider.lifecycle().config().offline_request_window_timeout;
     let started = Instant::now();
     let report = provider.before_shutdown().await;

@@ -116,6 +116,10 @@ async fn check_waits_for_a_provider_that_arrives_in_time() {
     let mut client = EchoClient::new(builder.reference("echo.Echo"));
     let consumer = tokio::spawn(builder.start());
     tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !consumer.is_finished(),
+        "start-up waits while no provider is known"
+    );
     let provider = common::echo_provider(&hub, 0, common::config("provider")).await;
     let consumer = consumer
         .await

@@ -364,7 +364,7 @@ fn spawn_progress(load: load::Load, restarting: Arc<Mutex<Option<String>>>, rate
             // achieved rate.
             let (elapsed, sent, not_sent, ok, failed, p99) = load.with_record(|r| {
                 let second = r.seconds.len().saturating_sub(2);
-                let p99 = r.seconds.get(second).map_or(0.0, |s| s.p99_ms);
+                let p99 = r.p99_ms(second);
                 (
                     r.started.elapsed().as_secs(),
                     r.sent - r.not_sent,

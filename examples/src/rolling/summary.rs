@@ -224,15 +224,15 @@ impl Summary {
             sent: record.sent,
             succeeded: record.succeeded,
             failed,
-            failed_by_code: record.failed_by_code.clone(),
-            failure_samples: record.failure_samples.clone(),
+            failed_by_code: record.failed_by_code,
+            failure_samples: record.failure_samples,
             success_rate: if record.sent == 0 {
                 0.0
             } else {
                 100.0 * record.succeeded as f64 / record.sent as f64
             },
             restarts: restarts.iter().filter(|r| r.error.is_none()).count(),
-            restarts_planned: options.rounds * (options.proxies + options.providers),
+            restarts_planned: super::restart_plan(options).len(),
             restart_details: restarts,
             graceful: options.graceful,
             registry: rpc::registry::RegistryUrl::parse(&options.registry)
