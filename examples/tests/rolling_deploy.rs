@@ -101,3 +101,51 @@ async fn processes_roll_on_nacos_loses_no_request() {
     // Nacos pushes changes about a second late: give each restart room.
     roll_processes("RPC_TEST_NACOS_URL", Duration::from_secs(16)).await;
 }
+
+/// Ctrl-C during a run: the binary says it was interrupted, exits 130 at once and leaves
+/// an earlier `--json` file as it was.
+#[test]
+fn an_interrupted_run_exits_130_and_writes_nothing() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("earlier.json");
+    std::fs::write(&json, "{\"earlier\": true}").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rolling-deploy"))
+        .args(["--duration", "10s", "--rate", "200", "--proxies", "1"])
+        .args(["--providers", "1", "--json"])
+        .arg(&json)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    // The first progress line shows the load is running.
+    let mut line = String::new();
+    while !line.starts_with('[') {
+        line.clear();
+        assert_ne!(
+            stderr.read_line(&mut line).unwrap(),
+            0,
+            "ended before any progress"
+        );
+    }
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGINT).unwrap();
+    let rest: Vec<String> = stderr.lines().map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("interrupted by SIGINT")),
+        "{rest:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&json).unwrap(),
+        "{\"earlier\": true}",
+        "the earlier file is untouched"
+    );
+}

@@ -118,7 +118,23 @@ async fn main() {
         eprintln!("rolling-deploy: {message}");
         std::process::exit(2);
     }
-    let summary = match rolling::run(options).await {
+    // Handlers of our own, so Ctrl-C works even when the launcher ignores SIGINT, and an
+    // interrupted run says so instead of vanishing or writing its files.
+    let interrupted = match interrupted() {
+        Ok(interrupted) => interrupted,
+        Err(error) => {
+            eprintln!("rolling-deploy: cannot install signal handlers: {error}");
+            std::process::exit(2);
+        }
+    };
+    let result = tokio::select! {
+        result = rolling::run(options) => result,
+        (name, code) = interrupted => {
+            eprintln!("rolling-deploy: interrupted by {name}; no summary, no --json/--plot written");
+            std::process::exit(code);
+        }
+    };
+    let summary = match result {
         Ok(summary) => summary,
         Err(error) => {
             eprintln!("rolling-deploy: {error}");
@@ -139,6 +155,20 @@ async fn main() {
     let _ = stdout.flush();
     let written = json_written && plot_written;
     std::process::exit(if summary.lossless() && written { 0 } else { 1 });
+}
+
+/// Resolves at the first SIGINT or SIGTERM, with the signal's name and the exit code
+/// it implies (130 / 143).
+fn interrupted() -> std::io::Result<impl std::future::Future<Output = (&'static str, i32)>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut sigint = signal(SignalKind::interrupt())?;
+    let mut sigterm = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = sigint.recv() => ("SIGINT", 130),
+            _ = sigterm.recv() => ("SIGTERM", 143),
+        }
+    })
 }
 
 /// Prints where an output file went, or why it could not be written; true when written.

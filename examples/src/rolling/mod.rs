@@ -354,20 +354,20 @@ fn spawn_progress(load: load::Load, restarting: Arc<Mutex<Option<String>>>, rate
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.tick().await;
-        let mut last_sent = 0;
+        let mut last_left = 0;
         loop {
             tick.tick().await;
             if load.finished() {
                 return;
             }
-            // Requests not sent (the in-flight bound was reached) are not part of the
-            // achieved rate.
+            // `sent` counts requests due, as the final table does; the rate counts only
+            // those that left (not those refused by the in-flight bound).
             let (elapsed, sent, not_sent, ok, failed, p99) = load.with_record(|r| {
                 let second = r.seconds.len().saturating_sub(2);
                 let p99 = r.p99_ms(second);
                 (
                     r.started.elapsed().as_secs(),
-                    r.sent - r.not_sent,
+                    r.sent,
                     r.not_sent,
                     r.succeeded,
                     r.failed(),
@@ -378,6 +378,7 @@ fn spawn_progress(load: load::Load, restarting: Arc<Mutex<Option<String>>>, rate
                 .lock()
                 .clone()
                 .map_or_else(String::new, |n| format!(" | restarting {n}"));
+            let left = sent - not_sent;
             let not_sent = if not_sent > 0 {
                 format!(" (not sent {not_sent})")
             } else {
@@ -385,9 +386,9 @@ fn spawn_progress(load: load::Load, restarting: Arc<Mutex<Option<String>>>, rate
             };
             eprintln!(
                 "[{elapsed:>3}s] sent {sent:>7} ok {ok:>7} failed {failed:>5}{not_sent} | {:>5} req/s (target {rate}) | p99 {p99:.1} ms{restarting}",
-                sent.saturating_sub(last_sent)
+                left.saturating_sub(last_left)
             );
-            last_sent = sent;
+            last_left = left;
         }
     });
 }
