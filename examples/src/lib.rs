@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod interop;
 pub mod load;
 pub mod rolling;
 pub mod services;

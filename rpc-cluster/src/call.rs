@@ -323,7 +323,7 @@ fn learn(cluster: &ClusterInner, invoker: &Arc<Invoker>, outcome: &Outcome, star
 }
 
 /// The caller's deadline from the `grpc-timeout` header (e.g. `500m`), if any.
-fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
+pub(crate) fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
     let value = headers.get(&GRPC_TIMEOUT)?.to_str().ok()?;
     let (amount, unit) = value.split_at(value.len().checked_sub(1)?);
     let amount: u64 = amount.parse().ok()?;

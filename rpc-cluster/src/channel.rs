@@ -11,8 +11,9 @@ use tonic::body::Body as TonicBody;
 use tower_service::Service;
 
 use crate::blacklist::Blacklist;
-use crate::call::CallContext;
+use crate::call::{self, CallContext};
 use crate::config::{BlacklistConfig, ReferenceConfig};
+use crate::deadline;
 use crate::directory::Directory;
 use crate::loadbalance::{self, LoadBalance};
 use crate::retry_budget::RetryBudget;
@@ -170,6 +171,12 @@ impl Service<Request<TonicBody>> for ClusterChannel {
         let inner = self.inner.clone();
         inner.stats.note_call();
         let kind = inner.config.cluster;
-        strategy::run(kind, CallContext::new(inner, request))
+        // The caller's deadline bounds the whole call, streams included (deadline.rs).
+        let deadline = call::grpc_timeout(request.headers());
+        let call = strategy::run(kind, CallContext::new(inner, request));
+        match deadline {
+            Some(limit) => deadline::bound(call, limit),
+            None => call,
+        }
     }
 }

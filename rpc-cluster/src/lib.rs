@@ -24,6 +24,7 @@ mod call;
 mod channel;
 mod classify;
 pub mod config;
+mod deadline;
 mod directory;
 mod error;
 mod ewma;

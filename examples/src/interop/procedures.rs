@@ -1,0 +1,500 @@
+//! The procedure and the assertions of each case, from the interop test descriptions.
+//! A failed assertion ends the case with [`Verdict::Fail`] and says what was seen.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use proto::interop::{
+    BoolValue, EchoStatus, Empty, Payload, ResponseParameters, SimpleRequest,
+    StreamingInputCallRequest, StreamingOutputCallRequest, StreamingOutputCallResponse,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::codec::CompressionEncoding;
+use tonic::metadata::{MetadataMap, MetadataValue};
+use tonic::{Code, Request, Status, Streaming};
+
+use super::case::{Case, Verdict};
+use super::client::InteropClient;
+use super::echo::{ECHO_INITIAL, ECHO_TRAILING};
+
+/// Request and response sizes of the large and streaming cases, in bytes.
+const LARGE_REQUEST: usize = 271_828;
+const LARGE_RESPONSE: i32 = 314_159;
+const REQUEST_SIZES: [usize; 4] = [27_182, 8, 1_828, 45_904];
+const RESPONSE_SIZES: [i32; 4] = [31_415, 9, 2_653, 58_979];
+const STATUS_MESSAGE: &str = "test status message";
+const SPECIAL_STATUS_MESSAGE: &str =
+    "\t\ntest with whitespace\r\nand Unicode BMP \u{263A} and non-BMP \u{1F608}\t\n";
+const INITIAL_VALUE: &str = "test_initial_metadata_value";
+const TRAILING_VALUE: [u8; 3] = [0xab, 0xab, 0xab];
+
+/// What a case's body returns: `Err` carries the failure (or the inapplicability).
+type Checked = Result<(), Verdict>;
+
+/// Runs `case` on `client`.
+pub(super) async fn run(client: &InteropClient, case: Case) -> Verdict {
+    let checked = match case {
+        Case::EmptyUnary => empty_unary(client).await,
+        Case::LargeUnary => large_unary(client).await,
+        Case::ClientCompressedUnary => client_compressed_unary(client).await,
+        Case::ServerCompressedUnary => server_compressed_unary(client).await,
+        Case::ClientStreaming => client_streaming(client).await,
+        Case::ServerStreaming => server_streaming(client).await,
+        Case::PingPong => ping_pong(client).await,
+        Case::EmptyStream => empty_stream(client).await,
+        Case::CustomMetadata => custom_metadata(client).await,
+        Case::StatusCodeAndMessage => status_code_and_message(client).await,
+        Case::SpecialStatusMessage => special_status_message(client).await,
+        Case::UnimplementedMethod => unimplemented_method(client).await,
+        Case::UnimplementedService => unimplemented_service(client).await,
+        Case::CancelAfterBegin => cancel_after_begin(client).await,
+        Case::CancelAfterFirstResponse => cancel_after_first_response(client).await,
+        Case::TimeoutOnSleepingServer => timeout_on_sleeping_server(client).await,
+    };
+    checked.err().unwrap_or(Verdict::Pass)
+}
+
+async fn empty_unary(client: &InteropClient) -> Checked {
+    client
+        .test
+        .clone()
+        .empty_call(Empty {})
+        .await
+        .map_err(call_failed)?;
+    Ok(())
+}
+
+async fn large_unary(client: &InteropClient) -> Checked {
+    let response = client
+        .test
+        .clone()
+        .unary_call(large_request())
+        .await
+        .map_err(call_failed)?;
+    check_payload(response.get_ref().payload.as_ref(), LARGE_RESPONSE)
+}
+
+async fn client_compressed_unary(client: &InteropClient) -> Checked {
+    // The probe: an uncompressed message that says it is compressed. A server with the
+    // CompressedRequest feature refuses it.
+    let probe = SimpleRequest {
+        expect_compressed: Some(BoolValue { value: true }),
+        ..large_request()
+    };
+    match client.test.clone().unary_call(probe.clone()).await {
+        Err(status) if status.code() == Code::InvalidArgument => {}
+        Ok(_) => {
+            return Err(Verdict::NotApplicable(
+                "the server accepted the probe: it cannot tell a compressed request (no CompressedRequest feature)".into(),
+            ));
+        }
+        Err(status) => {
+            return Err(fail(format!(
+                "probe: want INVALID_ARGUMENT, got {}",
+                show(&status)
+            )));
+        }
+    }
+    let compressing = client
+        .test
+        .clone()
+        .send_compressed(CompressionEncoding::Gzip);
+    let response = compressing
+        .clone()
+        .unary_call(probe)
+        .await
+        .map_err(|status| fail(format!("compressed call: {}", show(&status))))?;
+    check_payload(response.get_ref().payload.as_ref(), LARGE_RESPONSE)?;
+    let plain = SimpleRequest {
+        expect_compressed: Some(BoolValue { value: false }),
+        ..large_request()
+    };
+    let response = client
+        .test
+        .clone()
+        .unary_call(plain)
+        .await
+        .map_err(|status| fail(format!("uncompressed call: {}", show(&status))))?;
+    check_payload(response.get_ref().payload.as_ref(), LARGE_RESPONSE)
+}
+
+async fn server_compressed_unary(client: &InteropClient) -> Checked {
+    let accepting = client
+        .test
+        .clone()
+        .accept_compressed(CompressionEncoding::Gzip);
+    for compressed in [true, false] {
+        let request = SimpleRequest {
+            response_compressed: Some(BoolValue { value: compressed }),
+            ..large_request()
+        };
+        let response = accepting
+            .clone()
+            .unary_call(request)
+            .await
+            .map_err(|status| {
+                fail(format!(
+                    "response_compressed={compressed}: {}",
+                    show(&status)
+                ))
+            })?;
+        check_payload(response.get_ref().payload.as_ref(), LARGE_RESPONSE)?;
+        let flags = client.response_flags.pending();
+        if flags != [compressed] {
+            return Err(fail(format!(
+                "response_compressed={compressed}: the response message flags were {flags:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+async fn client_streaming(client: &InteropClient) -> Checked {
+    let requests = REQUEST_SIZES.map(|size| StreamingInputCallRequest {
+        payload: Some(zeros(size)),
+        expect_compressed: None,
+    });
+    let response = client
+        .test
+        .clone()
+        .streaming_input_call(tokio_stream::iter(requests))
+        .await
+        .map_err(call_failed)?;
+    let total = response.get_ref().aggregated_payload_size;
+    if total != 74_922 {
+        return Err(fail(format!("aggregated_payload_size {total}, want 74922")));
+    }
+    Ok(())
+}
+
+async fn server_streaming(client: &InteropClient) -> Checked {
+    let request = StreamingOutputCallRequest {
+        response_parameters: RESPONSE_SIZES
+            .iter()
+            .map(|&size| parameters(size))
+            .collect(),
+        ..StreamingOutputCallRequest::default()
+    };
+    let mut responses = client
+        .test
+        .clone()
+        .streaming_output_call(request)
+        .await
+        .map_err(call_failed)?
+        .into_inner();
+    for size in RESPONSE_SIZES {
+        let response = next_response(&mut responses).await?;
+        check_payload(response.payload.as_ref(), size)?;
+    }
+    expect_end(&mut responses).await
+}
+
+async fn ping_pong(client: &InteropClient) -> Checked {
+    let (requests, _, mut responses) = open_duplex(client, MetadataMap::new()).await?;
+    for (request_size, response_size) in REQUEST_SIZES.into_iter().zip(RESPONSE_SIZES) {
+        send(&requests, ping(request_size, response_size)).await?;
+        let response = next_response(&mut responses).await?;
+        check_payload(response.payload.as_ref(), response_size)?;
+    }
+    drop(requests);
+    expect_end(&mut responses).await
+}
+
+async fn empty_stream(client: &InteropClient) -> Checked {
+    let (requests, _, mut responses) = open_duplex(client, MetadataMap::new()).await?;
+    drop(requests);
+    expect_end(&mut responses).await
+}
+
+async fn custom_metadata(client: &InteropClient) -> Checked {
+    let mut metadata = MetadataMap::new();
+    metadata.insert(ECHO_INITIAL, MetadataValue::from_static(INITIAL_VALUE));
+    metadata.insert_bin(ECHO_TRAILING, MetadataValue::from_bytes(&TRAILING_VALUE));
+
+    let mut request = Request::new(large_request());
+    *request.metadata_mut() = metadata.clone();
+    let response = client
+        .test
+        .clone()
+        .unary_call(request)
+        .await
+        .map_err(|status| fail(format!("unary: {}", show(&status))))?;
+    // tonic merges a unary call's trailers into its metadata.
+    check_echo("unary", response.metadata(), response.metadata())?;
+
+    let (requests, initial, mut responses) = open_duplex(client, metadata).await?;
+    send(&requests, ping(LARGE_REQUEST, LARGE_RESPONSE)).await?;
+    let response = next_response(&mut responses).await?;
+    check_payload(response.payload.as_ref(), LARGE_RESPONSE)?;
+    drop(requests);
+    expect_end(&mut responses).await?;
+    let trailers = responses
+        .trailers()
+        .await
+        .map_err(|status| fail(format!("bidi trailers: {}", show(&status))))?
+        .unwrap_or_default();
+    check_echo("bidi", &initial, &trailers)
+}
+
+async fn status_code_and_message(client: &InteropClient) -> Checked {
+    echoed_status(client, STATUS_MESSAGE).await?;
+    let (requests, _, mut responses) = open_duplex(client, MetadataMap::new()).await?;
+    send(
+        &requests,
+        StreamingOutputCallRequest {
+            response_status: Some(EchoStatus {
+                code: Code::Unknown as i32,
+                message: STATUS_MESSAGE.to_owned(),
+            }),
+            ..StreamingOutputCallRequest::default()
+        },
+    )
+    .await?;
+    drop(requests);
+    match responses.message().await {
+        Err(status) => check_status("bidi", &status, Code::Unknown, STATUS_MESSAGE),
+        Ok(message) => Err(fail(format!("bidi: want UNKNOWN, got message {message:?}"))),
+    }
+}
+
+async fn special_status_message(client: &InteropClient) -> Checked {
+    echoed_status(client, SPECIAL_STATUS_MESSAGE).await
+}
+
+async fn unimplemented_method(client: &InteropClient) -> Checked {
+    let result = client.test.clone().unimplemented_call(Empty {}).await;
+    expect_code(result.map(drop), Code::Unimplemented)
+}
+
+async fn unimplemented_service(client: &InteropClient) -> Checked {
+    let result = client
+        .unimplemented
+        .clone()
+        .unimplemented_call(Empty {})
+        .await;
+    expect_code(result.map(drop), Code::Unimplemented)
+}
+
+async fn cancel_after_begin(client: &InteropClient) -> Checked {
+    let (requests, receiver) = mpsc::channel::<StreamingInputCallRequest>(1);
+    let mut test = client.test.clone();
+    let call = test.streaming_input_call(ReceiverStream::new(receiver));
+    tokio::pin!(call);
+    // Begin the call (its first poll sends the request on its way), then cancel it by
+    // dropping it before any message was sent: in Rust a call is cancelled by dropping
+    // it, which resets the HTTP/2 stream (RST_STREAM CANCEL) toward the server.
+    let result = tokio::select! {
+        biased;
+        result = &mut call => Some(result),
+        () = std::future::ready(()) => None,
+    };
+    drop(requests);
+    match result {
+        None => Ok(()),
+        Some(result) => Err(fail(format!(
+            "the call ended before it was cancelled: {:?}",
+            result.map(|r| r.into_inner())
+        ))),
+    }
+}
+
+async fn cancel_after_first_response(client: &InteropClient) -> Checked {
+    let (requests, _, mut responses) = open_duplex(client, MetadataMap::new()).await?;
+    send(&requests, ping(REQUEST_SIZES[0], RESPONSE_SIZES[0])).await?;
+    next_response(&mut responses).await?;
+    // Cancel while the server waits for the next message: dropping the call resets its
+    // HTTP/2 stream (RST_STREAM CANCEL); the caller's outcome is CANCELLED by definition.
+    drop(responses);
+    drop(requests);
+    Ok(())
+}
+
+async fn timeout_on_sleeping_server(client: &InteropClient) -> Checked {
+    let (requests, receiver) = mpsc::channel(4);
+    send(
+        &requests,
+        StreamingOutputCallRequest {
+            payload: Some(zeros(27_182)),
+            ..StreamingOutputCallRequest::default()
+        },
+    )
+    .await?;
+    let mut request = Request::new(ReceiverStream::new(receiver));
+    request.set_timeout(Duration::from_millis(1));
+    // The deadline may pass before the response headers (the call fails) or after
+    // (the stream fails); either way the status must be DEADLINE_EXCEEDED, and the
+    // client keeps its request stream open, as if it had more to send.
+    let outcome = match client.test.clone().full_duplex_call(request).await {
+        Err(status) => Err(status),
+        Ok(response) => response.into_inner().message().await.map(drop),
+    };
+    drop(requests);
+    expect_code(outcome, Code::DeadlineExceeded)
+}
+
+/// UnaryCall asking for status UNKNOWN with `message`.
+async fn echoed_status(client: &InteropClient, message: &str) -> Checked {
+    let request = SimpleRequest {
+        response_status: Some(EchoStatus {
+            code: Code::Unknown as i32,
+            message: message.to_owned(),
+        }),
+        ..SimpleRequest::default()
+    };
+    match client.test.clone().unary_call(request).await {
+        Err(status) => check_status("unary", &status, Code::Unknown, message),
+        Ok(response) => Err(fail(format!(
+            "unary: want UNKNOWN, got a response {:?}",
+            response.into_inner()
+        ))),
+    }
+}
+
+/// An open FullDuplexCall: the sender of its requests, the response's initial metadata
+/// and its response stream.
+type Duplex = (
+    mpsc::Sender<StreamingOutputCallRequest>,
+    MetadataMap,
+    Streaming<StreamingOutputCallResponse>,
+);
+
+/// Opens a FullDuplexCall with `metadata`.
+async fn open_duplex(client: &InteropClient, metadata: MetadataMap) -> Result<Duplex, Verdict> {
+    let (requests, receiver) = mpsc::channel(4);
+    let mut request = Request::new(ReceiverStream::new(receiver));
+    *request.metadata_mut() = metadata;
+    let responses = client
+        .test
+        .clone()
+        .full_duplex_call(request)
+        .await
+        .map_err(call_failed)?;
+    let (initial, responses, _) = responses.into_parts();
+    Ok((requests, initial, responses))
+}
+
+async fn send(
+    requests: &mpsc::Sender<StreamingOutputCallRequest>,
+    request: StreamingOutputCallRequest,
+) -> Checked {
+    requests
+        .send(request)
+        .await
+        .map_err(|_| fail("the call ended while the client was still sending"))
+}
+
+async fn next_response(
+    responses: &mut Streaming<StreamingOutputCallResponse>,
+) -> Result<StreamingOutputCallResponse, Verdict> {
+    match responses.message().await {
+        Ok(Some(response)) => Ok(response),
+        Ok(None) => Err(fail("the stream ended before the expected response")),
+        Err(status) => Err(call_failed(status)),
+    }
+}
+
+async fn expect_end(responses: &mut Streaming<StreamingOutputCallResponse>) -> Checked {
+    match responses.message().await {
+        Ok(None) => Ok(()),
+        Ok(Some(response)) => Err(fail(format!(
+            "one response too many ({} bytes)",
+            response.payload.map_or(0, |p| p.body.len())
+        ))),
+        Err(status) => Err(fail(format!("the stream ended with {}", show(&status)))),
+    }
+}
+
+fn check_echo(call: &str, initial: &MetadataMap, trailing: &MetadataMap) -> Checked {
+    let seen_initial = initial.get(ECHO_INITIAL);
+    if seen_initial.and_then(|v| v.to_str().ok()) != Some(INITIAL_VALUE) {
+        return Err(fail(format!(
+            "{call}: initial metadata {ECHO_INITIAL} is {seen_initial:?}"
+        )));
+    }
+    let seen_trailing = trailing
+        .get_bin(ECHO_TRAILING)
+        .map(|value| value.to_bytes());
+    match seen_trailing {
+        Some(Ok(bytes)) if bytes[..] == TRAILING_VALUE => Ok(()),
+        other => Err(fail(format!(
+            "{call}: trailing metadata {ECHO_TRAILING} is {other:?}"
+        ))),
+    }
+}
+
+fn check_status(call: &str, status: &Status, code: Code, message: &str) -> Checked {
+    if status.code() == code && status.message() == message {
+        return Ok(());
+    }
+    Err(fail(format!(
+        "{call}: want {code:?} {message:?}, got {:?} {:?}",
+        status.code(),
+        status.message()
+    )))
+}
+
+fn expect_code(result: Result<(), Status>, code: Code) -> Checked {
+    match result {
+        Err(status) if status.code() == code => Ok(()),
+        Err(status) => Err(fail(format!("want {code:?}, got {}", show(&status)))),
+        Ok(()) => Err(fail(format!("want {code:?}, the call succeeded"))),
+    }
+}
+
+fn check_payload(payload: Option<&Payload>, size: i32) -> Checked {
+    let body: &[u8] = payload.map_or(&[], |p| &p.body);
+    if usize::try_from(size).ok() != Some(body.len()) {
+        return Err(fail(format!(
+            "payload of {} bytes, want {size}",
+            body.len()
+        )));
+    }
+    if body.iter().any(|&byte| byte != 0) {
+        return Err(fail("payload is not all zeros"));
+    }
+    Ok(())
+}
+
+fn large_request() -> SimpleRequest {
+    SimpleRequest {
+        response_size: LARGE_RESPONSE,
+        payload: Some(zeros(LARGE_REQUEST)),
+        ..SimpleRequest::default()
+    }
+}
+
+fn ping(request_size: usize, response_size: i32) -> StreamingOutputCallRequest {
+    StreamingOutputCallRequest {
+        response_parameters: vec![parameters(response_size)],
+        payload: Some(zeros(request_size)),
+        ..StreamingOutputCallRequest::default()
+    }
+}
+
+fn parameters(size: i32) -> ResponseParameters {
+    ResponseParameters {
+        size,
+        ..ResponseParameters::default()
+    }
+}
+
+fn zeros(size: usize) -> Payload {
+    Payload {
+        r#type: 0,
+        body: Bytes::from(vec![0u8; size]),
+    }
+}
+
+fn fail(why: impl Into<String>) -> Verdict {
+    Verdict::Fail(why.into())
+}
+
+fn call_failed(status: Status) -> Verdict {
+    fail(format!("the call failed: {}", show(&status)))
+}
+
+/// A status as `CODE: message`.
+fn show(status: &Status) -> String {
+    format!("{:?}: {}", status.code(), status.message())
+}
