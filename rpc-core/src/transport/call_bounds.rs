@@ -14,7 +14,8 @@
 //!    replays such a call (it was under way, and its response had begun).
 //!
 //! Both end the call with a gRPC status on the stream itself, so every gRPC client
-//! reads them, and the HTTP/2 stream then closes normally.
+//! reads them, and the HTTP/2 stream then closes normally. On its way out, a
+//! message-size status is given the code gRPC names for it (`message_size_status.rs`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -34,6 +35,7 @@ use tower::Service;
 
 use super::connection::ConnectionSignals;
 use super::grpc_timeout::grpc_timeout;
+use super::message_size_status;
 use crate::registry::BoxError;
 
 /// The message of a call ended at the drain bound.
@@ -153,7 +155,8 @@ where
             Projection::Running { inner, bounds } => {
                 if let Poll::Ready(result) = inner.poll(cx) {
                     let bounds = bounds.take();
-                    return Poll::Ready(result.map(|response| {
+                    return Poll::Ready(result.map(|mut response| {
+                        message_size_status::correct(response.headers_mut());
                         response.map(|body| BoundedBody {
                             inner: Some(body),
                             bounds,
@@ -169,6 +172,18 @@ where
                 Poll::Ready(Ok(trailers_only(status)))
             }
         }
+    }
+}
+
+/// `frame`, with a message-size status in its trailers corrected (see
+/// `message_size_status.rs`).
+fn correct_trailers(frame: Frame<Bytes>) -> Frame<Bytes> {
+    match frame.into_trailers() {
+        Ok(mut trailers) => {
+            message_size_status::correct(&mut trailers);
+            Frame::trailers(trailers)
+        }
+        Err(frame) => frame,
     }
 }
 
@@ -209,7 +224,7 @@ where
             return Poll::Ready(None);
         };
         if let Poll::Ready(frame) = inner.poll_frame(cx) {
-            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+            return Poll::Ready(frame.map(|frame| frame.map(correct_trailers).map_err(Into::into)));
         }
         let Some(bounds) = this.bounds.as_mut() else {
             return Poll::Pending;

@@ -19,6 +19,7 @@ mod channel;
 mod connection;
 mod error;
 mod grpc_timeout;
+mod message_size_status;
 mod server;
 
 pub use call_bounds::CUT_AT_SHUTDOWN;
