@@ -165,9 +165,7 @@ impl RequestBody {
             },
             Self::Streaming(slot) => {
                 let mut shared = slot.lock();
-                if shared.body.is_none() {
-                    return None;
-                }
+                shared.body.as_ref()?;
                 // From now on the earlier attempts can no longer take the body.
                 shared.latest += 1;
                 Source::Shared {

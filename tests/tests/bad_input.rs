@@ -86,6 +86,14 @@ fn status_of(headers: &HeaderMap) -> Option<Code> {
         .map(|value| Code::from_bytes(value.as_bytes()))
 }
 
+/// One bad request and the status it must get.
+struct BadInput {
+    what: &'static str,
+    headers: Vec<(&'static str, &'static str)>,
+    body: Bytes,
+    want: Code,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gets_its_status_and_the_provider_keeps_serving() {
     common::logs();
@@ -99,33 +107,39 @@ async fn bad_input_gets_its_status_and_the_provider_keeps_serving() {
     let consumer = builder.start().await.expect("consumer starts");
 
     let message = unary_request();
-    let cases: [(&str, Vec<(&str, &str)>, Bytes, Code); 4] = [
-        (
-            "malformed grpc-timeout",
-            vec![("grpc-timeout", "soon")],
-            framed(false, &message, None),
-            Code::Internal,
-        ),
-        (
-            "unknown compression",
-            vec![("grpc-encoding", "snappy")],
-            framed(true, &message, None),
-            Code::Unimplemented,
-        ),
-        (
-            "message over the 4 MiB limit",
-            vec![],
-            framed(false, &vec![0u8; 5 << 20], None),
-            Code::ResourceExhausted,
-        ),
-        (
-            "truncated message",
-            vec![],
-            framed(false, &message[..1], Some(100)),
-            Code::Internal,
-        ),
+    let cases = [
+        BadInput {
+            what: "malformed grpc-timeout",
+            headers: vec![("grpc-timeout", "soon")],
+            body: framed(false, &message, None),
+            want: Code::Internal,
+        },
+        BadInput {
+            what: "unknown compression",
+            headers: vec![("grpc-encoding", "snappy")],
+            body: framed(true, &message, None),
+            want: Code::Unimplemented,
+        },
+        BadInput {
+            what: "message over the 4 MiB limit",
+            headers: vec![],
+            body: framed(false, &vec![0u8; 5 << 20], None),
+            want: Code::ResourceExhausted,
+        },
+        BadInput {
+            what: "truncated message",
+            headers: vec![],
+            body: framed(false, &message[..1], Some(100)),
+            want: Code::Internal,
+        },
     ];
-    for (what, headers, body, want) in cases {
+    for BadInput {
+        what,
+        headers,
+        body,
+        want,
+    } in cases
+    {
         let before = service.calls().get(Method::Unary);
         let code = timeout(BOUND, raw_call(addr, &headers, body))
             .await

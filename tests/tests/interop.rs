@@ -25,6 +25,7 @@ use std::time::Duration;
 use rpc::registry::MemoryHub;
 use rpc_examples::interop::case::{Case, Verdict, parse_line};
 use rpc_examples::interop::client::{client_config, connect};
+use rpc_examples::interop::procedures;
 use rpc_examples::interop::server;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -150,7 +151,7 @@ async fn rust_client(registry_url: &str) -> Column {
         };
         let mut column = Column::new();
         for case in Case::ALL {
-            column.insert(case, Cell::Ran(client.run(case).await));
+            column.insert(case, Cell::Ran(procedures::run(&client, case).await));
         }
         app.before_shutdown().await;
         column

@@ -13,6 +13,7 @@ use clap::Parser;
 use rpc::core::format_authority;
 use rpc_examples::interop::case::{Case, Verdict, line};
 use rpc_examples::interop::client::{client_config, connect};
+use rpc_examples::interop::procedures;
 
 /// Run gRPC interop test cases against a grpc.testing.TestService server.
 #[derive(Debug, Parser)]
@@ -61,7 +62,7 @@ async fn main() -> ExitCode {
     let mut failed = 0;
     let mut stdout = std::io::stdout();
     for case in cases {
-        let verdict = client.run(case).await;
+        let verdict = procedures::run(&client, case).await;
         failed += usize::from(matches!(verdict, Verdict::Fail(_)));
         let _ = writeln!(stdout, "{}", line(case, &verdict));
         let _ = stdout.flush();

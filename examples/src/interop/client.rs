@@ -14,11 +14,10 @@ use rpc::{Application, ApplicationBuilder, ApplicationError, Config, ReferenceCh
 use tonic::body::Body as TonicBody;
 use tower::Service;
 
-use super::case::{Case, Verdict};
 use super::message_flags::{FlagsBody, MessageFlags};
-use super::procedures;
 
-/// Generated clients over references to the interop services.
+/// Generated clients over references to the interop services; run a case on it with
+/// [`procedures::run`](super::procedures::run).
 #[derive(Clone, Debug)]
 pub struct InteropClient {
     pub(super) test: TestServiceClient<Observed>,
@@ -43,12 +42,6 @@ impl InteropClient {
             ),
             response_flags,
         }
-    }
-
-    /// Runs one case. Cases share the record of response flags, so run them one at a
-    /// time on one client (clones included).
-    pub async fn run(&self, case: Case) -> Verdict {
-        procedures::run(self, case).await
     }
 }
 

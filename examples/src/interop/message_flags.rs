@@ -116,10 +116,12 @@ impl<B: Body<Data = Bytes>> Body for FlagsBody<B> {
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         let this = self.project();
         let poll = this.inner.poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &poll {
-            if let Some(data) = frame.data_ref() {
-                this.framing.read(data, this.flags);
-            }
+        let data = match &poll {
+            Poll::Ready(Some(Ok(frame))) => frame.data_ref(),
+            _ => None,
+        };
+        if let Some(data) = data {
+            this.framing.read(data, this.flags);
         }
         poll
     }

@@ -12,6 +12,6 @@ pub mod case;
 pub mod client;
 pub mod echo;
 pub mod message_flags;
-mod procedures;
+pub mod procedures;
 pub mod server;
 pub mod service;

@@ -32,8 +32,9 @@ const TRAILING_VALUE: [u8; 3] = [0xab, 0xab, 0xab];
 /// What a case's body returns: `Err` carries the failure (or the inapplicability).
 type Checked = Result<(), Verdict>;
 
-/// Runs `case` on `client`.
-pub(super) async fn run(client: &InteropClient, case: Case) -> Verdict {
+/// Runs `case` on `client`. Cases share the client's record of response flags, so run
+/// them one at a time on one client (clones included).
+pub async fn run(client: &InteropClient, case: Case) -> Verdict {
     let checked = match case {
         Case::EmptyUnary => empty_unary(client).await,
         Case::LargeUnary => large_unary(client).await,

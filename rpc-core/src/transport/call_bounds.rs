@@ -20,7 +20,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -33,7 +33,6 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::Status;
 use tower::Service;
 
-use super::connection::ConnectionSignals;
 use super::grpc_timeout::grpc_timeout;
 use super::message_size_status;
 use crate::registry::BoxError;
@@ -41,17 +40,36 @@ use crate::registry::BoxError;
 /// The message of a call ended at the drain bound.
 pub const CUT_AT_SHUTDOWN: &str = "provider shut down before the stream ended";
 
+/// The server's cut at its drain bound, shared by every call of its connections.
+#[derive(Debug, Default)]
+pub(crate) struct ShutdownCut {
+    token: CancellationToken,
+    calls: AtomicUsize,
+}
+
+impl ShutdownCut {
+    /// Ends every call still open, with `UNAVAILABLE` ([`CUT_AT_SHUTDOWN`]).
+    pub(crate) fn cut(&self) {
+        self.token.cancel();
+    }
+
+    /// Calls ended by [`ShutdownCut::cut`] so far.
+    pub(crate) fn calls(&self) -> usize {
+        self.calls.load(Ordering::Relaxed)
+    }
+}
+
 /// Wraps a connection's service so that every call is ended at its deadline or at the
 /// server's drain bound, with a status that says which.
 #[derive(Clone, Debug)]
 pub(crate) struct CallBounds<S> {
     inner: S,
-    signals: Arc<ConnectionSignals>,
+    cut: Arc<ShutdownCut>,
 }
 
 impl<S> CallBounds<S> {
-    pub(crate) fn new(inner: S, signals: Arc<ConnectionSignals>) -> Self {
-        Self { inner, signals }
+    pub(crate) fn new(inner: S, cut: Arc<ShutdownCut>) -> Self {
+        Self { inner, cut }
     }
 }
 
@@ -76,7 +94,7 @@ where
             },
             Ok(limit) => BoundedFuture::Running {
                 inner: self.inner.call(request),
-                bounds: Some(Bounds::new(limit, self.signals.clone())),
+                bounds: Some(Bounds::new(limit, self.cut.clone())),
             },
         }
     }
@@ -85,38 +103,40 @@ where
 /// What ends a call early: its deadline, and the server's cut at the drain bound.
 struct Bounds {
     deadline: Option<(Pin<Box<Sleep>>, Duration)>,
-    signals: Arc<ConnectionSignals>,
+    cut: Arc<ShutdownCut>,
     /// Created the first time the call waits: a call that completes at once never
     /// allocates it.
-    cut: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    cut_wait: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
 }
 
 impl Bounds {
-    fn new(limit: Option<Duration>, signals: Arc<ConnectionSignals>) -> Self {
+    fn new(limit: Option<Duration>, cut: Arc<ShutdownCut>) -> Self {
         Self {
             deadline: limit.map(|limit| (Box::pin(tokio::time::sleep(limit)), limit)),
-            signals,
-            cut: None,
+            cut,
+            cut_wait: None,
         }
     }
 
     /// The status to end the call with, once a bound has passed (and registers for a
     /// wake-up until then).
     fn poll_end(&mut self, cx: &mut Context<'_>) -> Poll<Status> {
-        if let Some((sleep, limit)) = &mut self.deadline {
-            if sleep.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(Status::deadline_exceeded(format!(
-                    "the call's deadline ({} ms, grpc-timeout) passed",
-                    limit.as_millis()
-                )));
-            }
+        let deadline_passed = match &mut self.deadline {
+            Some((sleep, limit)) => sleep.as_mut().poll(cx).is_ready().then_some(*limit),
+            None => None,
+        };
+        if let Some(limit) = deadline_passed {
+            return Poll::Ready(Status::deadline_exceeded(format!(
+                "the call's deadline ({} ms, grpc-timeout) passed",
+                limit.as_millis()
+            )));
         }
-        let token: &CancellationToken = &self.signals.cut;
-        let cut = self
-            .cut
+        let token = &self.cut.token;
+        let cut_wait = self
+            .cut_wait
             .get_or_insert_with(|| Box::pin(token.clone().cancelled_owned()));
-        if cut.as_mut().poll(cx).is_ready() {
-            self.signals.streams_cut.fetch_add(1, Ordering::Relaxed);
+        if cut_wait.as_mut().poll(cx).is_ready() {
+            self.cut.calls.fetch_add(1, Ordering::Relaxed);
             return Poll::Ready(Status::unavailable(CUT_AT_SHUTDOWN));
         }
         Poll::Pending
@@ -305,8 +325,8 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_stream_past_its_deadline_ends_with_deadline_exceeded() {
-        let signals = Arc::new(ConnectionSignals::default());
-        let service = CallBounds::new(streaming_handler(), signals);
+        let cut = Arc::new(ShutdownCut::default());
+        let service = CallBounds::new(streaming_handler(), cut);
         let response = service.oneshot(request(Some("200m"))).await.unwrap();
         let trailers = trailers_after_first_message(response).await;
         assert_eq!(trailers.get("grpc-status").unwrap(), "4");
@@ -314,13 +334,13 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_stream_open_at_the_cut_ends_with_unavailable_and_is_counted() {
-        let signals = Arc::new(ConnectionSignals::default());
-        let service = CallBounds::new(streaming_handler(), signals.clone());
+        let cut = Arc::new(ShutdownCut::default());
+        let service = CallBounds::new(streaming_handler(), cut.clone());
         let response = service.oneshot(request(None)).await.unwrap();
-        let cut = signals.clone();
+        let at_bound = cut.clone();
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_secs(5)).await;
-            cut.cut.cancel();
+            at_bound.cut();
         });
         let trailers = trailers_after_first_message(response).await;
         assert_eq!(trailers.get("grpc-status").unwrap(), "14");
@@ -329,16 +349,16 @@ mod tests {
             message,
             "provider%20shut%20down%20before%20the%20stream%20ended"
         );
-        assert_eq!(signals.streams_cut.load(Ordering::Relaxed), 1);
+        assert_eq!(cut.calls(), 1);
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_handler_still_running_at_its_deadline_is_cancelled() {
-        let signals = Arc::new(ConnectionSignals::default());
+        let cut = Arc::new(ShutdownCut::default());
         let never = service_fn(|_request: Request<()>| {
             std::future::pending::<Result<Response<TestBody>, Infallible>>()
         });
-        let response = CallBounds::new(never, signals)
+        let response = CallBounds::new(never, cut)
             .oneshot(request(Some("1S")))
             .await
             .unwrap();
@@ -348,7 +368,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_malformed_grpc_timeout_is_answered_internal_without_running() {
-        let signals = Arc::new(ConnectionSignals::default());
+        let cut = Arc::new(ShutdownCut::default());
         let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = ran.clone();
         let handler = service_fn(move |_request: Request<()>| {
@@ -357,7 +377,7 @@ mod tests {
                 Bytes,
             >::new())))
         });
-        let response = CallBounds::new(handler, signals)
+        let response = CallBounds::new(handler, cut)
             .oneshot(request(Some("soon")))
             .await
             .unwrap();

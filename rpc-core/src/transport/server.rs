@@ -250,7 +250,7 @@ impl ServerHandle {
         let cut_at = deadline.checked_sub(CUT_LEAD).unwrap_or(deadline);
         let closed = |bound| tokio::time::timeout_at(bound, self.shared.tracker.wait());
         if closed(cut_at).await.is_err() {
-            signals.cut.cancel();
+            signals.cut.cut();
             if closed(deadline).await.is_err() {
                 signals.force.cancel();
                 self.shared.tracker.wait().await;
@@ -267,7 +267,7 @@ impl ServerHandle {
 
     /// Calls (streams) ended at a shutdown's bound so far.
     pub fn streams_cut(&self) -> usize {
-        self.shared.signals.streams_cut.load(Ordering::Relaxed)
+        self.shared.signals.cut.calls()
     }
 
     /// Closes the listener and every connection at once, dropping requests in flight:
@@ -285,7 +285,7 @@ impl ServerHandle {
             closed_gracefully: signals.closed_gracefully.load(Ordering::Relaxed),
             forced: signals.forced.load(Ordering::Relaxed),
             unused: signals.unused.load(Ordering::Relaxed),
-            streams_cut: signals.streams_cut.load(Ordering::Relaxed),
+            streams_cut: signals.cut.calls(),
         }
     }
 }
