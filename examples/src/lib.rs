@@ -9,6 +9,7 @@ pub mod interop;
 pub mod load;
 pub mod rolling;
 pub mod services;
+pub mod serving;
 
 /// Installs a `tracing` subscriber that prints to stderr, filtered by `RUST_LOG`
 /// (default `warn`, so examples print only their own output; nacos-sdk's own log is

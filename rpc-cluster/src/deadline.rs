@@ -19,9 +19,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use http::{HeaderMap, Response};
+use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use rpc_core::BoxError;
+use rpc_core::metadata::status_trailers;
+use rpc_core::transport::deadline_exceeded;
 use tokio::time::{Instant, Sleep};
 use tonic::Status;
 use tonic::body::Body as TonicBody;
@@ -38,16 +40,9 @@ pub(crate) fn bound(
                 Ok(response.map(|body| TonicBody::new(DeadlineBody::new(body, deadline, limit))))
             }
             Ok(Err(error)) => Err(error),
-            Err(_) => Err(Box::new(exceeded(limit)) as BoxError),
+            Err(_) => Err(Box::new(deadline_exceeded(limit)) as BoxError),
         }
     })
-}
-
-fn exceeded(limit: Duration) -> Status {
-    Status::deadline_exceeded(format!(
-        "the call's deadline ({} ms, grpc-timeout) passed",
-        limit.as_millis()
-    ))
 }
 
 /// A response body that ends with `DEADLINE_EXCEEDED` trailers when the deadline
@@ -88,12 +83,7 @@ impl Body for DeadlineBody {
             return Poll::Pending;
         }
         this.inner = None;
-        let mut trailers = HeaderMap::new();
-        // A status whose message cannot be encoded would be a bug here; send the code
-        // alone rather than nothing.
-        if exceeded(this.limit).add_header(&mut trailers).is_err() {
-            trailers.insert("grpc-status", http::HeaderValue::from_static("4"));
-        }
+        let trailers = status_trailers(&deadline_exceeded(this.limit));
         Poll::Ready(Some(Ok(Frame::trailers(trailers))))
     }
 

@@ -3,7 +3,7 @@
 //! gRPC reserves the `grpc-` prefix, so ours start with `rpc-`. A plain gRPC client that
 //! does not know them loses nothing: it sees an ordinary status.
 
-use http::{HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue};
 
 /// Response header a provider adds from the first shutdown step on: "this instance is
 /// going offline". Our consumers stop choosing the instance at once, before the registry
@@ -34,3 +34,14 @@ pub const CLOSING_VALUE: HeaderValue = HeaderValue::from_static("1");
 
 /// The value of [`NOT_EXECUTED`] when the provider is shutting down.
 pub const NOT_EXECUTED_CLOSING: HeaderValue = HeaderValue::from_static("closing");
+
+/// Trailers that end a gRPC response with `status` (`grpc-status`, `grpc-message`), for
+/// a response body cut short (a deadline, a shutdown). Should the message not encode
+/// (never one of ours), the code alone still says what happened.
+pub fn status_trailers(status: &tonic::Status) -> HeaderMap {
+    let mut trailers = HeaderMap::new();
+    if status.add_header(&mut trailers).is_err() {
+        trailers.insert(GRPC_STATUS, HeaderValue::from(status.code() as i32));
+    }
+    trailers
+}

@@ -93,6 +93,14 @@ def expect_code(error, code, message=None):
         expect(error.details() == message, f"want message {message!r}, got {error.details()!r}")
 
 
+def expect_unimplemented(method, request):
+    try:
+        method(request, timeout=TIMEOUT)
+        raise Failed("the call succeeded")
+    except grpc.RpcError as error:
+        expect_code(error, grpc.StatusCode.UNIMPLEMENTED)
+
+
 class Cases:
     def __init__(self, channel, empty_pb2, messages_pb2, test_pb2_grpc):
         self.empty = empty_pb2
@@ -226,18 +234,10 @@ class Cases:
         self.echoed_status(SPECIAL_STATUS_MESSAGE)
 
     def unimplemented_method(self):
-        try:
-            self.stub.UnimplementedCall(self.empty.Empty(), timeout=TIMEOUT)
-            raise Failed("the call succeeded")
-        except grpc.RpcError as error:
-            expect_code(error, grpc.StatusCode.UNIMPLEMENTED)
+        expect_unimplemented(self.stub.UnimplementedCall, self.empty.Empty())
 
     def unimplemented_service(self):
-        try:
-            self.unimplemented.UnimplementedCall(self.empty.Empty(), timeout=TIMEOUT)
-            raise Failed("the call succeeded")
-        except grpc.RpcError as error:
-            expect_code(error, grpc.StatusCode.UNIMPLEMENTED)
+        expect_unimplemented(self.unimplemented.UnimplementedCall, self.empty.Empty())
 
     def cancel_after_begin(self):
         requests = Requests()

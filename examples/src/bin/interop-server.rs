@@ -4,8 +4,6 @@
 //!
 //! `cargo run --bin interop-server -- --port 10000`
 
-use std::io::Write;
-
 use clap::Parser;
 use rpc::config::RegistryConfig;
 use rpc::{Application, Config};
@@ -53,13 +51,5 @@ async fn main() {
             std::process::exit(1);
         }
     };
-    // A closed stdout (the parent stopped reading) must not turn into a panic.
-    let mut stdout = std::io::stdout();
-    if let Some(addr) = app.local_addr() {
-        let _ = writeln!(stdout, "listening on {addr}");
-        let _ = stdout.flush();
-    }
-    let report = app.wait().await;
-    let _ = writeln!(stdout, "shutdown {report}");
-    std::process::exit(report.exit_code());
+    std::process::exit(rpc_examples::serving::until_stopped(&app).await);
 }

@@ -25,7 +25,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response};
+use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
@@ -33,8 +33,9 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::Status;
 use tower::Service;
 
-use super::grpc_timeout::grpc_timeout;
+use super::grpc_timeout::{deadline_exceeded, grpc_timeout};
 use super::message_size_status;
+use crate::metadata::status_trailers;
 use crate::registry::BoxError;
 
 /// The message of a call ended at the drain bound.
@@ -126,10 +127,7 @@ impl Bounds {
             None => None,
         };
         if let Some(limit) = deadline_passed {
-            return Poll::Ready(Status::deadline_exceeded(format!(
-                "the call's deadline ({} ms, grpc-timeout) passed",
-                limit.as_millis()
-            )));
+            return Poll::Ready(deadline_exceeded(limit));
         }
         let token = &self.cut.token;
         let cut_wait = self
@@ -252,12 +250,7 @@ where
         let status = std::task::ready!(bounds.poll_end(cx));
         this.inner.set(None);
         *this.bounds = None;
-        let mut trailers = HeaderMap::new();
-        // Our own messages always encode; should one not, the code alone still says it.
-        if status.add_header(&mut trailers).is_err() {
-            trailers.insert("grpc-status", http::HeaderValue::from(status.code() as i32));
-        }
-        Poll::Ready(Some(Ok(Frame::trailers(trailers))))
+        Poll::Ready(Some(Ok(Frame::trailers(status_trailers(&status)))))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -276,6 +269,7 @@ mod tests {
     use std::convert::Infallible;
 
     use futures_util::{StreamExt, stream};
+    use http::HeaderMap;
     use http_body_util::{BodyExt, StreamBody};
     use tower::{ServiceExt, service_fn};
 

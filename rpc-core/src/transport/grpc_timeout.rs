@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use http::HeaderMap;
+use tonic::Status;
 
 use crate::metadata::GRPC_TIMEOUT;
 
@@ -46,6 +47,14 @@ pub fn grpc_timeout(headers: &HeaderMap) -> Result<Option<Duration>, MalformedTi
         b'n' => Duration::from_nanos(amount),
         _ => return Err(malformed()),
     }))
+}
+
+/// The status of a call whose deadline of `limit` (its `grpc-timeout`) passed.
+pub fn deadline_exceeded(limit: Duration) -> Status {
+    Status::deadline_exceeded(format!(
+        "the call's deadline ({} ms, grpc-timeout) passed",
+        limit.as_millis()
+    ))
 }
 
 #[cfg(test)]

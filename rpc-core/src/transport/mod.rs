@@ -25,5 +25,5 @@ mod server;
 pub use call_bounds::CUT_AT_SHUTDOWN;
 pub use channel::{ChannelOptions, connect_lazy};
 pub use error::TransportError;
-pub use grpc_timeout::{MalformedTimeout, grpc_timeout};
+pub use grpc_timeout::{MalformedTimeout, deadline_exceeded, grpc_timeout};
 pub use server::{CUT_LEAD, Server, ServerHandle, ServerOptions, ServerShutdown};
