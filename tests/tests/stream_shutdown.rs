@@ -416,7 +416,8 @@ async fn streams_through_a_graceful_stop(backend: Backend) {
             end.at >= drains_began + DRAIN_BOUND,
             "not cut before the bound: {end:?}"
         );
-        assert!(end.at <= stop_ended + Duration::from_millis(500), "{end:?}");
+        // Ended with the stop, not after it (the slack is for a loaded machine).
+        assert!(end.at <= stop_ended + Duration::from_secs(2), "{end:?}");
     }
     assert_eq!(report.streams_cut, 3, "{report}");
     assert_eq!(report.exit_code(), 1, "a cut stream is a forced stop");

@@ -8,6 +8,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use proto::interop::test_service_client::TestServiceClient;
 use proto::interop::unimplemented_service_client::UnimplementedServiceClient;
+use rpc::cluster::ReferenceConfig;
 use rpc::config::RegistryConfig;
 use rpc::core::BoxError;
 use rpc::{Application, ApplicationBuilder, ApplicationError, Config, ReferenceChannel};
@@ -57,6 +58,21 @@ pub fn client_config(registry_url: &str) -> Config {
             url: registry_url.to_owned(),
         },
     );
+    // Like the Python client, every call may wait 10 s for its response (the default
+    // 3 s is short for a 300 KB exchange on a loaded 2-core machine); the cases that
+    // test deadlines set their own.
+    for service in [
+        "grpc.testing.TestService",
+        "grpc.testing.UnimplementedService",
+    ] {
+        config.consumer.references.insert(
+            service.to_owned(),
+            ReferenceConfig {
+                timeout: Some(Duration::from_secs(10)),
+                ..ReferenceConfig::default()
+            },
+        );
+    }
     // The client stops itself once its cases ran; nobody calls it, so its offline
     // window can be short.
     config.graceful_shutdown.internal_signal = false;
