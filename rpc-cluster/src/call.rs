@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use rpc_core::metadata::{GRPC_TIMEOUT, RETRIES};
+use rpc_core::metadata::{RETRIES, grpc_timeout};
 use rpc_core::{BoxError, GuardedBody, InstanceId};
 use smallvec::SmallVec;
 use tokio::time::Instant;
@@ -322,22 +322,6 @@ fn learn(cluster: &ClusterInner, invoker: &Arc<Invoker>, outcome: &Outcome, star
     }
 }
 
-/// The caller's deadline from the `grpc-timeout` header (e.g. `500m`), if any.
-fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
-    let value = headers.get(&GRPC_TIMEOUT)?.to_str().ok()?;
-    let (amount, unit) = value.split_at(value.len().checked_sub(1)?);
-    let amount: u64 = amount.parse().ok()?;
-    Some(match unit {
-        "H" => Duration::from_secs(amount.saturating_mul(3600)),
-        "M" => Duration::from_secs(amount.saturating_mul(60)),
-        "S" => Duration::from_secs(amount),
-        "m" => Duration::from_millis(amount),
-        "u" => Duration::from_micros(amount),
-        "n" => Duration::from_nanos(amount),
-        _ => return None,
-    })
-}
-
 impl Failure {
     /// What the caller receives for this failure.
     ///
@@ -482,16 +466,5 @@ mod tests {
                 .all(|i| i.availability(now) == crate::Availability::Ready)
         );
         assert_eq!(channel.stats().blacklist.recoveries, 3);
-    }
-
-    #[test]
-    fn grpc_timeout_header_is_read() {
-        let mut headers = http::HeaderMap::new();
-        headers.insert("grpc-timeout", "250m".parse().unwrap());
-        assert_eq!(grpc_timeout(&headers), Some(Duration::from_millis(250)));
-        headers.insert("grpc-timeout", "3S".parse().unwrap());
-        assert_eq!(grpc_timeout(&headers), Some(Duration::from_secs(3)));
-        headers.insert("grpc-timeout", "x".parse().unwrap());
-        assert_eq!(grpc_timeout(&headers), None);
     }
 }
