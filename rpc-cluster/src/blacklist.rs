@@ -14,98 +14,19 @@
 //! - when nothing is selectable, the pick goes to the instance whose ejection or closing
 //!   ends soonest (panic mode) rather than failing every call.
 //!
-//! Unlike one framework we studied, the state written here is read on every pick.
+//! This file is the policy only. The state it writes is each instance's
+//! `InstanceHealth` (`health.rs`), stored in the instance's invoker; unlike one
+//! framework we studied, that state is read on every pick.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
 use tokio::time::Instant;
 
 use crate::config::BlacklistConfig;
+use crate::health::EjectionRecord;
 use crate::invoker::Invoker;
-
-/// Whether an instance may be picked now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Availability {
-    /// Healthy.
-    Ready,
-    /// Its ejection has ended and no probe is under way: this pick is the probe.
-    Probe,
-    /// Ejected, closing, or being probed, until about `until`.
-    Unavailable {
-        /// When it may become selectable again.
-        until: Instant,
-    },
-}
-
-/// The health of one instance as this consumer sees it.
-#[derive(Debug, Default)]
-pub(crate) struct InstanceHealth {
-    /// Fast path: false means healthy, nothing to check under the lock.
-    flagged: AtomicBool,
-    /// The current streak of connection-level failures.
-    consecutive_failures: AtomicU32,
-    state: Mutex<HealthState>,
-}
-
-#[derive(Debug, Default)]
-struct HealthState {
-    ejected_until: Option<Instant>,
-    ejections: u32,
-    healthy_since: Option<Instant>,
-    probing: bool,
-    closing_until: Option<Instant>,
-}
-
-impl InstanceHealth {
-    pub(crate) fn availability(&self, now: Instant) -> Availability {
-        if !self.flagged.load(Ordering::Acquire) {
-            return Availability::Ready;
-        }
-        let mut state = self.state.lock();
-        if let Some(until) = state.closing_until {
-            if until > now {
-                return Availability::Unavailable { until };
-            }
-            state.closing_until = None;
-        }
-        if let Some(until) = state.ejected_until {
-            if until > now {
-                return Availability::Unavailable { until };
-            }
-            if state.probing {
-                return Availability::Unavailable { until: now };
-            }
-            return Availability::Probe;
-        }
-        self.flagged.store(false, Ordering::Release);
-        Availability::Ready
-    }
-
-    /// Claims the probe of an instance whose ejection ended; false if another call has it.
-    pub(crate) fn begin_probe(&self, now: Instant) -> bool {
-        let mut state = self.state.lock();
-        match state.ejected_until {
-            Some(until) if until <= now && !state.probing => {
-                state.probing = true;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    pub(crate) fn is_closing(&self, now: Instant) -> bool {
-        self.flagged.load(Ordering::Acquire)
-            && self.state.lock().closing_until.is_some_and(|u| u > now)
-    }
-
-    pub(crate) fn ejected(&self, now: Instant) -> bool {
-        self.flagged.load(Ordering::Acquire)
-            && self.state.lock().ejected_until.is_some_and(|u| u > now)
-    }
-}
 
 /// Counts of what the blacklist did, for a stats accessor (metrics come later).
 #[derive(Debug, Default)]
@@ -171,19 +92,7 @@ impl Blacklist {
 
     /// A call on `invoker` succeeded (or failed with an application error).
     pub(crate) fn on_success(&self, invoker: &Invoker, now: Instant) {
-        let health = invoker.health();
-        // Most successes follow successes: no write and no lock when nothing changes.
-        if health.consecutive_failures.load(Ordering::Relaxed) != 0 {
-            health.consecutive_failures.store(0, Ordering::Relaxed);
-        }
-        if !health.flagged.load(Ordering::Acquire) {
-            return;
-        }
-        let mut state = health.state.lock();
-        if state.probing {
-            state.probing = false;
-            state.ejected_until = None;
-            state.healthy_since = Some(now);
+        if invoker.health().record_success(now) {
             self.stats.recoveries.fetch_add(1, Ordering::Relaxed);
             tracing::info!(instance = %invoker.id(), "instance recovered: probe succeeded");
         }
@@ -196,35 +105,30 @@ impl Blacklist {
             return;
         }
         let health = invoker.health();
-        let failures = health
-            .consecutive_failures
-            .fetch_add(1, Ordering::Relaxed)
-            .saturating_add(1);
-        let streak = failures >= self.config.consecutive_failures.max(1);
-        if !streak && !health.flagged.load(Ordering::Acquire) {
+        let streak = health.record_failure() >= self.config.consecutive_failures.max(1);
+        if !streak && !health.is_flagged() {
             return;
         }
-        let mut state = health.state.lock();
-        let failed_probe = state.probing;
-        let already_ejected = state.ejected_until.is_some_and(|until| until > now);
-        if already_ejected || !(failed_probe || streak) {
+        let record = health.ejection_record(now);
+        let failed_probe = record.probing;
+        if record.ejected || !(failed_probe || streak) {
             return;
         }
+        // The peers are counted with no lock of this instance's held: counting reads
+        // their health, and two instances failing at once must not wait for each other.
         if !failed_probe && !self.may_eject(invoker, peers, now) {
             return;
         }
-        self.decay_ejections(&mut state, now);
-        state.ejections = state.ejections.saturating_add(1);
-        state.probing = false;
-        let duration = self.ejection_time(state.ejections);
-        state.ejected_until = Some(now + duration);
-        state.healthy_since = None;
-        health.flagged.store(true, Ordering::Release);
+        let ejections = self.decayed(record, now).saturating_add(1);
+        let duration = self.ejection_time(ejections);
+        if !health.eject(now, now + duration, ejections) {
+            return;
+        }
         self.stats.ejections.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             instance = %invoker.id(),
             ejection_ms = duration.as_millis() as u64,
-            times = state.ejections,
+            times = ejections,
             reason = if failed_probe { "probe failed" } else { "consecutive failures" },
             "instance ejected"
         );
@@ -232,15 +136,13 @@ impl Blacklist {
 
     /// The instance said it is going offline: stop picking it, without counting a failure.
     pub(crate) fn mark_closing(&self, invoker: &Invoker, now: Instant) {
-        let health = invoker.health();
-        let mut state = health.state.lock();
-        if state.closing_until.is_some_and(|until| until > now) {
-            return;
+        if invoker
+            .health()
+            .mark_closing(now, now + self.closing_expire)
+        {
+            self.stats.closing_marks.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(instance = %invoker.id(), "instance is closing: no longer picked");
         }
-        state.closing_until = Some(now + self.closing_expire);
-        health.flagged.store(true, Ordering::Release);
-        self.stats.closing_marks.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(instance = %invoker.id(), "instance is closing: no longer picked");
     }
 
     fn may_eject(&self, invoker: &Invoker, peers: &[Arc<Invoker>], now: Instant) -> bool {
@@ -253,12 +155,17 @@ impl Blacklist {
         ejected < limit
     }
 
-    fn decay_ejections(&self, state: &mut HealthState, now: Instant) {
-        if let Some(since) = state.healthy_since {
-            let base = self.config.base_ejection_time.as_nanos().max(1);
-            let healthy_periods = (now.saturating_duration_since(since).as_nanos() / base) as u32;
-            state.ejections = state.ejections.saturating_sub(healthy_periods);
-        }
+    /// The instance's ejection count, less one for every base ejection time it has
+    /// stayed healthy since it was last restored.
+    fn decayed(&self, record: EjectionRecord, now: Instant) -> u32 {
+        let Some(since) = record.healthy_since else {
+            return record.ejections;
+        };
+        let base = self.config.base_ejection_time.as_nanos().max(1);
+        let healthy_periods = now.saturating_duration_since(since).as_nanos() / base;
+        record
+            .ejections
+            .saturating_sub(u32::try_from(healthy_periods).unwrap_or(u32::MAX))
     }
 
     fn ejection_time(&self, ejections: u32) -> Duration {
@@ -272,6 +179,7 @@ impl Blacklist {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::health::Availability;
     use crate::invoker::tests::invoker;
 
     fn config() -> BlacklistConfig {

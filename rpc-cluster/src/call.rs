@@ -14,13 +14,13 @@ use tokio::time::Instant;
 use tonic::body::Body as TonicBody;
 use tower::ServiceExt;
 
-use crate::blacklist::Availability;
 use crate::channel::ClusterInner;
 use crate::classify::{
     Failure, FailureKind, Outcome, classify_error, classify_response, says_closing,
 };
 use crate::directory::Directory;
 use crate::error::ClusterError;
+use crate::health::Availability;
 use crate::invoker::Invoker;
 use crate::loadbalance::{Candidates, InvokerList, RequestInfo};
 use crate::replay::RequestBody;

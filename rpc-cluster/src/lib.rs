@@ -27,6 +27,7 @@ pub mod config;
 mod directory;
 mod error;
 mod ewma;
+mod health;
 mod invoker;
 pub mod loadbalance;
 mod reference;
@@ -35,7 +36,7 @@ mod retry_budget;
 mod stats;
 mod strategy;
 
-pub use blacklist::{Availability, Blacklist, BlacklistCounts, BlacklistStats};
+pub use blacklist::{Blacklist, BlacklistCounts, BlacklistStats};
 pub use channel::ClusterChannel;
 pub use classify::FailureKind;
 pub use config::{
@@ -44,6 +45,7 @@ pub use config::{
 };
 pub use directory::{Applied, Directory};
 pub use error::ClusterError;
+pub use health::Availability;
 pub use invoker::{Invoker, InvokerStats};
 pub use reference::ClusterReference;
 pub use stats::ClusterCounts;

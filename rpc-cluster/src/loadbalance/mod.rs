@@ -29,8 +29,8 @@ pub use random::Random;
 pub use round_robin::RoundRobin;
 pub use warmup::warmed_weight;
 
-use crate::blacklist::Availability;
 use crate::config::LoadBalanceKind;
+use crate::health::Availability;
 use crate::invoker::Invoker;
 
 /// Picks one instance for one request.
