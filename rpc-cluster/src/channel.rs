@@ -72,7 +72,7 @@ impl ClusterChannel {
             inner: Arc::new(ClusterInner {
                 lb: loadbalance::build(config.loadbalance),
                 blacklist: Blacklist::new(blacklist, closing_expire),
-                budget: RetryBudget::new(0.2, 10),
+                budget: RetryBudget::new(&config.retry_budget),
                 failback: FailbackQueue::default(),
                 stats: ClusterStats::default(),
                 hash_header: hash_header(&config),

@@ -40,8 +40,8 @@ pub use blacklist::{Blacklist, BlacklistCounts, BlacklistStats};
 pub use channel::ClusterChannel;
 pub use classify::FailureKind;
 pub use config::{
-    BlacklistConfig, ClusterKind, DirectoryConfig, InvalidSetting, LoadBalanceKind, MethodConfig,
-    ReferenceConfig,
+    BlacklistConfig, ClusterKind, DirectoryConfig, FailbackConfig, InvalidSetting, LoadBalanceKind,
+    MethodConfig, ReferenceConfig, RetryBudgetConfig,
 };
 pub use directory::{Applied, Directory};
 pub use error::ClusterError;
