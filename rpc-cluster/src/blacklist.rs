@@ -22,6 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use rand::RngExt;
+use rand::rngs::SmallRng;
 use tokio::time::Instant;
 
 use crate::config::BlacklistConfig;
@@ -99,8 +101,15 @@ impl Blacklist {
     }
 
     /// A call on `invoker` failed at the connection level (refused, reset, UNAVAILABLE,
-    /// timeout). `peers` is the directory's current list, for `max_ejection_percent`.
-    pub(crate) fn on_failure(&self, invoker: &Invoker, peers: &[Arc<Invoker>], now: Instant) {
+    /// timeout). `peers` is the directory's current list, for `max_ejection_percent`;
+    /// `rng` (the call's) draws the ejection's jitter.
+    pub(crate) fn on_failure(
+        &self,
+        invoker: &Invoker,
+        peers: &[Arc<Invoker>],
+        now: Instant,
+        rng: &mut SmallRng,
+    ) {
         if !self.config.enabled {
             return;
         }
@@ -120,8 +129,8 @@ impl Blacklist {
             return;
         }
         let ejections = self.decayed(record, now).saturating_add(1);
-        let duration = self.ejection_time(ejections);
-        if !health.eject(now, now + duration, ejections) {
+        let duration = self.ejection_time(ejections, rng);
+        if !health.eject(now, later(now, duration), ejections) {
             return;
         }
         self.stats.ejections.fetch_add(1, Ordering::Relaxed);
@@ -138,7 +147,7 @@ impl Blacklist {
     pub(crate) fn mark_closing(&self, invoker: &Invoker, now: Instant) {
         if invoker
             .health()
-            .mark_closing(now, now + self.closing_expire)
+            .mark_closing(now, later(now, self.closing_expire))
         {
             self.stats.closing_marks.fetch_add(1, Ordering::Relaxed);
             tracing::debug!(instance = %invoker.id(), "instance is closing: no longer picked");
@@ -168,16 +177,29 @@ impl Blacklist {
             .saturating_sub(u32::try_from(healthy_periods).unwrap_or(u32::MAX))
     }
 
-    fn ejection_time(&self, ejections: u32) -> Duration {
+    /// How long the `ejections`-th ejection lasts: `base × ejections`, capped, plus a
+    /// random part of up to `jitter` of it.
+    fn ejection_time(&self, ejections: u32, rng: &mut SmallRng) -> Duration {
         let base = self.config.base_ejection_time.saturating_mul(ejections);
         let capped = base.min(self.config.max_ejection_time);
-        let jitter = self.config.jitter.clamp(0.0, 1.0) * fastrand::f64();
-        capped.mul_f64(1.0 + jitter)
+        let jitter = self.config.jitter.clamp(0.0, 1.0) * rng.random::<f64>();
+        let extra = Duration::try_from_secs_f64(capped.as_secs_f64() * jitter).unwrap_or_default();
+        capped.saturating_add(extra)
     }
+}
+
+/// The time `by` after `now`; about a century ahead if the clock cannot hold that (a
+/// configured duration that large means "for good").
+fn later(now: Instant, by: Duration) -> Instant {
+    now.checked_add(by)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now)
 }
 
 #[cfg(test)]
 mod tests {
+    use rand::SeedableRng;
+
     use super::*;
     use crate::health::Availability;
     use crate::invoker::tests::invoker;
@@ -189,9 +211,13 @@ mod tests {
         }
     }
 
+    fn rng() -> SmallRng {
+        SmallRng::seed_from_u64(1)
+    }
+
     fn fail(blacklist: &Blacklist, target: &Invoker, peers: &[Arc<Invoker>], times: u32) {
         for _ in 0..times {
-            blacklist.on_failure(target, peers, Instant::now());
+            blacklist.on_failure(target, peers, Instant::now(), &mut rng());
         }
     }
 
@@ -233,7 +259,7 @@ mod tests {
             Availability::Unavailable { .. }
         ));
         // The probe fails: ejected again, for 2 × 30 s.
-        blacklist.on_failure(target, &peers, now);
+        blacklist.on_failure(target, &peers, now, &mut rng());
         tokio::time::advance(Duration::from_secs(59)).await;
         assert!(matches!(
             target.health().availability(Instant::now()),
@@ -252,8 +278,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn ejection_time_is_capped() {
         let blacklist = Blacklist::new(config(), Duration::from_secs(30));
-        assert_eq!(blacklist.ejection_time(3), Duration::from_secs(90));
-        assert_eq!(blacklist.ejection_time(50), Duration::from_secs(300));
+        assert_eq!(
+            blacklist.ejection_time(3, &mut rng()),
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            blacklist.ejection_time(50, &mut rng()),
+            Duration::from_secs(300)
+        );
     }
 
     #[tokio::test(start_paused = true)]

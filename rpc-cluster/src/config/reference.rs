@@ -248,23 +248,25 @@ mod tests {
     #[test]
     fn retry_budget_and_failback_have_todays_defaults_and_kebab_aliases() {
         let config = ReferenceConfig::default();
-        assert_eq!(config.retry_budget.ratio, 0.2);
-        assert_eq!(config.retry_budget.min_per_second, 10);
-        assert_eq!(config.retry_budget.ttl, Duration::from_secs(10));
-        assert_eq!(config.failback.retry_period, Duration::from_secs(5));
-        assert_eq!(config.failback.retries, 3);
-        assert_eq!(config.failback.queue_capacity, 1024);
+        let budget = |ratio, min_per_second, ttl| RetryBudgetConfig {
+            ratio,
+            min_per_second,
+            ttl: Duration::from_secs(ttl),
+        };
+        let failback = |retry_period, retries, queue_capacity| FailbackConfig {
+            retry_period,
+            retries,
+            queue_capacity,
+        };
+        assert_eq!(config.retry_budget, budget(0.2, 10, 10));
+        assert_eq!(config.failback, failback(Duration::from_secs(5), 3, 1024));
         let config: ReferenceConfig = serde_json::from_str(
             r#"{"retry-budget":{"ratio":0.5,"min-per-second":1,"ttl":"3s"},
                 "failback":{"retry-period":"50ms","retries":2,"queue-capacity":8}}"#,
         )
         .unwrap();
-        assert_eq!(config.retry_budget.ratio, 0.5);
-        assert_eq!(config.retry_budget.min_per_second, 1);
-        assert_eq!(config.retry_budget.ttl, Duration::from_secs(3));
-        assert_eq!(config.failback.retry_period, Duration::from_millis(50));
-        assert_eq!(config.failback.retries, 2);
-        assert_eq!(config.failback.queue_capacity, 8);
+        assert_eq!(config.retry_budget, budget(0.5, 1, 3));
+        assert_eq!(config.failback, failback(Duration::from_millis(50), 2, 8));
     }
 
     #[test]
