@@ -56,7 +56,7 @@ async fn one_at_a_time(mut call: Call, route: Route) -> Answer {
             (Decision::Swallow { retry_later }, failure) => {
                 return Ok(swallow(call, failure, retry_later, route));
             }
-            // Nothing was sent, so there is nothing to retry.
+            // A retry asked for when no attempt could be made has nothing to send again.
             (Decision::Retry { .. } | Decision::Fail, failure) => return call.give_up(failure),
         }
     }

@@ -36,7 +36,8 @@ pub(crate) enum Plan {
     /// One attempt at a time, to the first selectable instance in the directory's order
     /// (sorted by instance id), without load balancing.
     InOrder,
-    /// This many attempts at once, on different instances; the first answer wins.
+    /// This many attempts at once, on different instances; the first answer wins, and
+    /// if none answers the last failure goes to the caller.
     Race(usize),
     /// One attempt on every selectable instance at once; any failure fails the call.
     All,
@@ -95,7 +96,9 @@ pub(crate) trait Strategy: Send + Sync + std::fmt::Debug + 'static {
     }
 
     /// What to do after the failure `failed` of a call described by `facts`; `rng` is
-    /// the call's generator, for a jittered backoff. Default: [`Decision::Fail`].
+    /// the call's generator, for a jittered backoff. Asked after each failure of a
+    /// one-at-a-time plan ([`Plan::Balanced`], [`Plan::InOrder`]); a race or a broadcast
+    /// settles its call by the rule its plan states. Default: [`Decision::Fail`].
     fn on_failure(&self, failed: Failed, facts: &CallFacts, rng: &mut SmallRng) -> Decision {
         let _ = (failed, facts, rng);
         Decision::Fail
