@@ -62,9 +62,9 @@ fn the_filters_add_one_allocation_on_the_provider_and_none_on_the_consumer() {
     });
 
     let plain = allocations_per_request(&runtime, inner);
-    let provider = ProviderGracefulLayer::new(lifecycle.clone()).layer(inner);
+    let provider = ProviderGracefulLayer::new(lifecycle.provider_handles()).layer(inner);
     let through_provider = allocations_per_request(&runtime, provider);
-    let consumer = ConsumerGracefulLayer::new(lifecycle.clone()).layer(inner);
+    let consumer = ConsumerGracefulLayer::new(lifecycle.consumer_handles()).layer(inner);
     let through_consumer = allocations_per_request(&runtime, consumer);
     println!(
         "heap blocks per request: plain {plain}, provider filter {through_provider}, \

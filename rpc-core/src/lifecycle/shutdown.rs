@@ -78,7 +78,7 @@ impl Lifecycle {
         report.record(Step::Callbacks, step, outcome);
 
         report.total = started.elapsed();
-        report.rejected = self.inner.rejected.load(Ordering::Relaxed);
+        report.rejected = self.inner.rejections.count();
         report.interrupted_by = *self.inner.interrupt.lock();
         self.advance(Phase::Stopped);
         tracing::info!(app = %self.name(), %report, "graceful shutdown finished");
