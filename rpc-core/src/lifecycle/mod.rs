@@ -18,8 +18,11 @@ mod deadline;
 mod handles;
 mod phase;
 mod report;
+mod sequence;
 mod shutdown;
 mod signals;
+#[cfg(test)]
+mod span_tests;
 mod startup;
 #[cfg(test)]
 mod tests;
@@ -33,6 +36,7 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic_health::server::{HealthReporter, HealthService};
+use tracing::Instrument;
 
 pub use config::ShutdownConfig;
 pub use handles::{ConsumerHandles, ProviderHandles};
@@ -196,7 +200,9 @@ impl Lifecycle {
         let mut sequence = self.inner.sequence.lock();
         let shared = sequence.get_or_insert_with(|| {
             let this = self.clone();
-            let task = tokio::spawn(async move { this.run_shutdown().await });
+            // Every step's span (see `sequence.rs`) is a child of this one.
+            let span = tracing::info_span!("shutdown", app = %self.name());
+            let task = tokio::spawn(async move { this.run_shutdown().await }.instrument(span));
             async move {
                 task.await.unwrap_or_else(|error| {
                     tracing::error!(%error, "shutdown sequence task failed");
