@@ -237,7 +237,7 @@ impl ApplicationBuilder {
         ));
         let channel = ClusterChannel::new(directory, config, consumer.blacklist.clone());
         self.references.push((channel.clone(), check));
-        ConsumerGracefulLayer::new(self.lifecycle.clone()).layer(channel)
+        ConsumerGracefulLayer::new(self.lifecycle.consumer_handles()).layer(channel)
     }
 
     /// Adds a readiness gate: registration waits until it passes; an error fails start-up.
@@ -360,7 +360,8 @@ impl ApplicationBuilder {
             .map_err(|_| ApplicationError::InvalidHost(protocol.host.clone()))?;
         let mut routes = std::mem::take(&mut self.routes);
         routes.add_service(self.lifecycle.health_service());
-        let service = ProviderGracefulLayer::new(self.lifecycle.clone()).layer(routes.routes());
+        let service =
+            ProviderGracefulLayer::new(self.lifecycle.provider_handles()).layer(routes.routes());
         let services = self
             .services
             .iter()

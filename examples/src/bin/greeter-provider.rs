@@ -12,7 +12,7 @@ use clap::Parser;
 use proto::greeter::greeter_server::GreeterServer;
 use rpc::core::lifecycle::StartError;
 use rpc::{Application, ApplicationError, Config};
-use rpc_examples::services::GreeterProvider;
+use rpc_testkit::services::GreeterProvider;
 
 /// Serve helloworld.Greeter with graceful online/offline.
 #[derive(Debug, Parser)]
@@ -25,7 +25,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() {
-    rpc_examples::init_logging();
+    rpc_testkit::init_logging();
     let args = Args::parse();
     let config = match Config::from_file(&args.config) {
         Ok(config) => config,

@@ -17,6 +17,8 @@ use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use tokio::time::{Instant, MissedTickBehavior};
 
+use crate::measure::latency_histogram;
+
 /// Result of one call: the provider that answered, or the status it failed with.
 pub type CallResult = Result<String, tonic::Status>;
 
@@ -102,8 +104,8 @@ impl LoadRecord {
             failed_by_code: BTreeMap::new(),
             failure_samples: Vec::new(),
             by_provider: BTreeMap::new(),
-            steady: histogram(),
-            during_restart: histogram(),
+            steady: latency_histogram(),
+            during_restart: latency_histogram(),
             seconds: Vec::new(),
             second_histograms: Vec::new(),
         }
@@ -137,7 +139,7 @@ impl LoadRecord {
             (at.saturating_duration_since(self.started).as_secs() as usize).min(self.last_second);
         while self.seconds.len() <= index {
             self.seconds.push(Second::default());
-            self.second_histograms.push(histogram());
+            self.second_histograms.push(latency_histogram());
         }
         index
     }
@@ -200,10 +202,6 @@ fn over_limit(options: &LoadOptions) -> tonic::Status {
          does not keep up with {} req/s)",
         options.max_outstanding, options.rate
     ))
-}
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 120_000_000, 3).expect("valid histogram bounds")
 }
 
 /// A run in progress: shared by the sender, the call tasks and the observer (who may
