@@ -3,7 +3,9 @@
 //! gRPC reserves the `grpc-` prefix, so ours start with `rpc-`. A plain gRPC client that
 //! does not know them loses nothing: it sees an ordinary status.
 
-use http::{HeaderName, HeaderValue};
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
 
 /// Response header a provider adds from the first shutdown step on: "this instance is
 /// going offline". Our consumers stop choosing the instance at once, before the registry
@@ -34,3 +36,42 @@ pub const CLOSING_VALUE: HeaderValue = HeaderValue::from_static("1");
 
 /// The value of [`NOT_EXECUTED`] when the provider is shutting down.
 pub const NOT_EXECUTED_CLOSING: HeaderValue = HeaderValue::from_static("closing");
+
+/// The caller's deadline from the [`GRPC_TIMEOUT`] header, if it has a valid one.
+///
+/// The value is an integer followed by one unit letter (gRPC over HTTP/2, "Timeout"):
+/// `H` hours, `M` minutes, `S` seconds, `m` milliseconds, `u` microseconds,
+/// `n` nanoseconds; `500m` is half a second. `None` when the header is absent or
+/// malformed; a huge value saturates rather than overflowing. Consumers read it to
+/// bound each attempt by the smaller of the caller's deadline and their own timeout.
+pub fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
+    let value = headers.get(&GRPC_TIMEOUT)?.to_str().ok()?;
+    let (amount, unit) = value.split_at(value.len().checked_sub(1)?);
+    let amount: u64 = amount.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(amount.saturating_mul(3600)),
+        "M" => Duration::from_secs(amount.saturating_mul(60)),
+        "S" => Duration::from_secs(amount),
+        "m" => Duration::from_millis(amount),
+        "u" => Duration::from_micros(amount),
+        "n" => Duration::from_nanos(amount),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_timeout_header_is_read() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(grpc_timeout(&headers), None);
+        headers.insert(GRPC_TIMEOUT, "250m".parse().unwrap());
+        assert_eq!(grpc_timeout(&headers), Some(Duration::from_millis(250)));
+        headers.insert(GRPC_TIMEOUT, "3S".parse().unwrap());
+        assert_eq!(grpc_timeout(&headers), Some(Duration::from_secs(3)));
+        headers.insert(GRPC_TIMEOUT, "x".parse().unwrap());
+        assert_eq!(grpc_timeout(&headers), None);
+    }
+}

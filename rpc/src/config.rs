@@ -556,4 +556,34 @@ graceful_shutdown:
         let error = yaml("protocol: [").unwrap_err().to_string();
         assert!(error.starts_with("test.yaml: "), "{error}");
     }
+
+    #[test]
+    fn a_references_retry_budget_and_failback_load_in_either_spelling() {
+        let config = yaml(
+            "consumer:\n  references:\n    a.B:\n      cluster: failback\n      \
+             retry_budget: { ratio: 0.5, min_per_second: 1, ttl: 2s }\n      \
+             failback: { retry-period: 100ms, retries: 2, queue-capacity: 16 }\n    \
+             c.D:\n      retry-budget: { min-per-second: 3 }\n",
+        )
+        .unwrap();
+        let a = &config.consumer.references["a.B"];
+        assert_eq!(a.retry_budget.ratio, 0.5);
+        assert_eq!(a.retry_budget.ttl, Duration::from_secs(2));
+        assert_eq!(a.failback.retry_period, Duration::from_millis(100));
+        assert_eq!(a.failback.queue_capacity, 16);
+        assert_eq!(
+            config.consumer.references["c.D"]
+                .retry_budget
+                .min_per_second,
+            3
+        );
+
+        let (key, message) =
+            invalid_key("consumer:\n  references:\n    a.B: { retry_budget: { ttl: 500ms } }\n");
+        assert_eq!(key, "consumer.references.a.B.retry_budget.ttl");
+        assert!(message.contains("whole seconds"), "{message}");
+        let (key, _) =
+            invalid_key("consumer:\n  references:\n    a.B: { failback: { retries: 0 } }\n");
+        assert_eq!(key, "consumer.references.a.B.failback.retries");
+    }
 }

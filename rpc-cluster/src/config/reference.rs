@@ -1,83 +1,15 @@
-//! Configuration of references, the directory and the blacklist, with the defaults
-//! Dubbo users expect. Every struct denies unknown keys so a typo is an error that
-//! names it, and accepts dubbo-go's kebab-case spellings as aliases.
+//! Settings of one reference, under `consumer.references.<service>`, and of its
+//! methods.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// A setting whose value is out of range: `key` is relative to the section checked.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InvalidSetting {
-    /// The key, relative to the checked section (`timeout`, `methods.Get.timeout`).
-    pub key: String,
-    /// What is wrong, with the allowed range.
-    pub reason: String,
-}
-
-fn invalid(key: impl Into<String>, reason: impl Into<String>) -> Result<(), InvalidSetting> {
-    Err(InvalidSetting {
-        key: key.into(),
-        reason: reason.into(),
-    })
-}
-
-fn positive(key: &str, value: Option<Duration>) -> Result<(), InvalidSetting> {
-    match value {
-        Some(value) if value.is_zero() => {
-            invalid(key, "must be more than 0 (leave it out for none)")
-        }
-        _ => Ok(()),
-    }
-}
-
-/// Which cluster strategy a reference uses (Dubbo's `cluster`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ClusterKind {
-    /// Retry on another instance when the request was certainly not executed (and, for
-    /// idempotent methods, after timeouts and UNAVAILABLE). The default.
-    #[default]
-    Failover,
-    /// One attempt; the error goes to the caller.
-    Failfast,
-    /// One attempt; an error is logged and swallowed, the caller gets an empty response.
-    Failsafe,
-    /// Like failsafe, and the failed request is retried in the background (bounded queue).
-    Failback,
-    /// `forks` attempts in parallel on different instances; the first success wins.
-    Forking,
-    /// Every instance is called; any error fails the call.
-    Broadcast,
-    /// The first selectable instance, without load balancing.
-    Available,
-}
-
-/// Which load balance a reference uses (Dubbo's `loadbalance`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LoadBalanceKind {
-    /// Weighted random.
-    Random,
-    /// Smooth weighted round-robin (nginx).
-    #[serde(alias = "roundrobin", alias = "round-robin")]
-    RoundRobin,
-    /// Power of two choices over peak-EWMA latency × in-flight. The default: it needs no
-    /// cooperation from the provider and steers away from slow or failing instances.
-    #[default]
-    P2c,
-    /// Fewest calls in flight from this consumer; ties broken by weighted random.
-    #[serde(alias = "leastactive", alias = "least-active")]
-    LeastActive,
-    /// Consistent hashing of a request metadata key (≥ 160 virtual nodes per instance).
-    #[serde(
-        alias = "consistenthashing",
-        alias = "consistent-hash",
-        alias = "consistenthash"
-    )]
-    ConsistentHash,
-}
+use super::failback::FailbackConfig;
+use super::invalid::{InvalidSetting, invalid, positive};
+use super::kinds::{ClusterKind, LoadBalanceKind};
+use super::retry_budget::RetryBudgetConfig;
 
 /// Per-method settings, under `references.<service>.methods.<Method>`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,7 +26,7 @@ pub struct MethodConfig {
 }
 
 /// Settings of one reference, under `consumer.references.<service>`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReferenceConfig {
     /// Cluster strategy. Default `failover`.
@@ -138,6 +70,13 @@ pub struct ReferenceConfig {
     /// (gRPC's default message limit). Larger requests are sent once.
     #[serde(alias = "max-replay-bytes")]
     pub max_replay_bytes: usize,
+    /// How many retries failover may add to the calls (20 % plus 10/s over 10 s by
+    /// default); see [`RetryBudgetConfig`].
+    #[serde(alias = "retry-budget")]
+    pub retry_budget: RetryBudgetConfig,
+    /// How failback retries in the background (every 5 s, 3 times, 1024 calls at most
+    /// by default); see [`FailbackConfig`].
+    pub failback: FailbackConfig,
 }
 
 impl Default for ReferenceConfig {
@@ -158,6 +97,8 @@ impl Default for ReferenceConfig {
             backoff_base: Duration::from_millis(2),
             backoff_max: Duration::from_millis(50),
             max_replay_bytes: 4 * 1024 * 1024,
+            retry_budget: RetryBudgetConfig::default(),
+            failback: FailbackConfig::default(),
         }
     }
 }
@@ -206,7 +147,10 @@ impl ReferenceConfig {
                 ),
             )?;
         }
-        Ok(())
+        self.retry_budget
+            .validate()
+            .map_err(|e| e.within("retry_budget"))?;
+        self.failback.validate().map_err(|e| e.within("failback"))
     }
 
     fn method(&self, method: &str) -> Option<&MethodConfig> {
@@ -217,132 +161,10 @@ impl ReferenceConfig {
     }
 }
 
-/// Outlier ejection (the blacklist), under `consumer.blacklist`. Defaults follow gRPC's
-/// outlier detection (A50) and Envoy: 5 consecutive failures, 30 s × times ejected,
-/// capped at 300 s.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct BlacklistConfig {
-    /// Whether instances are ejected at all. Default true.
-    pub enabled: bool,
-    /// Connection-level failures in a row (refused, reset, UNAVAILABLE, timeout) that
-    /// eject an instance. Application errors never count. Default 5.
-    #[serde(alias = "consecutive-failures")]
-    pub consecutive_failures: u32,
-    /// Ejection time of a first ejection; the n-th ejection lasts n times this.
-    /// Default 30 s.
-    #[serde(with = "humantime_serde", alias = "base-ejection-time")]
-    pub base_ejection_time: Duration,
-    /// Longest ejection. Default 300 s.
-    #[serde(with = "humantime_serde", alias = "max-ejection-time")]
-    pub max_ejection_time: Duration,
-    /// At most this percentage of instances is ejected at once (at least one may
-    /// always be). Default 50.
-    #[serde(alias = "max-ejection-percent")]
-    pub max_ejection_percent: u32,
-    /// Random extra ejection time, as a fraction of the ejection time, so ejected
-    /// instances do not all return at once. Default 0.1.
-    pub jitter: f64,
-}
-
-impl BlacklistConfig {
-    /// Checks ranges serde cannot.
-    ///
-    /// # Errors
-    /// The first [`InvalidSetting`] found.
-    pub fn validate(&self) -> Result<(), InvalidSetting> {
-        if self.consecutive_failures == 0 {
-            invalid("consecutive_failures", "must be at least 1")?;
-        }
-        if self.max_ejection_percent > 100 {
-            invalid("max_ejection_percent", "must be 0..=100")?;
-        }
-        if !(0.0..=1.0).contains(&self.jitter) {
-            invalid(
-                "jitter",
-                "must be 0.0..=1.0 (a fraction of the ejection time)",
-            )?;
-        }
-        if self.base_ejection_time > self.max_ejection_time {
-            invalid(
-                "base_ejection_time",
-                "must not be more than max_ejection_time",
-            )?;
-        }
-        Ok(())
-    }
-}
-
-impl Default for BlacklistConfig {
-    fn default() -> Self {
-        Self {
-            enabled: true,
-            consecutive_failures: 5,
-            base_ejection_time: Duration::from_secs(30),
-            max_ejection_time: Duration::from_secs(300),
-            max_ejection_percent: 50,
-            jitter: 0.1,
-        }
-    }
-}
-
-/// How the directory treats registry notifications, under `consumer`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct DirectoryConfig {
-    /// Keep the last known instances when the registry delivers an empty set because
-    /// of a fault (an authoritative empty set — the last instance left — is applied).
-    /// Default true.
-    #[serde(alias = "empty-protection")]
-    pub empty_protection: bool,
-    /// How long a removed or closing instance may keep its connection for calls in
-    /// flight; calls still running after that are cancelled. Default 30 s.
-    #[serde(with = "humantime_serde", alias = "closing-invoker-expire-time")]
-    pub closing_invoker_expire_time: Duration,
-    /// Latency assumed for an instance before its first response (P2C). The estimate
-    /// decays toward observed latencies, so a new instance is eased in rather than
-    /// flooded. Default 5 ms (tower's is 30 ms, tuned for wider networks; on a LAN that
-    /// kept new instances nearly idle for half a minute).
-    #[serde(with = "humantime_serde", alias = "default-rtt")]
-    pub default_rtt: Duration,
-    /// Latency a failed call counts as in the peak-EWMA estimate (P2C), so an instance
-    /// that fails fast does not look fast. Default 1 s.
-    #[serde(with = "humantime_serde", alias = "failure-penalty")]
-    pub failure_penalty: Duration,
-    /// Decay time of the peak-EWMA estimate. Default 10 s (linkerd's).
-    #[serde(with = "humantime_serde", alias = "ewma-decay")]
-    pub ewma_decay: Duration,
-}
-
-impl DirectoryConfig {
-    /// Checks ranges serde cannot.
-    ///
-    /// # Errors
-    /// The first [`InvalidSetting`] found.
-    pub fn validate(&self) -> Result<(), InvalidSetting> {
-        positive("ewma_decay", Some(self.ewma_decay))?;
-        positive(
-            "closing_invoker_expire_time",
-            Some(self.closing_invoker_expire_time),
-        )
-    }
-}
-
-impl Default for DirectoryConfig {
-    fn default() -> Self {
-        Self {
-            empty_protection: true,
-            closing_invoker_expire_time: Duration::from_secs(30),
-            default_rtt: Duration::from_millis(5),
-            failure_penalty: Duration::from_secs(1),
-            ewma_decay: Duration::from_secs(10),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{BlacklistConfig, DirectoryConfig};
 
     #[test]
     fn defaults_are_dubbo_like() {
@@ -421,5 +243,69 @@ mod tests {
         let error =
             serde_json::from_str::<ReferenceConfig>(r#"{"cluster":"failsoft"}"#).unwrap_err();
         assert!(error.to_string().contains("failsoft"), "{error}");
+    }
+
+    #[test]
+    fn retry_budget_and_failback_have_todays_defaults_and_kebab_aliases() {
+        let config = ReferenceConfig::default();
+        let budget = |ratio, min_per_second, ttl| RetryBudgetConfig {
+            ratio,
+            min_per_second,
+            ttl: Duration::from_secs(ttl),
+        };
+        let failback = |retry_period, retries, queue_capacity| FailbackConfig {
+            retry_period,
+            retries,
+            queue_capacity,
+        };
+        assert_eq!(config.retry_budget, budget(0.2, 10, 10));
+        assert_eq!(config.failback, failback(Duration::from_secs(5), 3, 1024));
+        let config: ReferenceConfig = serde_json::from_str(
+            r#"{"retry-budget":{"ratio":0.5,"min-per-second":1,"ttl":"3s"},
+                "failback":{"retry-period":"50ms","retries":2,"queue-capacity":8}}"#,
+        )
+        .unwrap();
+        assert_eq!(config.retry_budget, budget(0.5, 1, 3));
+        assert_eq!(config.failback, failback(Duration::from_millis(50), 2, 8));
+    }
+
+    #[test]
+    fn out_of_range_budget_and_failback_values_are_named() {
+        let key = |text: &str| {
+            serde_json::from_str::<ReferenceConfig>(text)
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .key
+        };
+        assert_eq!(
+            key(r#"{"retry_budget":{"ratio":10.5}}"#),
+            "retry_budget.ratio"
+        );
+        assert_eq!(
+            key(r#"{"retry_budget":{"ratio":-0.1}}"#),
+            "retry_budget.ratio"
+        );
+        assert_eq!(
+            key(r#"{"retry_budget":{"ttl":"500ms"}}"#),
+            "retry_budget.ttl"
+        );
+        assert_eq!(
+            key(r#"{"retry_budget":{"ttl":"1500ms"}}"#),
+            "retry_budget.ttl"
+        );
+        assert_eq!(key(r#"{"retry_budget":{"ttl":"61s"}}"#), "retry_budget.ttl");
+        assert_eq!(
+            key(r#"{"failback":{"retry_period":"0s"}}"#),
+            "failback.retry_period"
+        );
+        assert_eq!(key(r#"{"failback":{"retries":0}}"#), "failback.retries");
+        assert_eq!(
+            key(r#"{"failback":{"queue_capacity":0}}"#),
+            "failback.queue_capacity"
+        );
+        let error =
+            serde_json::from_str::<ReferenceConfig>(r#"{"failback":{"period":"1s"}}"#).unwrap_err();
+        assert!(error.to_string().contains("period"), "{error}");
     }
 }
