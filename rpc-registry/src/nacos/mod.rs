@@ -66,9 +66,10 @@ use rpc_core::{
 use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::network::{ClientCore, NetworkSettings};
-use crate::retry::{Backoff, Failure, bounded};
-use crate::snapshots::SnapshotPublisher;
+use crate::remote::NetworkSettings;
+use crate::remote::lifetime::ClientLifetime;
+use crate::remote::retry::{Backoff, Failure, bounded};
+use crate::remote::snapshots::SnapshotPublisher;
 use crate::url::RegistryUrl;
 
 /// Port of the HTTP API when the URL gives none.
@@ -165,7 +166,7 @@ pub struct NacosRegistry {
 
 struct Shared {
     /// Its URL, subscriptions and background tasks, and whether it was closed.
-    core: ClientCore,
+    core: ClientLifetime,
     config: NacosConfig,
     /// `None` once closed.
     naming: parking_lot::Mutex<Option<NamingService>>,
@@ -218,7 +219,7 @@ impl NacosRegistry {
     /// # Errors
     /// As [`NacosRegistry::connect`].
     pub async fn with_config(url: String, config: NacosConfig) -> Result<Self, RegistryError> {
-        let core = ClientCore::new(url);
+        let core = ClientLifetime::new(url);
         let cache_dir = tempfile::Builder::new()
             .prefix("rpc-nacos-cache-")
             .tempdir()
@@ -709,7 +710,7 @@ impl Registry for NacosRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::network::testing;
+    use crate::remote::testing;
 
     fn config(url: &str) -> Result<NacosConfig, String> {
         testing::parse(url, NacosConfig::from_url)

@@ -53,9 +53,10 @@ use tokio::sync::{Mutex, Notify, watch};
 use tokio_util::sync::CancellationToken;
 use zookeeper_client::{Acl, Acls, Client, CreateMode, Error as ZkError, Permission};
 
-use crate::network::{ClientCore, NetworkSettings};
-use crate::retry::{Backoff, Failure, bounded};
-use crate::snapshots::{SnapshotPublisher, to_revision};
+use crate::remote::NetworkSettings;
+use crate::remote::lifetime::ClientLifetime;
+use crate::remote::retry::{Backoff, Failure, bounded};
+use crate::remote::snapshots::{SnapshotPublisher, to_revision};
 use crate::url::RegistryUrl;
 
 /// Port used when the URL gives none.
@@ -124,7 +125,7 @@ pub struct ZooKeeperRegistry {
 
 struct Shared {
     /// Its URL, subscriptions and background tasks, and whether it was closed.
-    core: ClientCore,
+    core: ClientLifetime,
     config: ZooKeeperConfig,
     /// The current session; `None` while a new one is being opened, and after close.
     session: watch::Sender<Option<Client>>,
@@ -168,7 +169,7 @@ impl ZooKeeperRegistry {
         };
         tracing::debug!(%url, session = %client.session_id(), "ZooKeeper session opened");
         let shared = Arc::new(Shared {
-            core: ClientCore::new(url),
+            core: ClientLifetime::new(url),
             config,
             session: watch::channel(Some(client)).0,
             broken: Notify::new(),
@@ -651,7 +652,7 @@ impl Registry for ZooKeeperRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::network::testing;
+    use crate::remote::testing;
 
     fn config(url: &str) -> Result<ZooKeeperConfig, String> {
         testing::parse(url, ZooKeeperConfig::from_url)
