@@ -52,20 +52,18 @@ pub(super) fn decode(url: &str, key: &[u8], value: &[u8]) -> Option<Instance> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::remote::testing;
 
     #[test]
-    fn an_instance_round_trips_under_its_service_prefix() {
+    fn an_instance_is_one_key_under_its_service_prefix_holding_its_json() {
         let layout = KeyLayout::new("/rpc".into());
         let service = ServiceKey::new("a.B").with_version("1");
-        let instance = Instance::new(service.clone(), "10.0.0.1", 80);
-        let key = layout.key(&instance);
-        assert!(key.starts_with(&layout.service_prefix(&service)), "{key}");
-        assert!(key.ends_with(instance.id.as_str()), "{key}");
-        let value = encode(&instance).unwrap();
-        assert_eq!(
-            decode("etcd://h", key.as_bytes(), value.as_bytes()),
-            Some(instance)
+        assert_eq!(layout.service_prefix(&service), "/rpc/a.B:1/providers/");
+        testing::assert_stored_form(
+            (service, "i-1"),
+            (|instance| layout.key(instance), "/rpc/a.B:1/providers/i-1"),
+            encode,
+            |value| decode("etcd://h", b"k", value),
         );
-        assert_eq!(decode("etcd://h", key.as_bytes(), b"not json"), None);
     }
 }

@@ -221,24 +221,13 @@ impl Registry for NacosRegistry {
 
     async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
         let naming = self.connection.naming()?;
-        let name = service_name(service);
-        // Listen first, then read: a change after the read is always reported.
-        let changes = self.group.listen(&naming, &name).await?;
-        let first = match self.group.read(&naming, &name, service).await {
-            Ok(first) => first,
-            Err(failure) => {
-                self.group.unlisten(&naming, &name).await;
-                return Err(failure.into_operation(&self.lifetime.url, "subscribe"));
-            }
-        };
-        let watch = ServiceWatch::new(
+        let (watch, first) = ServiceWatch::open(
             self.group.clone(),
             self.connection.clone(),
             naming,
-            name,
             service.clone(),
-            changes,
-        );
+        )
+        .await?;
         let follow = |id, cancel, publisher| watch.run(id, cancel, publisher);
         Ok(self
             .lifetime

@@ -15,7 +15,7 @@ use rpc_core::{Instance, RegistryError, ServiceKey, SubscriptionId};
 use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::nacos::codec::from_nacos;
+use crate::nacos::codec::{from_nacos, service_name};
 use crate::nacos::connection::ConnectionKeeper;
 use crate::nacos::error::NacosError;
 use crate::remote::lifetime::ClientLifetime;
@@ -78,7 +78,7 @@ impl GroupWatch {
 
     /// The server's current instances of `service`, named `name` in Nacos (enabled and
     /// healthy ones).
-    pub(super) async fn read(
+    async fn read(
         &self,
         naming: &NamingService,
         name: &str,
@@ -99,7 +99,7 @@ impl GroupWatch {
     /// # Errors
     /// [`RegistryError::Operation`] of `subscribe` when the SDK subscription fails or the
     /// server does not answer in time.
-    pub(super) async fn listen(
+    async fn listen(
         &self,
         naming: &NamingService,
         name: &str,
@@ -127,7 +127,7 @@ impl GroupWatch {
     }
 
     /// Gives back a change signal; the SDK subscription ends with its last user.
-    pub(super) async fn unlisten(&self, naming: &NamingService, name: &str) {
+    async fn unlisten(&self, naming: &NamingService, name: &str) {
         let mut listeners = self.listeners.lock().await;
         let Some(listener) = listeners.get_mut(name) else {
             return;
@@ -176,23 +176,36 @@ pub(super) struct ServiceWatch {
 }
 
 impl ServiceWatch {
-    /// A watch of `service` (named `name` in Nacos), woken by `changes`.
-    pub(super) fn new(
+    /// Starts listening to `service`, then reads it: a change after the read is always
+    /// reported. Returns the watch and the first read.
+    ///
+    /// # Errors
+    /// [`RegistryError::Operation`] of `subscribe` when listening or reading fails (the
+    /// listener is then given back).
+    pub(super) async fn open(
         group: Arc<GroupWatch>,
         connection: Arc<ConnectionKeeper>,
         naming: NamingService,
-        name: String,
         service: ServiceKey,
-        changes: watch::Receiver<u64>,
-    ) -> Self {
-        Self {
+    ) -> Result<(Self, Vec<Instance>), RegistryError> {
+        let name = service_name(&service);
+        let changes = group.listen(&naming, &name).await?;
+        let first = match group.read(&naming, &name, &service).await {
+            Ok(first) => first,
+            Err(failure) => {
+                group.unlisten(&naming, &name).await;
+                return Err(failure.into_operation(&group.lifetime.url, "subscribe"));
+            }
+        };
+        let watch = Self {
             group,
             connection,
             naming,
             name,
             service,
             changes,
-        }
+        };
+        Ok((watch, first))
     }
 
     /// The subscription's loop: read the service again after every change report and

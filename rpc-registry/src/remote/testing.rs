@@ -5,7 +5,7 @@ use std::fmt;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use rpc_core::RegistryError;
+use rpc_core::{Instance, InstanceId, RegistryError, ServiceKey};
 
 use crate::url::RegistryUrl;
 
@@ -67,6 +67,23 @@ pub(crate) async fn assert_unreachable_in_time<R, F>(
         message.contains(&format!("{timeout:?}")) && !message.contains(PASSWORD),
         "{message}"
     );
+}
+
+/// Asserts how a backend stores an instance of `service` whose id is `id`: at the key or
+/// path `expected` (`place` gives it), as data that `decode` turns back into the same
+/// instance; and that data which is not an instance decodes to nothing.
+pub(crate) fn assert_stored_form<D: AsRef<[u8]>, E: fmt::Debug>(
+    (service, id): (ServiceKey, &str),
+    (place, expected): (impl Fn(&Instance) -> String, &str),
+    encode: impl FnOnce(&Instance) -> Result<D, E>,
+    decode: impl Fn(&[u8]) -> Option<Instance>,
+) {
+    let mut instance = Instance::new(service, "10.0.0.1", 80);
+    instance.id = InstanceId::new(id);
+    assert_eq!(place(&instance), expected);
+    let stored = encode(&instance).unwrap();
+    assert_eq!(decode(stored.as_ref()), Some(instance));
+    assert_eq!(decode(b"not json"), None);
 }
 
 /// A loopback port nothing listens on (bound, then released).

@@ -96,6 +96,7 @@ pub(super) fn decode(url: &str, path: &str, data: &[u8]) -> Option<Instance> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::remote::testing;
 
     #[test]
     fn node_names_are_valid_for_any_id() {
@@ -106,18 +107,18 @@ mod tests {
     }
 
     #[test]
-    fn an_instance_round_trips_under_its_providers_directory() {
-        let layout = NodeLayout::new("/rpc".into());
-        let service = ServiceKey::new("a.B").with_group("g");
-        let instance = Instance::new(service.clone(), "10.0.0.1", 80);
-        let path = layout.instance_path(&instance);
-        let directory = layout.providers_path(&service);
-        assert_eq!(
-            path.rsplit_once('/').map(|(parent, _)| parent),
-            Some(&*directory)
-        );
-        let data = encode(&instance).unwrap();
-        assert_eq!(decode("zookeeper://h", &path, &data), Some(instance));
-        assert_eq!(decode("zookeeper://h", &path, b"not json"), None);
+    fn an_instance_is_one_znode_named_for_its_id_in_its_providers_directory() {
+        let layout = NodeLayout::new("/x/y".into());
+        let grouped = ServiceKey::new("a.B").with_group("g");
+        for (id, node) in [("i-1", "i-1"), ("a/b", "a%2Fb"), ("..", "%2E%2E")] {
+            let path = format!("{}/{node}", layout.providers_path(&grouped));
+            testing::assert_stored_form(
+                (grouped.clone(), id),
+                (|instance| layout.instance_path(instance), &path),
+                encode,
+                |data| decode("zookeeper://h", &path, data),
+            );
+        }
+        assert_eq!(layout.providers_path(&grouped), "/x/y/a.B@g/providers");
     }
 }
