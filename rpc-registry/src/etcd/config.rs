@@ -18,7 +18,7 @@ pub const DEFAULT_PREFIX: &str = "/rpc";
 /// The query parameters of an `etcd://` URL besides [`NetworkSettings::PARAMS`].
 const PARAMS: [&str; 2] = ["ttl", "prefix"];
 
-/// Settings of an [`EtcdRegistry`], from its URL.
+/// Settings of an [`EtcdRegistry`](crate::etcd::EtcdRegistry), from its URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EtcdConfig {
     /// The cluster members, the credentials (for etcd authentication) and the time bounds;

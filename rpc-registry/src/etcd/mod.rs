@@ -26,7 +26,7 @@
 //! `connect_timeout` (default 3 s: bound on connecting at start-up), `request_timeout`
 //! (default 3 s: bound on every later request). The port defaults to 2379. Credentials in
 //! the URL enable etcd authentication; they never appear in logs or errors.
-
+//!
 //! # Files
 //! `config.rs` (the URL's parameters), `lease.rs` (the lease and the registrations under it:
 //! presence), `watch.rs` (one subscription's read-and-watch loop), `codec.rs` (keys and

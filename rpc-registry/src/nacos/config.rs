@@ -17,7 +17,7 @@ pub const DEFAULT_CLUSTER: &str = "DEFAULT";
 /// The query parameters of a `nacos://` URL besides [`NetworkSettings::PARAMS`].
 const PARAMS: [&str; 4] = ["namespace", "group", "cluster", "grpc_port"];
 
-/// Settings of a [`NacosRegistry`], from its URL.
+/// Settings of a [`NacosRegistry`](crate::nacos::NacosRegistry), from its URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NacosConfig {
     /// Each server's HTTP API, the credentials (for the HTTP login) and the time bounds;

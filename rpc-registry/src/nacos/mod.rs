@@ -46,7 +46,7 @@
 //! `close` (and dropping the client) withdraws every registration and subscription so that
 //! nothing keeps it. A registration or unregistration that times out stays queued in the
 //! SDK, which applies it when the server returns.
-
+//!
 //! # Files
 //! `config.rs` (the URL's parameters), `connection.rs` (the SDK's connection, the
 //! registrations written through it and the probe: presence), `watch.rs` (one

@@ -72,6 +72,7 @@ pub(crate) async fn assert_unreachable_in_time<R, F>(
 /// Asserts how a backend stores an instance of `service` whose id is `id`: at the key or
 /// path `expected` (`place` gives it), as data that `decode` turns back into the same
 /// instance; and that data which is not an instance decodes to nothing.
+#[cfg_attr(not(any(feature = "etcd", feature = "zookeeper")), allow(dead_code))]
 pub(crate) fn assert_stored_form<D: AsRef<[u8]>, E: fmt::Debug>(
     (service, id): (ServiceKey, &str),
     (place, expected): (impl Fn(&Instance) -> String, &str),

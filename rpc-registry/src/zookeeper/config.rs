@@ -18,7 +18,7 @@ pub const DEFAULT_ROOT: &str = "/rpc";
 /// The query parameters of a `zookeeper://` URL besides [`NetworkSettings::PARAMS`].
 const PARAMS: [&str; 2] = ["session_timeout", "root"];
 
-/// Settings of a [`ZooKeeperRegistry`], from its URL.
+/// Settings of a [`ZooKeeperRegistry`](crate::zookeeper::ZooKeeperRegistry), from its URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ZooKeeperConfig {
     /// The servers, the credentials (for `digest` authentication) and the time bounds;
