@@ -138,9 +138,12 @@ impl SnapshotPublisher {
 mod tests {
     use super::*;
 
+    /// The same instance for the same port, whenever it is made: `Instance::new` stamps
+    /// the current millisecond, which would make two calls differ across a tick.
     fn instance(port: u16) -> Instance {
         let mut instance = Instance::new(ServiceKey::new("s"), "h", port);
         instance.id = rpc_core::InstanceId::new(format!("id-{port}"));
+        instance.start_time_ms = 0;
         instance
     }
 

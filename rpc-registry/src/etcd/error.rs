@@ -1,4 +1,8 @@
-//! etcd-client's errors with one-line messages.
+//! What etcd-client's errors mean here, and how they read.
+//!
+//! [`is_unavailable`] tells "no server answered" (unreachable: keep the last known state,
+//! retry) from "the server said no" (e.g. bad credentials); [`is_lease_gone`] tells that a
+//! lease was forgotten (register again under a new one).
 //!
 //! A gRPC status from etcd-client prints its transport cause in Rust debug form
 //! (`source: tonic::transport::Error(Transport, ConnectError(...))`), which is noise in
@@ -8,10 +12,14 @@
 
 use std::error::Error;
 use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use crate::remote::retry::{Failure, bounded};
 
 /// An error of etcd-client, displayed on one line.
 #[derive(Debug)]
-pub(crate) struct EtcdError(pub(crate) etcd_client::Error);
+pub(super) struct EtcdError(pub(super) etcd_client::Error);
 
 impl fmt::Display for EtcdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -37,6 +45,35 @@ impl Error for EtcdError {
             etcd_client::Error::GRpcStatus(status) => status.source(),
             other => other.source(),
         }
+    }
+}
+
+/// [`bounded`] for an etcd-client request, its error printed on one line.
+pub(super) async fn call<T>(
+    bound: Duration,
+    request: impl Future<Output = Result<T, etcd_client::Error>>,
+) -> Result<T, Failure<EtcdError>> {
+    bounded(bound, async { request.await.map_err(EtcdError) }).await
+}
+
+/// Whether `error` means "no server answered" rather than "the server said no".
+pub(super) fn is_unavailable(error: &EtcdError) -> bool {
+    match &error.0 {
+        etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
+        etcd_client::Error::GRpcStatus(status) => matches!(
+            status.code(),
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Unknown
+        ),
+        _ => false,
+    }
+}
+
+/// Whether `error` says the lease a request named no longer exists.
+pub(super) fn is_lease_gone(error: &EtcdError) -> bool {
+    match &error.0 {
+        etcd_client::Error::GRpcStatus(status) => status.code() == tonic::Code::NotFound,
+        etcd_client::Error::LeaseKeepAliveError(message) => message.contains("not found"),
+        _ => false,
     }
 }
 

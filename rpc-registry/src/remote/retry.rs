@@ -65,6 +65,28 @@ impl<E: Into<BoxError>> Failure<E> {
         }
     }
 
+    /// The error of a failed attempt to connect to `url`: a [`RegistryError::Operation`]
+    /// of `connect` when the server answered and `refused` says the answer was a refusal
+    /// (e.g. bad credentials), else [`RegistryError::Unreachable`] naming `timeout` (no
+    /// answer in time, or none the backend counts as one).
+    pub(crate) fn into_connect_error(
+        self,
+        url: &str,
+        timeout: Duration,
+        refused: impl Fn(&E) -> bool,
+    ) -> RegistryError {
+        match self {
+            Self::Failed(error) if refused(&error) => {
+                Self::Failed(error).into_operation(url, "connect")
+            }
+            failure => RegistryError::Unreachable {
+                url: url.to_owned(),
+                timeout,
+                source: failure.into_source(),
+            },
+        }
+    }
+
     /// The error as a boxed source.
     pub(crate) fn into_source(self) -> BoxError {
         match self {
@@ -112,6 +134,26 @@ mod tests {
         let cancel = CancellationToken::new();
         cancel.cancel();
         assert!(!Backoff::new().wait(&cancel).await);
+    }
+
+    #[test]
+    fn a_refusal_is_an_operation_error_and_the_rest_unreachable() {
+        let bound = Duration::from_secs(3);
+        let refused = |error: &String| error == "no";
+        let failure = Failure::Failed("no".to_owned());
+        assert!(matches!(
+            failure.into_connect_error("x://h", bound, refused),
+            RegistryError::Operation {
+                operation: "connect",
+                ..
+            }
+        ));
+        for failure in [Failure::Failed("down".to_owned()), Failure::TimedOut(bound)] {
+            assert!(matches!(
+                failure.into_connect_error("x://h", bound, refused),
+                RegistryError::Unreachable { timeout, .. } if timeout == bound
+            ));
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -10,77 +10,27 @@
 //! client's subscriptions receive by that long (the state at subscription time arrives
 //! at once), standing in for the propagation delay of a real registry so that
 //! shutdown's wait-for-consumers step is exercised honestly.
+//!
+//! `hub.rs` holds the state and its rules (one snapshot per change, to every subscriber,
+//! in order); this file holds the clients.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, LazyLock};
+mod hub;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use rpc_core::{
-    Instance, InstanceId, Registry, RegistryError, ServiceKey, Snapshot, Subscription,
-    SubscriptionId,
-};
-use tokio::sync::mpsc;
+use rpc_core::{Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId};
 use tokio::time::Instant;
 use tokio_stream::wrappers::UnboundedReceiverStream;
 
 use crate::url::RegistryUrl;
 
-/// Shared state of an in-process registry. Cheap to clone; clones share the state.
-#[derive(Clone, Debug, Default)]
-pub struct MemoryHub {
-    state: Arc<Mutex<HubState>>,
-}
-
-#[derive(Debug, Default)]
-struct HubState {
-    revision: u64,
-    next_client: u64,
-    services: HashMap<ServiceKey, ServiceEntry>,
-}
-
-#[derive(Debug, Default)]
-struct ServiceEntry {
-    instances: BTreeMap<InstanceId, (Instance, u64)>,
-    subscribers: Vec<Subscriber>,
-}
-
-#[derive(Debug)]
-struct Subscriber {
-    id: SubscriptionId,
-    client: u64,
-    delay: Duration,
-    /// Each snapshot travels with the instant it is due at the subscriber.
-    tx: mpsc::UnboundedSender<(Instant, Snapshot)>,
-}
-
-impl Subscriber {
-    fn send(&self, snapshot: Snapshot) -> bool {
-        self.tx
-            .send((Instant::now() + self.delay, snapshot))
-            .is_ok()
-    }
-}
-
-static NAMED_HUBS: LazyLock<Mutex<HashMap<String, MemoryHub>>> = LazyLock::new(Default::default);
+pub use hub::MemoryHub;
 
 impl MemoryHub {
-    /// A new, empty hub.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The process-wide hub called `name` (`""` is the default hub of `memory://`).
-    pub fn named(name: &str) -> Self {
-        NAMED_HUBS
-            .lock()
-            .entry(name.to_owned())
-            .or_default()
-            .clone()
-    }
-
     /// A new client of this hub whose subscriptions receive snapshots at once.
     pub fn client(&self) -> MemoryRegistry {
         self.client_with_delay(Duration::ZERO)
@@ -88,15 +38,10 @@ impl MemoryHub {
 
     /// A new client whose subscriptions receive every snapshot `delay` after the change.
     pub fn client_with_delay(&self, delay: Duration) -> MemoryRegistry {
-        let id = {
-            let mut state = self.state.lock();
-            state.next_client += 1;
-            state.next_client
-        };
         MemoryRegistry {
-            client: Arc::new(Client {
+            client: Arc::new(HubClient {
                 hub: self.clone(),
-                id,
+                id: self.new_client_id(),
                 delay,
                 url: if delay.is_zero() {
                     "memory://".to_owned()
@@ -107,54 +52,20 @@ impl MemoryHub {
             }),
         }
     }
-
-    /// The instances of `service` registered now (for tests and diagnostics).
-    pub fn instances(&self, service: &ServiceKey) -> Vec<Instance> {
-        let state = self.state.lock();
-        state
-            .services
-            .get(service)
-            .map(|entry| entry.instances.values().map(|(i, _)| i.clone()).collect())
-            .unwrap_or_default()
-    }
-
-    /// Live subscriptions across all clients (for tests: `close` must release them all).
-    pub fn subscription_count(&self) -> usize {
-        self.state
-            .lock()
-            .services
-            .values()
-            .map(|e| e.subscribers.len())
-            .sum()
-    }
-
-    fn publish(state: &mut HubState, service: &ServiceKey) {
-        state.revision += 1;
-        let revision = state.revision;
-        let Some(entry) = state.services.get_mut(service) else {
-            return;
-        };
-        let snapshot = entry.snapshot(service, revision);
-        entry.subscribers.retain(|s| s.send(snapshot.clone()));
-    }
-}
-
-impl ServiceEntry {
-    fn snapshot(&self, service: &ServiceKey, revision: u64) -> Snapshot {
-        let instances = self.instances.values().map(|(i, _)| i.clone()).collect();
-        Snapshot::new(service.clone(), revision, instances)
-    }
 }
 
 /// One client of a [`MemoryHub`]. Cheap to clone; when the last clone is dropped the
 /// client's registrations are withdrawn, as a real registry's session would expire.
 #[derive(Clone, Debug)]
 pub struct MemoryRegistry {
-    client: Arc<Client>,
+    client: Arc<HubClient>,
 }
 
+/// What the clones of one [`MemoryRegistry`] share: its hub, its id there, the delay of
+/// its subscriptions, its URL and whether it was closed. Dropping it withdraws the
+/// client's registrations and subscriptions.
 #[derive(Debug)]
-struct Client {
+struct HubClient {
     hub: MemoryHub,
     id: u64,
     delay: Duration,
@@ -212,52 +123,22 @@ impl Registry for MemoryRegistry {
 
     async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
         self.check_open()?;
-        let mut state = self.client.hub.state.lock();
-        state
-            .services
-            .entry(instance.service.clone())
-            .or_default()
-            .instances
-            .insert(instance.id.clone(), (instance.clone(), self.client.id));
-        MemoryHub::publish(&mut state, &instance.service);
+        self.client.hub.register(self.client.id, instance);
         Ok(())
     }
 
     async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
         self.check_open()?;
-        let mut state = self.client.hub.state.lock();
-        let removed = state
-            .services
-            .get_mut(&instance.service)
-            .and_then(|entry| entry.instances.remove(&instance.id))
-            .is_some();
-        if removed {
-            MemoryHub::publish(&mut state, &instance.service);
-        }
+        self.client.hub.unregister(instance);
         Ok(())
     }
 
     async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
         self.check_open()?;
-        let id = SubscriptionId::next();
-        let (tx, rx) = mpsc::unbounded_channel();
-        let subscriber = Subscriber {
-            id,
-            client: self.client.id,
-            delay: self.client.delay,
-            tx,
-        };
-        let mut state = self.client.hub.state.lock();
-        let revision = state.revision;
-        let entry = state.services.entry(service.clone()).or_default();
-        // The current state first, then every change: no gap, since both happen under
-        // the hub's lock.
-        // The current state arrives at once, as a real registry answers the initial
-        // read; only later changes travel with the propagation delay.
-        let _ = subscriber
-            .tx
-            .send((Instant::now(), entry.snapshot(service, revision)));
-        entry.subscribers.push(subscriber);
+        let (id, rx) = self
+            .client
+            .hub
+            .subscribe(self.client.id, self.client.delay, service);
         // `then` handles one item at a time, so delayed snapshots keep their order.
         // A snapshot already due is delivered without a timer: a timer rounds up to the
         // next millisecond tick, which added ~1 ms to every change of an undelayed client.
@@ -271,16 +152,7 @@ impl Registry for MemoryRegistry {
     }
 
     async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        let mut state = self.client.hub.state.lock();
-        let mut found = false;
-        for entry in state.services.values_mut() {
-            entry.subscribers.retain(|s| {
-                let matches = s.id == id && s.client == self.client.id;
-                found |= matches;
-                !matches
-            });
-        }
-        if found {
+        if self.client.hub.unsubscribe(self.client.id, id) {
             Ok(())
         } else {
             Err(RegistryError::UnknownSubscription(id))
@@ -289,32 +161,14 @@ impl Registry for MemoryRegistry {
 
     async fn close(&self) -> Result<(), RegistryError> {
         *self.client.closed.lock() = true;
-        self.client.withdraw_everything();
+        self.client.hub.withdraw(self.client.id);
         Ok(())
     }
 }
 
-impl Client {
-    fn withdraw_everything(&self) {
-        let mut state = self.hub.state.lock();
-        let mut changed = Vec::new();
-        for (service, entry) in state.services.iter_mut() {
-            entry.subscribers.retain(|s| s.client != self.id);
-            let before = entry.instances.len();
-            entry.instances.retain(|_, (_, owner)| *owner != self.id);
-            if entry.instances.len() != before {
-                changed.push(service.clone());
-            }
-        }
-        for service in changed {
-            MemoryHub::publish(&mut state, &service);
-        }
-    }
-}
-
-impl Drop for Client {
+impl Drop for HubClient {
     fn drop(&mut self) {
-        self.withdraw_everything();
+        self.hub.withdraw(self.id);
     }
 }
 
