@@ -32,6 +32,7 @@
 
 mod application;
 pub mod config;
+pub mod systemd;
 
 pub use application::{Application, ApplicationBuilder, ApplicationError, ReferenceChannel};
 pub use config::{Config, ConfigError};
