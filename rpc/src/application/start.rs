@@ -41,7 +41,7 @@ impl ApplicationBuilder {
             registries: registries.values().cloned().collect(),
         };
         // Under systemd (Type=notify) every phase from here on is told to it.
-        crate::systemd::notify_phases(&self.lifecycle);
+        let systemd = crate::systemd::notify_phases(&self.lifecycle);
         self.lifecycle.start(plan).await?;
         Ok(Application {
             local_addr: self
@@ -50,6 +50,7 @@ impl ApplicationBuilder {
                 .first()
                 .map(|server| server.local_addr()),
             lifecycle: self.lifecycle,
+            systemd,
             references: self
                 .references
                 .into_iter()

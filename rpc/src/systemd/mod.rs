@@ -15,6 +15,9 @@
 //! | stopped | `STATUS=stopped` (or `stopped before serving` after a failed start) |
 //!
 //! Without `$NOTIFY_SOCKET` nothing is sent and no task is started.
+//! [`Application::wait`](crate::Application::wait) and
+//! [`Application::before_shutdown`](crate::Application::before_shutdown) return only
+//! once `stopped` has been told, so a `main` that exits right after them loses nothing.
 //!
 //! # The stop timeout
 //!
@@ -54,7 +57,7 @@ use std::time::Duration;
 
 use sd_notify::NotifyState;
 
-pub(crate) use phase_notifier::notify_phases;
+pub(crate) use phase_notifier::{NotifierFinished, notify_phases};
 
 /// Time the service manager is given beyond the end of the shutdown sequence's own
 /// bound (`graceful_shutdown.timeout`), for the process to print its report and exit:

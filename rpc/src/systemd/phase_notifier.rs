@@ -8,21 +8,46 @@
 
 use rpc_core::{Lifecycle, Phase};
 use sd_notify::NotifyState;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::STOP_MARGIN;
 
 /// Starts the phase notifier of `lifecycle` if this process has a notify socket; does
-/// nothing otherwise. The task ends when the application reaches [`Phase::Stopped`].
+/// nothing otherwise. The task ends when the application reaches [`Phase::Stopped`];
+/// the returned handle tells when it did.
 ///
 /// # Panics
 /// Outside a tokio runtime (the notifier is spawned on it).
-pub(crate) fn notify_phases(lifecycle: &Lifecycle) {
+pub(crate) fn notify_phases(lifecycle: &Lifecycle) -> NotifierFinished {
     if !super::notify_socket_set() {
-        return;
+        return NotifierFinished(None);
     }
+    let (finished, watch) = watch::channel(());
     let notifier = PhaseNotifier::new(lifecycle.clone());
-    tokio::spawn(notifier.run(send_logged));
+    tokio::spawn(async move {
+        notifier.run(send_logged).await;
+        // Dropped here (or by a panic): every receiver's `changed()` ends.
+        drop(finished);
+    });
+    NotifierFinished(Some(watch))
+}
+
+/// Whether the phase notifier has told systemd everything, up to `stopped`. The process
+/// must not exit before: the last datagrams would be lost, and systemd would see the
+/// service vanish mid-shutdown.
+#[derive(Clone, Debug)]
+pub(crate) struct NotifierFinished(Option<watch::Receiver<()>>);
+
+impl NotifierFinished {
+    /// Waits until the notifier task has ended (at once if none was started).
+    pub(crate) async fn wait(&self) {
+        if let Some(mut finished) = self.0.clone() {
+            // Nothing is ever sent: `changed` returns (an error) when the task, which
+            // holds the sender, has ended.
+            while finished.changed().await.is_ok() {}
+        }
+    }
 }
 
 /// Sends a datagram; a failure is logged, never fatal: systemd's view of the service is
@@ -240,6 +265,21 @@ mod tests {
             *datagrams.lock(),
             ["STATUS=starting", "STATUS=stopped before serving"]
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn finished_waits_for_the_notifier_task_to_end() {
+        NotifierFinished(None).wait().await;
+        let (sender, receiver) = watch::channel(());
+        let finished = NotifierFinished(Some(receiver));
+        let waiting = tokio::spawn({
+            let finished = finished.clone();
+            async move { finished.wait().await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        drop(sender);
+        waiting.await.unwrap();
     }
 
     #[test]
