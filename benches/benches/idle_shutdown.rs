@@ -11,8 +11,8 @@ use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
 use rpc::registry::MemoryHub;
 use rpc::{Application, Config};
-use rpc_benches::median;
-use rpc_examples::services::EchoProvider;
+use rpc_testkit::measure::median;
+use rpc_testkit::services::EchoProvider;
 use tokio::time::Instant;
 
 const RUNS: usize = 10;

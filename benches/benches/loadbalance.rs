@@ -10,6 +10,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
 use rpc_cluster::loadbalance::{self, Candidates, InvokerList, LoadBalance, RequestInfo};
 use rpc_cluster::{Directory, DirectoryConfig, LoadBalanceKind};
 use rpc_core::transport::ChannelOptions;
@@ -49,12 +51,7 @@ fn list(n: usize) -> Arc<InvokerList> {
     directory.list()
 }
 
-fn pick(
-    lb: &dyn LoadBalance,
-    list: &InvokerList,
-    rng: &mut fastrand::Rng,
-    key: &[u8],
-) -> Option<usize> {
+fn pick(lb: &dyn LoadBalance, list: &InvokerList, rng: &mut SmallRng, key: &[u8]) -> Option<usize> {
     let candidates = Candidates::new(list, &[], Instant::now(), None);
     let request = RequestInfo {
         path: "/bench.Service/Call",
@@ -83,7 +80,7 @@ fn main() {
         let mut group = criterion.benchmark_group(format!("pick/{}", name(kind)));
         for (n, list) in &lists {
             let lb = loadbalance::build(kind);
-            let mut rng = fastrand::Rng::with_seed(7);
+            let mut rng = SmallRng::seed_from_u64(7);
             group.bench_with_input(BenchmarkId::from_parameter(n), list, |b, list| {
                 b.iter(|| black_box(pick(lb.as_ref(), list, &mut rng, b"user-42")))
             });
@@ -101,7 +98,7 @@ fn main() {
         let mut row = format!("{:<16}", name(kind));
         for (_, list) in &lists {
             let lb = loadbalance::build(kind);
-            let mut rng = fastrand::Rng::with_seed(9);
+            let mut rng = SmallRng::seed_from_u64(9);
             let picks =
                 if kind == LoadBalanceKind::RoundRobin || kind == LoadBalanceKind::LeastActive {
                     2_000_000 / list.len().max(1) + 1_000

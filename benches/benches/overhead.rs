@@ -26,8 +26,9 @@ use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
 use rpc::registry::MemoryHub;
 use rpc::{Application, Config};
-use rpc_benches::{Measured, env_u64, histogram, median};
-use rpc_examples::services::EchoProvider;
+use rpc_benches::env_u64;
+use rpc_testkit::measure::{Measured, latency_histogram, median};
+use rpc_testkit::services::EchoProvider;
 use std::future::Future;
 use tokio::time::Instant;
 
@@ -52,7 +53,7 @@ where
     for _ in 0..concurrency {
         let call = call.clone();
         tasks.push(tokio::spawn(async move {
-            let mut latencies = histogram();
+            let mut latencies = latency_histogram();
             while Instant::now() < deadline {
                 let sent = Instant::now();
                 call().await;
@@ -63,7 +64,7 @@ where
             latencies
         }));
     }
-    let mut all = histogram();
+    let mut all = latency_histogram();
     for task in tasks {
         all.add(task.await.unwrap()).unwrap();
     }

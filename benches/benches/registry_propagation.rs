@@ -131,8 +131,8 @@ async fn measure(url: &str, rounds: u64, jitter: Duration) -> Result<Measured, S
         .map_err(|e| e.to_string())?;
     wait_until(&mut subscription, |count| count == 0).await?;
     let mut measured = Measured {
-        unregister: rpc_benches::histogram(),
-        register: rpc_benches::histogram(),
+        unregister: rpc_testkit::measure::latency_histogram(),
+        register: rpc_testkit::measure::latency_histogram(),
     };
     let result = rounds_loop(
         &provider,

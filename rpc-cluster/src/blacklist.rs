@@ -14,98 +14,21 @@
 //! - when nothing is selectable, the pick goes to the instance whose ejection or closing
 //!   ends soonest (panic mode) rather than failing every call.
 //!
-//! Unlike one framework we studied, the state written here is read on every pick.
+//! This file is the policy only. The state it writes is each instance's
+//! `InstanceHealth` (`health.rs`), stored in the instance's invoker; unlike one
+//! framework we studied, that state is read on every pick.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use parking_lot::Mutex;
+use rand::RngExt;
+use rand::rngs::SmallRng;
 use tokio::time::Instant;
 
 use crate::config::BlacklistConfig;
+use crate::health::EjectionRecord;
 use crate::invoker::Invoker;
-
-/// Whether an instance may be picked now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Availability {
-    /// Healthy.
-    Ready,
-    /// Its ejection has ended and no probe is under way: this pick is the probe.
-    Probe,
-    /// Ejected, closing, or being probed, until about `until`.
-    Unavailable {
-        /// When it may become selectable again.
-        until: Instant,
-    },
-}
-
-/// The health of one instance as this consumer sees it.
-#[derive(Debug, Default)]
-pub(crate) struct InstanceHealth {
-    /// Fast path: false means healthy, nothing to check under the lock.
-    flagged: AtomicBool,
-    /// The current streak of connection-level failures.
-    consecutive_failures: AtomicU32,
-    state: Mutex<HealthState>,
-}
-
-#[derive(Debug, Default)]
-struct HealthState {
-    ejected_until: Option<Instant>,
-    ejections: u32,
-    healthy_since: Option<Instant>,
-    probing: bool,
-    closing_until: Option<Instant>,
-}
-
-impl InstanceHealth {
-    pub(crate) fn availability(&self, now: Instant) -> Availability {
-        if !self.flagged.load(Ordering::Acquire) {
-            return Availability::Ready;
-        }
-        let mut state = self.state.lock();
-        if let Some(until) = state.closing_until {
-            if until > now {
-                return Availability::Unavailable { until };
-            }
-            state.closing_until = None;
-        }
-        if let Some(until) = state.ejected_until {
-            if until > now {
-                return Availability::Unavailable { until };
-            }
-            if state.probing {
-                return Availability::Unavailable { until: now };
-            }
-            return Availability::Probe;
-        }
-        self.flagged.store(false, Ordering::Release);
-        Availability::Ready
-    }
-
-    /// Claims the probe of an instance whose ejection ended; false if another call has it.
-    pub(crate) fn begin_probe(&self, now: Instant) -> bool {
-        let mut state = self.state.lock();
-        match state.ejected_until {
-            Some(until) if until <= now && !state.probing => {
-                state.probing = true;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    pub(crate) fn is_closing(&self, now: Instant) -> bool {
-        self.flagged.load(Ordering::Acquire)
-            && self.state.lock().closing_until.is_some_and(|u| u > now)
-    }
-
-    pub(crate) fn ejected(&self, now: Instant) -> bool {
-        self.flagged.load(Ordering::Acquire)
-            && self.state.lock().ejected_until.is_some_and(|u| u > now)
-    }
-}
 
 /// Counts of what the blacklist did, for a stats accessor (metrics come later).
 #[derive(Debug, Default)]
@@ -171,60 +94,50 @@ impl Blacklist {
 
     /// A call on `invoker` succeeded (or failed with an application error).
     pub(crate) fn on_success(&self, invoker: &Invoker, now: Instant) {
-        let health = invoker.health();
-        // Most successes follow successes: no write and no lock when nothing changes.
-        if health.consecutive_failures.load(Ordering::Relaxed) != 0 {
-            health.consecutive_failures.store(0, Ordering::Relaxed);
-        }
-        if !health.flagged.load(Ordering::Acquire) {
-            return;
-        }
-        let mut state = health.state.lock();
-        if state.probing {
-            state.probing = false;
-            state.ejected_until = None;
-            state.healthy_since = Some(now);
+        if invoker.health().record_success(now) {
             self.stats.recoveries.fetch_add(1, Ordering::Relaxed);
             tracing::info!(instance = %invoker.id(), "instance recovered: probe succeeded");
         }
     }
 
     /// A call on `invoker` failed at the connection level (refused, reset, UNAVAILABLE,
-    /// timeout). `peers` is the directory's current list, for `max_ejection_percent`.
-    pub(crate) fn on_failure(&self, invoker: &Invoker, peers: &[Arc<Invoker>], now: Instant) {
+    /// timeout). `peers` is the directory's current list, for `max_ejection_percent`;
+    /// `rng` (the call's) draws the ejection's jitter.
+    pub(crate) fn on_failure(
+        &self,
+        invoker: &Invoker,
+        peers: &[Arc<Invoker>],
+        now: Instant,
+        rng: &mut SmallRng,
+    ) {
         if !self.config.enabled {
             return;
         }
         let health = invoker.health();
-        let failures = health
-            .consecutive_failures
-            .fetch_add(1, Ordering::Relaxed)
-            .saturating_add(1);
-        let streak = failures >= self.config.consecutive_failures.max(1);
-        if !streak && !health.flagged.load(Ordering::Acquire) {
+        let streak = health.record_failure() >= self.config.consecutive_failures.max(1);
+        if !streak && !health.is_flagged() {
             return;
         }
-        let mut state = health.state.lock();
-        let failed_probe = state.probing;
-        let already_ejected = state.ejected_until.is_some_and(|until| until > now);
-        if already_ejected || !(failed_probe || streak) {
+        let record = health.ejection_record(now);
+        let failed_probe = record.probing;
+        if record.ejected || !(failed_probe || streak) {
             return;
         }
+        // The peers are counted with no lock of this instance's held: counting reads
+        // their health, and two instances failing at once must not wait for each other.
         if !failed_probe && !self.may_eject(invoker, peers, now) {
             return;
         }
-        self.decay_ejections(&mut state, now);
-        state.ejections = state.ejections.saturating_add(1);
-        state.probing = false;
-        let duration = self.ejection_time(state.ejections);
-        state.ejected_until = Some(now + duration);
-        state.healthy_since = None;
-        health.flagged.store(true, Ordering::Release);
+        let ejections = self.decayed(record, now).saturating_add(1);
+        let duration = self.ejection_time(ejections, rng);
+        if !health.eject(now, later(now, duration), ejections) {
+            return;
+        }
         self.stats.ejections.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             instance = %invoker.id(),
             ejection_ms = duration.as_millis() as u64,
-            times = state.ejections,
+            times = ejections,
             reason = if failed_probe { "probe failed" } else { "consecutive failures" },
             "instance ejected"
         );
@@ -232,15 +145,13 @@ impl Blacklist {
 
     /// The instance said it is going offline: stop picking it, without counting a failure.
     pub(crate) fn mark_closing(&self, invoker: &Invoker, now: Instant) {
-        let health = invoker.health();
-        let mut state = health.state.lock();
-        if state.closing_until.is_some_and(|until| until > now) {
-            return;
+        if invoker
+            .health()
+            .mark_closing(now, later(now, self.closing_expire))
+        {
+            self.stats.closing_marks.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(instance = %invoker.id(), "instance is closing: no longer picked");
         }
-        state.closing_until = Some(now + self.closing_expire);
-        health.flagged.store(true, Ordering::Release);
-        self.stats.closing_marks.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(instance = %invoker.id(), "instance is closing: no longer picked");
     }
 
     fn may_eject(&self, invoker: &Invoker, peers: &[Arc<Invoker>], now: Instant) -> bool {
@@ -253,25 +164,44 @@ impl Blacklist {
         ejected < limit
     }
 
-    fn decay_ejections(&self, state: &mut HealthState, now: Instant) {
-        if let Some(since) = state.healthy_since {
-            let base = self.config.base_ejection_time.as_nanos().max(1);
-            let healthy_periods = (now.saturating_duration_since(since).as_nanos() / base) as u32;
-            state.ejections = state.ejections.saturating_sub(healthy_periods);
-        }
+    /// The instance's ejection count, less one for every base ejection time it has
+    /// stayed healthy since it was last restored.
+    fn decayed(&self, record: EjectionRecord, now: Instant) -> u32 {
+        let Some(since) = record.healthy_since else {
+            return record.ejections;
+        };
+        let base = self.config.base_ejection_time.as_nanos().max(1);
+        let healthy_periods = now.saturating_duration_since(since).as_nanos() / base;
+        record
+            .ejections
+            .saturating_sub(u32::try_from(healthy_periods).unwrap_or(u32::MAX))
     }
 
-    fn ejection_time(&self, ejections: u32) -> Duration {
+    /// How long the `ejections`-th ejection lasts: `base × ejections`, capped, plus a
+    /// random part of up to `jitter` of it.
+    fn ejection_time(&self, ejections: u32, rng: &mut SmallRng) -> Duration {
         let base = self.config.base_ejection_time.saturating_mul(ejections);
         let capped = base.min(self.config.max_ejection_time);
-        let jitter = self.config.jitter.clamp(0.0, 1.0) * fastrand::f64();
-        capped.mul_f64(1.0 + jitter)
+        let jitter = self.config.jitter.clamp(0.0, 1.0) * rng.random::<f64>();
+        let extra = Duration::try_from_secs_f64(capped.as_secs_f64() * jitter).unwrap_or_default();
+        capped.saturating_add(extra)
     }
+}
+
+/// The time `by` after `now`; about a century ahead if the clock cannot hold that (a
+/// configured duration that large means "for good").
+fn later(now: Instant, by: Duration) -> Instant {
+    now.checked_add(by)
+        .or_else(|| now.checked_add(Duration::from_secs(100 * 365 * 86_400)))
+        .unwrap_or(now)
 }
 
 #[cfg(test)]
 mod tests {
+    use rand::SeedableRng;
+
     use super::*;
+    use crate::health::Availability;
     use crate::invoker::tests::invoker;
 
     fn config() -> BlacklistConfig {
@@ -281,9 +211,13 @@ mod tests {
         }
     }
 
+    fn rng() -> SmallRng {
+        SmallRng::seed_from_u64(1)
+    }
+
     fn fail(blacklist: &Blacklist, target: &Invoker, peers: &[Arc<Invoker>], times: u32) {
         for _ in 0..times {
-            blacklist.on_failure(target, peers, Instant::now());
+            blacklist.on_failure(target, peers, Instant::now(), &mut rng());
         }
     }
 
@@ -325,7 +259,7 @@ mod tests {
             Availability::Unavailable { .. }
         ));
         // The probe fails: ejected again, for 2 × 30 s.
-        blacklist.on_failure(target, &peers, now);
+        blacklist.on_failure(target, &peers, now, &mut rng());
         tokio::time::advance(Duration::from_secs(59)).await;
         assert!(matches!(
             target.health().availability(Instant::now()),
@@ -344,8 +278,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn ejection_time_is_capped() {
         let blacklist = Blacklist::new(config(), Duration::from_secs(30));
-        assert_eq!(blacklist.ejection_time(3), Duration::from_secs(90));
-        assert_eq!(blacklist.ejection_time(50), Duration::from_secs(300));
+        assert_eq!(
+            blacklist.ejection_time(3, &mut rng()),
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            blacklist.ejection_time(50, &mut rng()),
+            Duration::from_secs(300)
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -5,20 +5,17 @@ use std::task::{Context, Poll};
 
 use futures_util::future::BoxFuture;
 use http::{Request, Response};
-use parking_lot::Mutex;
 use rpc_core::BoxError;
+use rpc_core::metadata::grpc_timeout;
 use tonic::body::Body as TonicBody;
 use tower_service::Service;
 
-use crate::blacklist::Blacklist;
-use crate::call::{self, CallContext};
+use crate::call::{self, Call};
 use crate::config::{BlacklistConfig, ReferenceConfig};
 use crate::deadline;
 use crate::directory::Directory;
-use crate::loadbalance::{self, LoadBalance};
-use crate::retry_budget::RetryBudget;
-use crate::stats::{ClusterCounts, ClusterStats};
-use crate::strategy::{self, FailbackQueue};
+use crate::stack::ReferenceStack;
+use crate::stats::ClusterCounts;
 
 /// The consumer side of one reference: cluster strategy → directory → blacklist →
 /// load balance → one lazily-connected channel per instance.
@@ -32,126 +29,71 @@ use crate::strategy::{self, FailbackQueue};
 /// `DEADLINE_EXCEEDED` when an attempt timed out, or the provider's own status.
 #[derive(Clone)]
 pub struct ClusterChannel {
-    inner: Arc<ClusterInner>,
-}
-
-pub(crate) struct ClusterInner {
-    pub(crate) directory: Arc<Directory>,
-    pub(crate) lb: Arc<dyn LoadBalance>,
-    pub(crate) blacklist: Blacklist,
-    pub(crate) config: ReferenceConfig,
-    pub(crate) budget: RetryBudget,
-    pub(crate) failback: FailbackQueue,
-    pub(crate) stats: ClusterStats,
-    /// The request header consistent hashing reads; `None` for other load balances, so
-    /// their calls do not look it up.
-    pub(crate) hash_header: Option<http::HeaderName>,
-    seeded: Option<Mutex<fastrand::Rng>>,
-}
-
-impl ClusterInner {
-    /// The RNG for one call: a fresh generator seeded from the thread-local one, or,
-    /// in tests, one derived from the fixed seed.
-    pub(crate) fn rng(&self) -> fastrand::Rng {
-        match &self.seeded {
-            Some(seeded) => fastrand::Rng::with_seed(seeded.lock().u64(..)),
-            None => fastrand::Rng::new(),
-        }
-    }
+    stack: Arc<ReferenceStack>,
 }
 
 impl ClusterChannel {
-    /// A channel over `directory` with the reference's `config` and the `blacklist`
-    /// policy.
+    /// A channel over `directory` with the reference's `config` (strategy, load
+    /// balance, timeouts, retry budget, failback, ...) and the `blacklist` policy.
     pub fn new(
         directory: Arc<Directory>,
         config: ReferenceConfig,
         blacklist: BlacklistConfig,
     ) -> Self {
-        let closing_expire = directory.config().closing_invoker_expire_time;
         Self {
-            inner: Arc::new(ClusterInner {
-                lb: loadbalance::build(config.loadbalance),
-                blacklist: Blacklist::new(blacklist, closing_expire),
-                budget: RetryBudget::new(0.2, 10),
-                failback: FailbackQueue::default(),
-                stats: ClusterStats::default(),
-                hash_header: hash_header(&config),
-                seeded: None,
-                directory,
-                config,
-            }),
+            stack: Arc::new(ReferenceStack::new(directory, config, blacklist)),
         }
     }
 
-    /// This channel with every random choice drawn from `seed` (for tests).
-    ///
-    /// # Panics
-    /// If the channel was already cloned (call it right after [`ClusterChannel::new`]).
+    /// This channel with every random choice of its calls drawn from `seed`: the load
+    /// balance's picks, failover's backoff and the blacklist's ejection jitter (for
+    /// tests). Calls made in the same order then make the same choices. Clones share
+    /// the seed; calls made before keep the choices they drew.
     pub fn with_seed(self, seed: u64) -> Self {
-        let inner = Arc::try_unwrap(self.inner)
-            .unwrap_or_else(|_| panic!("with_seed must be called before cloning"));
-        Self {
-            inner: Arc::new(ClusterInner {
-                seeded: Some(Mutex::new(fastrand::Rng::with_seed(seed))),
-                ..inner
-            }),
-        }
+        self.stack.rngs.set_seed(seed);
+        self
     }
 
     /// The directory of instances this channel picks from.
     pub fn directory(&self) -> &Arc<Directory> {
-        &self.inner.directory
+        &self.stack.directory
     }
 
     /// The reference's settings.
     pub fn config(&self) -> &ReferenceConfig {
-        &self.inner.config
+        &self.stack.config
     }
 
     /// What this reference did so far (calls, retries, re-routes, ejections, ...).
     pub fn stats(&self) -> ClusterCounts {
-        self.inner
+        self.stack
             .stats
-            .counts(self.inner.blacklist.stats().counts())
-    }
-
-    #[cfg(test)]
-    pub(crate) fn inner(&self) -> &Arc<ClusterInner> {
-        &self.inner
+            .counts(self.stack.blacklist.stats().counts())
     }
 
     /// Calls waiting for a failback retry.
     pub fn failback_queued(&self) -> usize {
-        self.inner.failback.len()
+        self.stack.failback.len()
     }
 
     /// Stops background work (failback retries) and closes every channel.
     pub fn close(&self) {
-        self.inner.failback.close();
-        self.inner.directory.destroy_all();
+        self.stack.failback.close();
+        self.stack.directory.destroy_all();
     }
-}
 
-fn hash_header(config: &ReferenceConfig) -> Option<http::HeaderName> {
-    if config.loadbalance != crate::LoadBalanceKind::ConsistentHash {
-        return None;
-    }
-    match http::HeaderName::try_from(config.hash_key.as_str()) {
-        Ok(name) => Some(name),
-        Err(_) => {
-            tracing::warn!(hash_key = %config.hash_key, "hash_key is not a valid header name; requests are spread at random");
-            None
-        }
+    #[cfg(test)]
+    pub(crate) fn stack(&self) -> &Arc<ReferenceStack> {
+        &self.stack
     }
 }
 
 impl std::fmt::Debug for ClusterChannel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClusterChannel")
-            .field("service", self.inner.directory.service())
-            .field("cluster", &self.inner.config.cluster)
-            .field("loadbalance", &self.inner.config.loadbalance)
+            .field("service", self.stack.directory.service())
+            .field("cluster", &self.stack.config.cluster)
+            .field("loadbalance", &self.stack.config.loadbalance)
             .finish()
     }
 }
@@ -168,12 +110,10 @@ impl Service<Request<TonicBody>> for ClusterChannel {
     }
 
     fn call(&mut self, request: Request<TonicBody>) -> Self::Future {
-        let inner = self.inner.clone();
-        inner.stats.note_call();
-        let kind = inner.config.cluster;
+        self.stack.stats.note_call();
         // The caller's deadline bounds the whole call, streams included (deadline.rs).
-        let deadline = call::grpc_timeout(request.headers());
-        let call = strategy::run(kind, CallContext::new(inner, request));
+        let deadline = grpc_timeout(request.headers());
+        let call = call::run(Call::new(self.stack.clone(), request));
         match deadline {
             Some(limit) => deadline::bound(call, limit),
             None => call,

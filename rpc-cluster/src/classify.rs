@@ -8,6 +8,7 @@
 //! connection, or the connection failed before the request was written).
 
 use std::error::Error as StdError;
+use std::sync::Arc;
 
 use http::Response;
 use rpc_core::BoxError;
@@ -75,6 +76,27 @@ impl Failure {
         Self {
             kind,
             response: Ok(status.into_http()),
+        }
+    }
+
+    /// What the caller receives for this failure.
+    ///
+    /// A transport error becomes `UNAVAILABLE` (as gRPC's C++ and Java clients report a
+    /// lost connection), keeping the error as the status's source.
+    pub(crate) fn into_result(self) -> Result<Response<TonicBody>, BoxError> {
+        match self.response {
+            Ok(response) => Ok(response),
+            Err(error) => {
+                let message = match self.kind {
+                    FailureKind::NotSent => format!("request not sent: {error}"),
+                    _ => format!(
+                        "connection failed after the request was sent (it may have run): {error}"
+                    ),
+                };
+                let mut status = tonic::Status::unavailable(message);
+                status.set_source(Arc::from(error));
+                Err(Box::new(status))
+            }
         }
     }
 }

@@ -14,8 +14,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
-use crate::blacklist::InstanceHealth;
 use crate::ewma::PeakEwma;
+use crate::health::{Availability, InstanceHealth};
 
 /// Settings every invoker of a directory shares.
 #[derive(Debug)]
@@ -174,7 +174,7 @@ impl Invoker {
     }
 
     /// Whether the instance may be picked now (ejected, closing, due for its probe).
-    pub fn availability(&self, now: Instant) -> crate::Availability {
+    pub fn availability(&self, now: Instant) -> Availability {
         self.health.availability(now)
     }
 

@@ -8,6 +8,8 @@
 //! - [`transport`]: export tonic services on a listener; dial one instance.
 //! - [`Lifecycle`]: start-up order, the seven-step shutdown sequence, phases, signals.
 //! - [`InflightCounter`], [`RequestClock`]: what the shutdown sequence waits on.
+//! - [`ProviderHandles`], [`ConsumerHandles`]: the narrow view of the lifecycle the
+//!   request-path filters get ([`PhaseReader`], the counters, [`RejectionCounter`]).
 //! - [`metadata`]: the headers providers and consumers exchange (closing mark, ...).
 //!
 //! This crate knows no concrete registry, load balancer or filter.
@@ -22,6 +24,7 @@ mod instance;
 pub mod lifecycle;
 pub mod metadata;
 pub mod registry;
+mod rejections;
 mod service_key;
 pub mod transport;
 
@@ -29,8 +32,11 @@ pub use activity::RequestClock;
 pub use guarded_body::GuardedBody;
 pub use inflight::{InflightCounter, InflightGuard};
 pub use instance::{DEFAULT_WEIGHT, Instance, InstanceId, format_authority};
-pub use lifecycle::{Lifecycle, Phase, ShutdownConfig, ShutdownReport};
+pub use lifecycle::{
+    ConsumerHandles, Lifecycle, Phase, PhaseReader, ProviderHandles, ShutdownConfig, ShutdownReport,
+};
 pub use registry::{
     BoxError, Registry, RegistryError, Snapshot, SnapshotOrigin, Subscription, SubscriptionId,
 };
+pub use rejections::RejectionCounter;
 pub use service_key::ServiceKey;

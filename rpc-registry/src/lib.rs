@@ -14,7 +14,8 @@
 //! `request_timeout` (bound on every later request), both [`DEFAULT_TIMEOUT`] by default;
 //! an unknown parameter is an error naming it. Credentials never appear in logs or errors.
 //! These settings, the hosts and the credentials are read alike for every network backend
-//! (module `network`); each backend's own parameters are read in its module.
+//! (module `remote`, which holds what the three share); each backend's own parameters
+//! are read in its folder's `config.rs`.
 //!
 //! Every backend implements [`rpc_core::Registry`] with the same semantics (ephemeral
 //! registrations, full snapshots in revision order, no empty snapshot because of a
@@ -25,22 +26,15 @@
 
 #[cfg(feature = "etcd")]
 pub mod etcd;
-#[cfg(feature = "etcd")]
-mod etcd_error;
 pub mod memory;
 #[cfg(feature = "nacos")]
 pub mod nacos;
 #[cfg(any(feature = "etcd", feature = "zookeeper", feature = "nacos"))]
-pub mod network;
+pub mod remote;
 pub mod static_list;
 pub mod url;
 #[cfg(feature = "zookeeper")]
 pub mod zookeeper;
-
-#[cfg(any(feature = "etcd", feature = "zookeeper", feature = "nacos"))]
-mod retry;
-#[cfg(any(feature = "etcd", feature = "zookeeper", feature = "nacos"))]
-mod snapshots;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -56,7 +50,7 @@ pub use etcd::EtcdRegistry;
 #[cfg(feature = "nacos")]
 pub use nacos::NacosRegistry;
 #[cfg(any(feature = "etcd", feature = "zookeeper", feature = "nacos"))]
-pub use network::NetworkSettings;
+pub use remote::NetworkSettings;
 #[cfg(feature = "zookeeper")]
 pub use zookeeper::ZooKeeperRegistry;
 

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use rpc::registry::MemoryHub;
-use rpc_examples::load::{self, LoadOptions};
+use rpc_testkit::load::{self, LoadOptions};
 use tokio::time::Instant;
 
 #[derive(Debug, Default)]

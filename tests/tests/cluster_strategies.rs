@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{Behavior, Scripted};
 use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
-use rpc::cluster::{ClusterKind, LoadBalanceKind, ReferenceConfig};
+use rpc::cluster::{ClusterKind, FailbackConfig, LoadBalanceKind, ReferenceConfig};
 use rpc::registry::MemoryHub;
 use rpc::{Application, Config, ReferenceChannel};
 use tonic::Code;
@@ -340,8 +340,14 @@ async fn failsafe_returns_an_empty_reply_instead_of_the_failure() {
 async fn failback_answers_at_once_and_retries_in_the_background() {
     let hub = MemoryHub::new();
     let (scripts, _apps) = providers(&hub, &[Behavior::Fail(Code::Unavailable)]).await;
+    // A short period: the test waits for the retry, not for Dubbo's 5 s. Long enough
+    // that the provider is fixed before the first background retry.
     let reference = ReferenceConfig {
         cluster: ClusterKind::Failback,
+        failback: FailbackConfig {
+            retry_period: Duration::from_millis(200),
+            ..FailbackConfig::default()
+        },
         ..ReferenceConfig::default()
     };
     let (app, mut client) = consumer(&hub, reference, Duration::ZERO).await;
@@ -353,13 +359,13 @@ async fn failback_answers_at_once_and_retries_in_the_background() {
     assert!(reply.payload.is_empty());
     assert_eq!(app.references()[0].failback_queued(), 1);
     scripts[0].set(Behavior::Ok);
-    // Retried after the 5 s failback period.
-    for _ in 0..80 {
-        if scripts[0].calls() >= 2 {
-            break;
+    // Retried after the failback period.
+    let retried = tokio::time::timeout(Duration::from_secs(10), async {
+        while scripts[0].calls() < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    });
+    retried.await.expect("a background retry within 10 s");
     assert_eq!(
         scripts[0].calls(),
         2,

@@ -14,7 +14,7 @@ use rpc::core::lifecycle::StartError;
 use rpc::core::transport::TransportError;
 use rpc::registry::MemoryHub;
 use rpc::{Application, ApplicationError};
-use rpc_examples::services::GreeterProvider;
+use rpc_testkit::services::GreeterProvider;
 
 fn hello(name: &str) -> HelloRequest {
     HelloRequest {

@@ -13,7 +13,7 @@ use proto::echo::echo_server::EchoServer;
 use rpc::core::lifecycle::StartError;
 use rpc::registry::MemoryHub;
 use rpc::{ApplicationError, Phase, ServiceKey};
-use rpc_examples::services::EchoProvider;
+use rpc_testkit::services::EchoProvider;
 
 fn echo_key() -> ServiceKey {
     ServiceKey::new("echo.Echo")

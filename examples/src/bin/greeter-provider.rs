@@ -11,7 +11,7 @@ use clap::Parser;
 use proto::greeter::greeter_server::GreeterServer;
 use rpc::core::lifecycle::StartError;
 use rpc::{Application, ApplicationError, Config};
-use rpc_examples::services::GreeterProvider;
+use rpc_testkit::services::GreeterProvider;
 
 /// Serve helloworld.Greeter with graceful online/offline.
 #[derive(Debug, Parser)]
@@ -24,7 +24,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() {
-    rpc_examples::init_logging();
+    rpc_testkit::init_logging();
     let args = Args::parse();
     let config = match Config::from_file(&args.config) {
         Ok(config) => config,

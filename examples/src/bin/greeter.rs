@@ -9,7 +9,7 @@ use proto::greeter::HelloRequest;
 use proto::greeter::greeter_client::GreeterClient;
 use proto::greeter::greeter_server::GreeterServer;
 use rpc::{Application, ApplicationError, Config};
-use rpc_examples::services::GreeterProvider;
+use rpc_testkit::services::GreeterProvider;
 
 fn config(name: &str) -> Config {
     let mut config = Config::default();
@@ -33,7 +33,7 @@ fn say(line: std::fmt::Arguments<'_>) {
 
 #[tokio::main]
 async fn main() {
-    rpc_examples::init_logging();
+    rpc_testkit::init_logging();
     let calls: usize = match std::env::args().nth(1).map(|arg| arg.parse()) {
         None => 10,
         Some(Ok(calls)) => calls,

@@ -38,7 +38,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    rpc_examples::init_logging();
+    rpc_testkit::init_logging();
     let args = Args::parse();
     let cases = match Case::select(&args.test_case) {
         Ok(cases) => cases,

@@ -29,7 +29,7 @@ struct Args {
 
 #[tokio::main]
 async fn main() {
-    rpc_examples::init_logging();
+    rpc_testkit::init_logging();
     let args = Args::parse();
     if args.use_tls {
         eprintln!("interop-server: --use_tls=true is not supported");

@@ -50,7 +50,7 @@ struct Args {
     /// Most requests in flight at once. A request due while this many are outstanding
     /// is not sent and counts as failed (ResourceExhausted): memory stays bounded when
     /// --rate is more than the machine can serve.
-    #[arg(long, default_value_t = rpc_examples::load::DEFAULT_MAX_OUTSTANDING)]
+    #[arg(long, default_value_t = rpc_testkit::load::DEFAULT_MAX_OUTSTANDING)]
     max_outstanding: usize,
     /// Propagation delay of the in-process registry, standing in for a real registry's.
     #[arg(long, default_value = "300ms", value_parser = humantime_duration)]
@@ -90,7 +90,7 @@ fn humantime_duration(text: &str) -> Result<Duration, String> {
 
 #[tokio::main]
 async fn main() {
-    rpc_examples::init_logging();
+    rpc_testkit::init_logging();
     let args = Args::parse();
     if let Some(role) = args.role {
         std::process::exit(
@@ -148,10 +148,14 @@ async fn main() {
         let result = summary.write_json(path).map_err(|e| e.to_string());
         announce(&mut stdout, "json", path, result)
     });
-    let plot_written = args
-        .plot
-        .as_ref()
-        .is_none_or(|path| announce(&mut stdout, "plot", path, summary.write_plot(path)));
+    let plot_written = args.plot.as_ref().is_none_or(|path| {
+        announce(
+            &mut stdout,
+            "plot",
+            path,
+            rolling::write_plot(&summary, path),
+        )
+    });
     let _ = stdout.flush();
     let written = json_written && plot_written;
     std::process::exit(if summary.lossless() && written { 0 } else { 1 });

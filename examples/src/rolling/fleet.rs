@@ -9,35 +9,17 @@ use proto::echo::echo_server::{Echo, EchoServer};
 use proto::echo::{EchoReply, EchoRequest};
 use rpc::registry::{MemoryHub, RegistryUrl};
 use rpc::{Application, ApplicationBuilder, Config, ReferenceChannel, ShutdownReport};
+use rpc_testkit::services::EchoProvider;
 use tonic::{Request, Response, Status};
 
+use super::options::{Mode, Options, RollingError};
 use super::process::ChildInstance;
-use super::{Mode, Options, RollingError};
-use crate::services::EchoProvider;
+use super::role::Role;
 
 /// Group under which proxies register `echo.Echo`.
 pub const PROXY_GROUP: &str = "proxy";
 /// Group under which providers register `echo.Echo`.
 pub const BACKEND_GROUP: &str = "backend";
-
-/// The two kinds of restarted instance.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Role {
-    /// Serves `echo.Echo` (group `backend`) with simulated work.
-    Provider,
-    /// Serves `echo.Echo` (group `proxy`) by calling a provider.
-    Proxy,
-}
-
-impl Role {
-    /// `provider` or `proxy`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Provider => "provider",
-            Role::Proxy => "proxy",
-        }
-    }
-}
 
 /// Where instances find each other.
 #[derive(Clone, Debug)]

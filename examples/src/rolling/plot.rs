@@ -4,10 +4,13 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
-use super::Summary;
+use super::summary::Summary;
 
-/// Draws the timeline of `summary` into `path`.
-pub(crate) fn draw(summary: &Summary, path: &Path) -> Result<(), String> {
+/// Writes the SVG timeline of `summary` to `path`.
+///
+/// # Errors
+/// The drawing or I/O error as text.
+pub fn write_plot(summary: &Summary, path: &Path) -> Result<(), String> {
     let root = SVGBackend::new(path, (1200, 700)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let (upper, lower) = root.split_vertically(430);
@@ -37,7 +40,7 @@ pub(crate) fn draw(summary: &Summary, path: &Path) -> Result<(), String> {
         .y_desc("requests / s")
         .draw()
         .map_err(|e| e.to_string())?;
-    let per_second = |value: fn(&crate::load::Second) -> f64| {
+    let per_second = |value: fn(&rpc_testkit::load::Second) -> f64| {
         summary
             .per_second
             .iter()

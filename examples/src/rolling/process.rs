@@ -1,5 +1,5 @@
-//! `--mode processes`: every instance is a child process of the rolling-deploy binary,
-//! stopped by a real signal.
+//! The parent's side of `--mode processes`: every instance is a child process of the
+//! rolling-deploy binary (its body is in `child.rs`), stopped by a real signal.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -11,7 +11,7 @@ use rpc::ShutdownReport;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-use super::fleet::{Fleet, Role};
+use super::role::Role;
 
 /// Bound on a child printing its address after it was spawned.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -99,49 +99,4 @@ impl ChildInstance {
         }
         report
     }
-}
-
-/// The body of a child process: start one instance, print `ready ADDR`, serve until a
-/// signal runs the shutdown sequence, print `report JSON`, and return the exit code.
-pub async fn run_child(role: Role, name: &str, registry: &str, work_ms: u32) -> i32 {
-    use std::io::Write;
-    let fleet = Fleet::for_child(registry, work_ms);
-    let app = match fleet.start_in_process(role, name).await {
-        Ok(app) => app,
-        Err(error) => {
-            eprintln!("{name}: {error}");
-            return 1;
-        }
-    };
-    // Write errors are ignored: a parent that stopped reading must not make us panic.
-    let mut stdout = std::io::stdout();
-    let addr = app.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    let _ = writeln!(stdout, "ready {addr}");
-    let _ = stdout.flush();
-    watch_parent(app.lifecycle().clone());
-    let report = app.wait().await;
-    let _ = writeln!(
-        stdout,
-        "report {}",
-        serde_json::to_string(&report).unwrap_or_default()
-    );
-    let _ = stdout.flush();
-    report.exit_code()
-}
-
-/// Starts the graceful shutdown when stdin closes: the parent holds the other end, so
-/// this happens when the parent exits for any reason (even SIGKILL), and the child
-/// leaves instead of serving on, registered, forever.
-fn watch_parent(lifecycle: rpc::Lifecycle) {
-    tokio::spawn(async move {
-        use tokio::io::AsyncReadExt;
-        let mut stdin = tokio::io::stdin();
-        let mut buffer = [0u8; 64];
-        while let Ok(read) = stdin.read(&mut buffer).await {
-            if read == 0 {
-                break;
-            }
-        }
-        drop(lifecycle.before_shutdown());
-    });
 }

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use rpc::ShutdownReport;
+use rpc_testkit::load::{LoadRecord, Second};
 use serde::Serialize;
 
-use super::{Mode, Options, RollingError};
-use crate::load::{LoadRecord, Second};
+use super::options::{Mode, Options, RollingError};
+use super::plan::restart_plan;
 
 /// Latency percentiles, in milliseconds.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -232,7 +233,7 @@ impl Summary {
                 100.0 * record.succeeded as f64 / record.sent as f64
             },
             restarts: restarts.iter().filter(|r| r.error.is_none()).count(),
-            restarts_planned: super::restart_plan(options).len(),
+            restarts_planned: restart_plan(options).len(),
             restart_details: restarts,
             graceful: options.graceful,
             registry: rpc::registry::RegistryUrl::parse(&options.registry)
@@ -348,14 +349,6 @@ impl Summary {
     pub fn write_json(&self, path: &std::path::Path) -> std::io::Result<()> {
         let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         std::fs::write(path, json)
-    }
-
-    /// Writes the SVG timeline to `path`.
-    ///
-    /// # Errors
-    /// The drawing or I/O error as text.
-    pub fn write_plot(&self, path: &std::path::Path) -> Result<(), String> {
-        super::plot::draw(self, path)
     }
 }
 

@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use rand::RngExt;
+use rand::rngs::SmallRng;
 
 use super::{Candidates, LoadBalance, RequestInfo};
 
@@ -60,11 +62,12 @@ impl LoadBalance for ConsistentHash {
         &self,
         candidates: &Candidates<'_>,
         request: &RequestInfo<'_>,
-        rng: &mut fastrand::Rng,
+        rng: &mut SmallRng,
     ) -> Option<usize> {
         let Some(key) = request.hash_key else {
             let selectable: Vec<usize> = candidates.selectable().collect();
-            return (!selectable.is_empty()).then(|| selectable[rng.usize(..selectable.len())]);
+            return (!selectable.is_empty())
+                .then(|| selectable[rng.random_range(..selectable.len())]);
         };
         let ring = self.ring(candidates);
         if ring.points.is_empty() {
@@ -95,13 +98,15 @@ fn hash(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use rand::SeedableRng;
+
     use super::*;
     use crate::invoker::tests::weighted;
     use crate::loadbalance::InvokerList;
     use tokio::time::Instant;
 
     fn owner(lb: &ConsistentHash, list: &InvokerList, key: &str) -> String {
-        let mut rng = fastrand::Rng::with_seed(0);
+        let mut rng = SmallRng::seed_from_u64(0);
         let candidates = Candidates::new(list, &[], Instant::now(), None);
         let request = RequestInfo {
             path: "/s/M",
@@ -155,7 +160,7 @@ mod tests {
             path: "/s/M",
             hash_key: Some(b"k"),
         };
-        let mut rng = fastrand::Rng::with_seed(0);
+        let mut rng = SmallRng::seed_from_u64(0);
         let next = lb.select(&candidates, &request, &mut rng).unwrap();
         assert_ne!(list.invokers()[next].id().as_str(), first);
     }

@@ -1,5 +1,8 @@
 //! Least active.
 
+use rand::RngExt;
+use rand::rngs::SmallRng;
+
 use super::{Candidates, LoadBalance, RequestInfo};
 
 /// Picks the selectable instance with the fewest calls in flight from this consumer;
@@ -12,7 +15,7 @@ impl LoadBalance for LeastActive {
         &self,
         candidates: &Candidates<'_>,
         _request: &RequestInfo<'_>,
-        rng: &mut fastrand::Rng,
+        rng: &mut SmallRng,
     ) -> Option<usize> {
         let mut least = usize::MAX;
         let mut ties = Vec::new();
@@ -31,13 +34,15 @@ impl LoadBalance for LeastActive {
             [only] => Some(*only),
             _ => candidates
                 .weighted_among(&ties, rng)
-                .or_else(|| Some(ties[rng.usize(..ties.len())])),
+                .or_else(|| Some(ties[rng.random_range(..ties.len())])),
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use rand::SeedableRng;
+
     use super::*;
     use crate::loadbalance::testing::{list, shares};
     use tokio::time::Instant;
@@ -49,7 +54,7 @@ mod tests {
             list.invokers()[0].start_call(),
             list.invokers()[2].start_call(),
         ];
-        let mut rng = fastrand::Rng::with_seed(5);
+        let mut rng = SmallRng::seed_from_u64(5);
         let candidates = Candidates::new(&list, &[], Instant::now(), None);
         for _ in 0..50 {
             assert_eq!(

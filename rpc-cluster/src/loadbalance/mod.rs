@@ -7,7 +7,8 @@
 //! draw, so a pick among 10 000 instances costs about as much as among 10; round-robin
 //! and least-active scan the list, as their definitions require.
 //!
-//! The RNG is passed in, so tests run with a seed.
+//! The RNG is passed in — the call's own generator (rand's `SmallRng`), which a channel
+//! built `with_seed` derives from its seed — so tests run with a seed.
 
 mod consistent_hash;
 mod least_active;
@@ -19,6 +20,8 @@ mod warmup;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rand::RngExt;
+use rand::rngs::SmallRng;
 use rpc_core::InstanceId;
 use tokio::time::Instant;
 
@@ -29,19 +32,21 @@ pub use random::Random;
 pub use round_robin::RoundRobin;
 pub use warmup::warmed_weight;
 
-use crate::blacklist::Availability;
 use crate::config::LoadBalanceKind;
+use crate::health::Availability;
 use crate::invoker::Invoker;
 
 /// Picks one instance for one request.
 pub trait LoadBalance: Send + Sync + std::fmt::Debug + 'static {
     /// The index (into `candidates`) of the instance to call, or `None` when no
     /// candidate is selectable. Must only return selectable indices and never panic.
+    /// Every random draw comes from `rng`, the call's generator (rand 0.10's
+    /// `SmallRng`), so a channel built with a seed picks reproducibly.
     fn select(
         &self,
         candidates: &Candidates<'_>,
         request: &RequestInfo<'_>,
-        rng: &mut fastrand::Rng,
+        rng: &mut SmallRng,
     ) -> Option<usize>;
 }
 
@@ -216,16 +221,12 @@ impl<'a> Candidates<'a> {
     }
 
     /// A weighted draw over `indices` by effective weight; `None` if all weigh 0.
-    pub(crate) fn weighted_among(
-        &self,
-        indices: &[usize],
-        rng: &mut fastrand::Rng,
-    ) -> Option<usize> {
+    pub(crate) fn weighted_among(&self, indices: &[usize], rng: &mut SmallRng) -> Option<usize> {
         let total: u64 = indices.iter().map(|&i| u64::from(self.weight(i))).sum();
         if total == 0 {
             return None;
         }
-        let mut point = rng.u64(..total);
+        let mut point = rng.random_range(..total);
         for &i in indices {
             let weight = u64::from(self.weight(i));
             if point < weight {
@@ -250,6 +251,8 @@ pub fn build(kind: LoadBalanceKind) -> Arc<dyn LoadBalance> {
 
 #[cfg(test)]
 pub(crate) mod testing {
+    use rand::SeedableRng;
+
     use super::*;
     use crate::invoker::tests::weighted;
 
@@ -272,7 +275,7 @@ pub(crate) mod testing {
         picks: usize,
         seed: u64,
     ) -> Vec<f64> {
-        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut rng = SmallRng::seed_from_u64(seed);
         let mut counts = vec![0usize; list.len()];
         let candidates = Candidates::new(list, &[], Instant::now(), None);
         for _ in 0..picks {

@@ -1,5 +1,8 @@
 //! Power of two choices over peak-EWMA load.
 
+use rand::RngExt;
+use rand::rngs::SmallRng;
+
 use super::{Candidates, LoadBalance, RequestInfo};
 
 /// Draws attempted per choice before falling back to a scan.
@@ -22,7 +25,7 @@ impl LoadBalance for P2c {
         &self,
         candidates: &Candidates<'_>,
         _request: &RequestInfo<'_>,
-        rng: &mut fastrand::Rng,
+        rng: &mut SmallRng,
     ) -> Option<usize> {
         let first = draw(candidates, rng, None)?;
         let Some(second) = draw(candidates, rng, Some(first)) else {
@@ -33,7 +36,7 @@ impl LoadBalance for P2c {
                 / f64::from(candidates.weight(index).max(1))
         };
         let (a, b) = (cost(first), cost(second));
-        if a < b || (a == b && rng.bool()) {
+        if a < b || (a == b && rng.random::<bool>()) {
             Some(first)
         } else {
             Some(second)
@@ -42,11 +45,7 @@ impl LoadBalance for P2c {
 }
 
 /// A uniformly drawn selectable index other than `other`.
-fn draw(
-    candidates: &Candidates<'_>,
-    rng: &mut fastrand::Rng,
-    other: Option<usize>,
-) -> Option<usize> {
+fn draw(candidates: &Candidates<'_>, rng: &mut SmallRng, other: Option<usize>) -> Option<usize> {
     let len = candidates.len();
     match (len, other) {
         (0, _) | (1, Some(_)) => return None,
@@ -55,7 +54,7 @@ fn draw(
         _ => {}
     }
     for _ in 0..DRAWS {
-        let index = rng.usize(..len);
+        let index = rng.random_range(..len);
         if Some(index) != other && candidates.is_selectable(index) {
             return Some(index);
         }
@@ -64,11 +63,13 @@ fn draw(
         .selectable()
         .filter(|&i| Some(i) != other)
         .collect();
-    (!selectable.is_empty()).then(|| selectable[rng.usize(..selectable.len())])
+    (!selectable.is_empty()).then(|| selectable[rng.random_range(..selectable.len())])
 }
 
 #[cfg(test)]
 mod tests {
+    use rand::SeedableRng;
+
     use std::time::Duration;
 
     use super::*;
@@ -80,7 +81,7 @@ mod tests {
     }
 
     fn share_of_first(list: &crate::loadbalance::InvokerList, picks: usize) -> f64 {
-        let mut rng = fastrand::Rng::with_seed(11);
+        let mut rng = SmallRng::seed_from_u64(11);
         let candidates = Candidates::new(list, &[], Instant::now(), None);
         let first = (0..picks)
             .filter(|_| P2c.select(&candidates, &RequestInfo::default(), &mut rng) == Some(0))
@@ -126,7 +127,7 @@ mod tests {
     async fn one_selectable_instance_is_picked_and_none_gives_none() {
         let one = list(&[100]);
         assert_eq!(share_of_first(&one, 100), 1.0);
-        let mut rng = fastrand::Rng::with_seed(1);
+        let mut rng = SmallRng::seed_from_u64(1);
         let excluded = [one.invokers()[0].id().clone()];
         let candidates = Candidates::new(&one, &excluded, Instant::now(), None);
         assert_eq!(

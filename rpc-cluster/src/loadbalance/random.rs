@@ -1,5 +1,8 @@
 //! Weighted random.
 
+use rand::RngExt;
+use rand::rngs::SmallRng;
+
 use super::{Candidates, LoadBalance, RequestInfo};
 
 /// Draws attempted before falling back to a scan of the selectable instances.
@@ -18,7 +21,7 @@ impl LoadBalance for Random {
         &self,
         candidates: &Candidates<'_>,
         _request: &RequestInfo<'_>,
-        rng: &mut fastrand::Rng,
+        rng: &mut SmallRng,
     ) -> Option<usize> {
         let total = candidates.total_weight();
         if total == 0 {
@@ -26,16 +29,16 @@ impl LoadBalance for Random {
         }
         for _ in 0..DRAWS {
             let index = if candidates.uniform_weights() {
-                rng.usize(..candidates.len())
+                rng.random_range(..candidates.len())
             } else {
-                candidates.index_at_weight(rng.u64(..total))
+                candidates.index_at_weight(rng.random_range(..total))
             };
             if !candidates.is_selectable(index) {
                 continue;
             }
             if candidates.warming(index) {
                 let registered = candidates.get(index).weight();
-                if rng.u32(..registered) >= candidates.weight(index) {
+                if rng.random_range(..registered) >= candidates.weight(index) {
                     continue;
                 }
             }
@@ -48,6 +51,8 @@ impl LoadBalance for Random {
 
 #[cfg(test)]
 mod tests {
+    use rand::SeedableRng;
+
     use super::*;
     use crate::loadbalance::InvokerList;
     use crate::loadbalance::testing::{list, shares};
@@ -83,7 +88,7 @@ mod tests {
 
     #[test]
     fn no_instance_or_only_zero_weights_give_none() {
-        let mut rng = fastrand::Rng::with_seed(1);
+        let mut rng = SmallRng::seed_from_u64(1);
         let empty = InvokerList::default();
         let candidates = Candidates::new(&empty, &[], Instant::now(), None);
         assert_eq!(
@@ -101,7 +106,7 @@ mod tests {
     #[test]
     fn excluded_instances_are_skipped() {
         let list = list(&[100, 100, 100]);
-        let mut rng = fastrand::Rng::with_seed(3);
+        let mut rng = SmallRng::seed_from_u64(3);
         let excluded = [
             list.invokers()[0].id().clone(),
             list.invokers()[2].id().clone(),

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use parking_lot::Mutex;
+use rand::rngs::SmallRng;
 use rpc_core::InstanceId;
 
 use super::{Candidates, LoadBalance, RequestInfo};
@@ -53,7 +54,7 @@ impl LoadBalance for RoundRobin {
         &self,
         candidates: &Candidates<'_>,
         request: &RequestInfo<'_>,
-        _rng: &mut fastrand::Rng,
+        _rng: &mut SmallRng,
     ) -> Option<usize> {
         let mut methods = self.scores.lock();
         let scores = match methods.get_mut(request.path) {
@@ -80,6 +81,8 @@ impl LoadBalance for RoundRobin {
 
 #[cfg(test)]
 mod tests {
+    use rand::SeedableRng;
+
     use super::*;
     use crate::loadbalance::testing::list;
     use tokio::time::Instant;
@@ -87,7 +90,7 @@ mod tests {
     fn sequence(lb: &RoundRobin, weights: &[u32], picks: usize, path: &str) -> String {
         let list = list(weights);
         let candidates = Candidates::new(&list, &[], Instant::now(), None);
-        let mut rng = fastrand::Rng::with_seed(0);
+        let mut rng = SmallRng::seed_from_u64(0);
         let request = RequestInfo {
             path,
             hash_key: None,

@@ -14,6 +14,9 @@ pub fn warmed_weight(weight: u32, uptime: Duration, warmup: Duration) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+
     use super::*;
     use crate::invoker::tests::weighted;
     use crate::loadbalance::{
@@ -45,7 +48,7 @@ mod tests {
         let list = InvokerList::new(1, vec![old, new]);
         tokio::time::advance(Duration::from_secs(10)).await;
         let share_of_new = |lb: &dyn LoadBalance| {
-            let mut rng = fastrand::Rng::with_seed(7);
+            let mut rng = SmallRng::seed_from_u64(7);
             let candidates = Candidates::new(&list, &[], Instant::now(), warmup);
             let picks = (0..10_000)
                 .filter(|_| lb.select(&candidates, &RequestInfo::default(), &mut rng) == Some(1))

@@ -2,60 +2,139 @@
 
 use std::time::Duration;
 
-use http::Response;
-use rpc_core::BoxError;
-use tonic::body::Body as TonicBody;
+use rand::RngExt;
+use rand::rngs::SmallRng;
 
-use crate::call::CallContext;
-use crate::classify::Outcome;
+use super::{CallFacts, Decision, Failed, Plan, Strategy};
 
 /// Failover (the default). Each attempt goes to an instance not yet tried in this call,
 /// at most `1 + retries` attempts. A failed attempt is retried when the request
 /// certainly did not run (connection refused, stream refused, body never sent) — and,
 /// for methods configured idempotent, also after a timeout or UNAVAILABLE. Retries draw
-/// on a budget (at most 20 % of requests plus 10 per second, over 10 s; see
+/// on a budget (by default at most 20 % of requests plus 10 per second, over 10 s; see
 /// `retry_budget`), so a failing dependency cannot multiply its load, and wait a
 /// full-jitter exponential backoff between `backoff_base` and `backoff_max`.
 ///
 /// Unlike failover in some frameworks we studied, a timeout of a non-idempotent method
 /// is never retried: such a request runs at most once.
-pub(crate) async fn run(mut call: CallContext) -> Result<Response<TonicBody>, BoxError> {
-    // Only failover retries, so only its calls earn retry budget.
-    call.cluster.budget.deposit();
-    let mut retries_left = call.retries;
-    let mut attempt = 0u32;
-    loop {
-        let Some(outcome) = call.send().await else {
-            return call.give_up(None);
-        };
-        let failure = match outcome {
-            Outcome::Success(response) | Outcome::AppError(response) => return Ok(response),
-            Outcome::Failure(failure) => failure,
-        };
-        let safe = !failure.kind.maybe_executed() || call.idempotent;
-        if retries_left == 0 || !safe || !call.body.replayable() {
-            return call.give_up(Some(failure));
+#[derive(Debug)]
+pub(crate) struct Failover {
+    backoff_base: Duration,
+    backoff_max: Duration,
+}
+
+impl Failover {
+    /// Failover whose backoff doubles from `backoff_base` up to `backoff_max`.
+    pub(crate) fn new(backoff_base: Duration, backoff_max: Duration) -> Self {
+        Self {
+            backoff_base,
+            backoff_max,
         }
-        if !call.cluster.budget.withdraw() {
-            call.cluster.stats.note_budget_exhausted();
-            tracing::debug!(service = %call.cluster.directory.service(), "retry budget exhausted");
-            return call.give_up(Some(failure));
-        }
-        retries_left -= 1;
-        attempt += 1;
-        call.cluster.stats.note_retry();
-        call.last_failure = Some(failure);
-        tokio::time::sleep(backoff(&call, attempt)).await;
+    }
+
+    /// Full jitter: uniform in `[0, min(max, base × 2^(retry-1))]` for the `retry`-th
+    /// retry (AWS Architecture Blog, "Exponential Backoff And Jitter", 2015).
+    fn backoff(&self, retry: u32, rng: &mut SmallRng) -> Duration {
+        let ceiling = self
+            .backoff_base
+            .saturating_mul(1 << retry.saturating_sub(1).min(16))
+            .min(self.backoff_max);
+        ceiling.mul_f64(rng.random::<f64>())
     }
 }
 
-/// Full jitter: uniform in `[0, min(max, base × 2^(attempt-1))]` (AWS Architecture Blog,
-/// "Exponential Backoff And Jitter", 2015).
-fn backoff(call: &CallContext, attempt: u32) -> Duration {
-    let config = &call.cluster.config;
-    let ceiling = config
-        .backoff_base
-        .saturating_mul(1 << attempt.saturating_sub(1).min(16))
-        .min(config.backoff_max);
-    ceiling.mul_f64(fastrand::f64())
+impl Strategy for Failover {
+    fn plan(&self) -> Plan {
+        Plan::Balanced
+    }
+
+    fn on_failure(&self, failed: Failed, facts: &CallFacts, rng: &mut SmallRng) -> Decision {
+        let Failed::Attempt(kind) = failed else {
+            return Decision::Fail;
+        };
+        let retries_made = facts.attempts.saturating_sub(1);
+        let safe = !kind.maybe_executed() || facts.idempotent;
+        if retries_made >= facts.retries_allowed || !safe || !facts.replayable {
+            return Decision::Fail;
+        }
+        Decision::Retry {
+            backoff: self.backoff(retries_made + 1, rng),
+        }
+    }
+
+    fn retries(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+
+    use super::*;
+    use crate::classify::FailureKind;
+
+    fn facts(attempts: u32, idempotent: bool) -> CallFacts {
+        CallFacts {
+            attempts,
+            retries_allowed: 2,
+            idempotent,
+            replayable: true,
+        }
+    }
+
+    fn decide(failed: Failed, facts: CallFacts) -> Decision {
+        let failover = Failover::new(Duration::from_millis(2), Duration::from_millis(50));
+        failover.on_failure(failed, &facts, &mut SmallRng::seed_from_u64(1))
+    }
+
+    #[test]
+    fn retries_only_what_cannot_run_twice_and_at_most_retries_times() {
+        let not_sent = Failed::Attempt(FailureKind::NotSent);
+        let timeout = Failed::Attempt(FailureKind::Timeout);
+        assert!(matches!(
+            decide(not_sent, facts(1, false)),
+            Decision::Retry { .. }
+        ));
+        assert!(matches!(
+            decide(not_sent, facts(2, false)),
+            Decision::Retry { .. }
+        ));
+        assert_eq!(
+            decide(not_sent, facts(3, false)),
+            Decision::Fail,
+            "1 + 2 attempts"
+        );
+        assert_eq!(decide(timeout, facts(1, false)), Decision::Fail);
+        assert!(matches!(
+            decide(timeout, facts(1, true)),
+            Decision::Retry { .. }
+        ));
+        assert_eq!(decide(Failed::NoAttempt, facts(1, true)), Decision::Fail);
+        let spent = CallFacts {
+            replayable: false,
+            ..facts(1, true)
+        };
+        assert_eq!(decide(not_sent, spent), Decision::Fail);
+    }
+
+    #[test]
+    fn the_backoff_doubles_up_to_its_ceiling() {
+        let failover = Failover::new(Duration::from_millis(2), Duration::from_millis(50));
+        let mut rng = SmallRng::seed_from_u64(3);
+        for (retry, ceiling) in [(1, 2), (2, 4), (3, 8), (5, 32), (6, 50), (40, 50)] {
+            let most = (0..200)
+                .map(|_| failover.backoff(retry, &mut rng))
+                .max()
+                .unwrap();
+            assert!(
+                most <= Duration::from_millis(ceiling),
+                "retry {retry}: {most:?}"
+            );
+            assert!(
+                most > Duration::from_millis(ceiling) / 2,
+                "retry {retry}: {most:?}"
+            );
+        }
+    }
 }

@@ -1,28 +1,17 @@
 //! Failsafe: swallow failures.
 
-use http::Response;
-use rpc_core::BoxError;
-use tonic::body::Body as TonicBody;
+use rand::rngs::SmallRng;
 
-use super::empty_response;
-use crate::call::CallContext;
-use crate::classify::Outcome;
+use super::{CallFacts, Decision, Failed, Strategy};
 
 /// Failsafe: one attempt; a failure (of the call, not an application error status) is
 /// logged and the caller gets an empty response with status OK — for calls whose
 /// result does not matter, such as audit logging.
-pub(crate) async fn run(mut call: CallContext) -> Result<Response<TonicBody>, BoxError> {
-    match call.send().await {
-        Some(Outcome::Success(response) | Outcome::AppError(response)) => Ok(response),
-        Some(Outcome::Failure(failure)) => {
-            tracing::warn!(service = %call.cluster.directory.service(), kind = ?failure.kind, "failsafe: call failed; returning an empty response");
-            call.cluster.stats.note_swallowed();
-            Ok(empty_response())
-        }
-        None => {
-            tracing::warn!(service = %call.cluster.directory.service(), "failsafe: no provider; returning an empty response");
-            call.cluster.stats.note_swallowed();
-            Ok(empty_response())
-        }
+#[derive(Debug)]
+pub(crate) struct Failsafe;
+
+impl Strategy for Failsafe {
+    fn on_failure(&self, _failed: Failed, _facts: &CallFacts, _rng: &mut SmallRng) -> Decision {
+        Decision::Swallow { retry_later: false }
     }
 }

@@ -15,17 +15,20 @@
 mod callbacks;
 mod config;
 mod deadline;
+mod handles;
 mod phase;
 mod report;
+mod sequence;
 mod shutdown;
 mod signals;
+#[cfg(test)]
+mod span_tests;
 mod startup;
 #[cfg(test)]
 mod tests;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, Shared};
@@ -33,9 +36,11 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tonic_health::server::{HealthReporter, HealthService};
+use tracing::Instrument;
 
 pub use config::ShutdownConfig;
-pub use phase::Phase;
+pub use handles::{ConsumerHandles, ProviderHandles};
+pub use phase::{Phase, PhaseReader};
 pub use report::{Interrupt, ShutdownReport, Step, StepOutcome, StepReport};
 pub use startup::{
     Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan,
@@ -45,6 +50,7 @@ use crate::Instance;
 use crate::activity::RequestClock;
 use crate::inflight::InflightCounter;
 use crate::registry::Registry;
+use crate::rejections::RejectionCounter;
 use crate::transport::ServerHandle;
 use callbacks::Callbacks;
 use phase::PhaseCell;
@@ -52,8 +58,9 @@ use phase::PhaseCell;
 /// One application's lifecycle: its phase, its in-flight counters, what it started, and
 /// the shutdown sequence that stops it.
 ///
-/// Cheap to clone (one `Arc`); clones share everything. Filters on the request path hold
-/// a clone and read [`Lifecycle::phase`] (one atomic load) per request.
+/// Cheap to clone (one `Arc`); clones share everything. Filters on the request path do
+/// not hold it: they get only the handles they need ([`Lifecycle::provider_handles`],
+/// [`Lifecycle::consumer_handles`]).
 #[derive(Clone)]
 pub struct Lifecycle {
     inner: Arc<Inner>,
@@ -66,7 +73,7 @@ struct Inner {
     inbound: InflightCounter,
     outbound: InflightCounter,
     requests: RequestClock,
-    rejected: AtomicU64,
+    rejections: RejectionCounter,
     health: HealthReporter,
     parts: Mutex<Parts>,
     callbacks: Callbacks,
@@ -100,7 +107,7 @@ impl Lifecycle {
                 inbound: InflightCounter::new(),
                 outbound: InflightCounter::new(),
                 requests: RequestClock::new(),
-                rejected: AtomicU64::new(0),
+                rejections: RejectionCounter::new(),
                 health: HealthReporter::new(),
                 parts: Mutex::new(Parts::default()),
                 callbacks: Callbacks::default(),
@@ -153,11 +160,6 @@ impl Lifecycle {
         &self.inner.requests
     }
 
-    /// Counts one inbound request refused as "closing, not executed".
-    pub fn note_rejected(&self) {
-        self.inner.rejected.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// The gRPC health service (`grpc.health.v1.Health`) whose statuses this lifecycle
     /// drives: SERVING once registered, NOT_SERVING from shutdown step 1 on. Add it to
     /// the exported routes.
@@ -198,7 +200,9 @@ impl Lifecycle {
         let mut sequence = self.inner.sequence.lock();
         let shared = sequence.get_or_insert_with(|| {
             let this = self.clone();
-            let task = tokio::spawn(async move { this.run_shutdown().await });
+            // Every step's span (see `sequence.rs`) is a child of this one.
+            let span = tracing::info_span!("shutdown", app = %self.name());
+            let task = tokio::spawn(async move { this.run_shutdown().await }.instrument(span));
             async move {
                 task.await.unwrap_or_else(|error| {
                     tracing::error!(%error, "shutdown sequence task failed");

@@ -1,6 +1,8 @@
-//! The phases an application goes through, published on a `watch` channel.
+//! The phases an application goes through: an atomic read on the request path
+//! ([`PhaseReader`]), a `watch` channel for observers.
 
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use parking_lot::Mutex;
@@ -90,10 +92,32 @@ impl fmt::Display for Phase {
     }
 }
 
+/// A read-only view of an application's current phase, for the request path: one
+/// atomic load per read, no lock, no channel. Built by the lifecycle (see
+/// [`Lifecycle::provider_handles`](super::Lifecycle::provider_handles)); it cannot move
+/// the phase.
+///
+/// Cheap to clone (one `Arc`); all clones see the same phase.
+#[derive(Clone, Debug)]
+pub struct PhaseReader {
+    phase: Arc<AtomicU8>,
+}
+
+impl PhaseReader {
+    /// The current phase (one atomic load).
+    pub fn get(&self) -> Phase {
+        // SeqCst pairs with the in-flight counter's increment that precedes this read in
+        // the filters (see rpc-filter's graceful module): admission and drain cannot
+        // miss each other.
+        Phase::from_u8(self.phase.load(Ordering::SeqCst))
+    }
+}
+
 /// The current phase: an atomic for the request path, a `watch` channel for observers.
 #[derive(Debug)]
 pub(crate) struct PhaseCell {
-    fast: AtomicU8,
+    /// Shared with every [`PhaseReader`].
+    fast: Arc<AtomicU8>,
     tx: watch::Sender<Phase>,
     /// Every phase entered, with when: a `watch` receiver sees only the latest.
     history: Mutex<Vec<(Phase, Instant)>>,
@@ -103,7 +127,7 @@ pub(crate) struct PhaseCell {
 impl PhaseCell {
     pub(crate) fn new(name: String) -> Self {
         Self {
-            fast: AtomicU8::new(Phase::Created as u8),
+            fast: Arc::new(AtomicU8::new(Phase::Created as u8)),
             tx: watch::Sender::new(Phase::Created),
             history: Mutex::new(vec![(Phase::Created, Instant::now())]),
             name,
@@ -112,6 +136,13 @@ impl PhaseCell {
 
     pub(crate) fn get(&self) -> Phase {
         Phase::from_u8(self.fast.load(Ordering::SeqCst))
+    }
+
+    /// A read-only view of this phase for the request path.
+    pub(crate) fn reader(&self) -> PhaseReader {
+        PhaseReader {
+            phase: self.fast.clone(),
+        }
     }
 
     pub(crate) fn subscribe(&self) -> watch::Receiver<Phase> {
@@ -161,6 +192,16 @@ mod tests {
         assert_eq!(cell.get(), Phase::Serving);
         assert!(rx.has_changed().unwrap());
         assert_eq!(*rx.borrow_and_update(), Phase::Serving);
+    }
+
+    #[test]
+    fn a_reader_sees_every_advance() {
+        let cell = PhaseCell::new("t".into());
+        let reader = cell.reader();
+        assert_eq!(reader.get(), Phase::Created);
+        cell.advance(Phase::Rejecting);
+        assert_eq!(reader.get(), Phase::Rejecting);
+        assert_eq!(reader.clone().get(), cell.get());
     }
 
     #[test]

@@ -52,11 +52,12 @@ pub enum StepOutcome {
     Skipped,
 }
 
-/// One step's line in the report.
+/// One step's line in the report. `S` is the kind of step: the shutdown's [`Step`]
+/// unless said otherwise.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StepReport {
+pub struct StepReport<S = Step> {
     /// Which step.
-    pub step: Step,
+    pub step: S,
     /// How long it took.
     pub duration: Duration,
     /// How it ended.

@@ -1,10 +1,11 @@
 //! Graceful offline: the seven-step shutdown sequence.
 //!
 //! Read [`Lifecycle::run_shutdown`] top to bottom: it is the list of steps. Each step is
-//! a method below that waits only as long as its condition needs. Three bounds apply:
-//! `timeout` for the whole sequence, `step_timeout` for each drain and for closing
-//! connections, and `consumer_update_wait_time` for step 2; a second signal ends every
-//! remaining wait at once.
+//! a method below that waits only as long as its condition needs; entering its phase,
+//! its span, its timing and its line in the report are done for every step alike by
+//! [`Steps::run`]. Three bounds apply: `timeout` for the whole sequence, `step_timeout`
+//! for each drain and for closing connections, and `consumer_update_wait_time` for
+//! step 2; a second signal ends every remaining wait at once.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,8 +16,9 @@ use tokio::time::Instant;
 use tonic_health::ServingStatus;
 
 use super::deadline::Deadline;
+use super::sequence::{SequenceStep, Steps};
 use super::startup::ManagedReference;
-use super::{Lifecycle, Phase, ShutdownReport, Step, StepOutcome, StepReport};
+use super::{Lifecycle, Phase, ShutdownReport, Step, StepOutcome};
 use crate::inflight::InflightCounter;
 use crate::registry::Registry;
 use crate::transport::ServerHandle;
@@ -24,64 +26,87 @@ use crate::transport::ServerHandle;
 impl Lifecycle {
     /// The sequence. Runs once per lifecycle (see [`Lifecycle::before_shutdown`]).
     pub(crate) async fn run_shutdown(&self) -> ShutdownReport {
-        if !self.wait_until_started().await {
-            let report = ShutdownReport::default();
-            self.inner.finished.send_replace(Some(report.clone()));
-            return report;
-        }
-        let started = Instant::now();
-        let deadline = Deadline::new(self.config().timeout, self.inner.force.clone());
+        let Some(deadline) = self.begin_shutdown().await else {
+            return self.publish(ShutdownReport::default());
+        };
+        let mut steps = Steps::new(&self.inner.phase);
         let mut report = ShutdownReport::default();
-        tracing::info!(app = %self.name(), "graceful shutdown started");
 
         // 1. Withdraw every registration, so no consumer learns of this instance anew.
         //    Subscriptions stay: this process's own references still need updates.
-        let outcome = self.unregister(&deadline, &mut report).await;
-        report.record(Step::Unregister, started, outcome);
-
+        steps
+            .run(Step::Unregister, self.unregister(&deadline, &mut report))
+            .await;
         // 2. Give consumers time to drop this instance: until no request came for one
         //    offline window, at most consumer_update_wait_time.
-        let step = Instant::now();
-        let outcome = self.wait_for_consumers(&deadline).await;
-        report.record(Step::WaitForConsumers, step, outcome);
-
+        steps
+            .run(Step::WaitForConsumers, self.wait_for_consumers(&deadline))
+            .await;
         // 3. From now on a new request is refused with "closing, not executed", which
         //    our consumers re-send elsewhere.
-        let step = Instant::now();
-        self.advance(Phase::Rejecting);
-        report.record(Step::RejectNew, step, StepOutcome::Completed);
-
+        steps.run(Step::RejectNew, reject_new()).await;
         // 4. Let inbound requests in flight finish.
-        let step = Instant::now();
-        self.advance(Phase::DrainingInbound);
-        let outcome = self.drain(self.inbound(), &deadline).await;
-        report.inbound_left = self.inbound().current();
-        report.record(Step::DrainInbound, step, outcome);
-
+        steps
+            .run(
+                Step::DrainInbound,
+                self.drain(self.inbound(), &deadline, &mut report.inbound_left),
+            )
+            .await;
         // 5. Let outbound calls in flight finish; this process's own code may still
         //    start new ones until this step ends.
-        let step = Instant::now();
-        self.advance(Phase::DrainingOutbound);
-        let outcome = self.drain(self.outbound(), &deadline).await;
-        report.outbound_left = self.outbound().current();
-        report.record(Step::DrainOutbound, step, outcome);
-
+        steps
+            .run(
+                Step::DrainOutbound,
+                self.drain(self.outbound(), &deadline, &mut report.outbound_left),
+            )
+            .await;
         // 6. Close listeners and connections (GOAWAY), channels, subscriptions and
         //    registries.
-        let step = Instant::now();
-        let outcome = self.destroy_protocols(&deadline, &mut report).await;
-        report.record(Step::DestroyProtocols, step, outcome);
-
+        steps
+            .run(
+                Step::DestroyProtocols,
+                self.destroy_protocols(&deadline, &mut report),
+            )
+            .await;
         // 7. Run the application's callbacks.
-        let step = Instant::now();
-        let outcome = self.run_callbacks(&deadline, &mut report).await;
-        report.record(Step::Callbacks, step, outcome);
+        steps
+            .run(Step::Callbacks, self.run_callbacks(&deadline, &mut report))
+            .await;
 
-        report.total = started.elapsed();
-        report.rejected = self.inner.rejected.load(Ordering::Relaxed);
+        self.finish_shutdown(report, steps)
+    }
+
+    /// Waits for a start-up under way to end, then sets the bounds of the sequence;
+    /// `None` if there is nothing to shut down.
+    async fn begin_shutdown(&self) -> Option<Deadline> {
+        if !self.wait_until_started().await {
+            return None;
+        }
+        tracing::info!(app = %self.name(), "graceful shutdown started");
+        Some(Deadline::new(
+            self.config().timeout,
+            self.inner.force.clone(),
+        ))
+    }
+
+    /// Completes `report` with the steps taken and the counts kept during the sequence,
+    /// enters [`Phase::Stopped`], and publishes the report.
+    fn finish_shutdown(
+        &self,
+        mut report: ShutdownReport,
+        steps: Steps<'_, Step>,
+    ) -> ShutdownReport {
+        report.total = steps.elapsed();
+        report.steps = steps.into_reports();
+        report.rejected = self.inner.rejections.count();
         report.interrupted_by = *self.inner.interrupt.lock();
         self.advance(Phase::Stopped);
         tracing::info!(app = %self.name(), %report, "graceful shutdown finished");
+        self.publish(report)
+    }
+
+    /// Hands `report` to every [`Lifecycle::wait`]er, and returns it.
+    fn publish(&self, report: ShutdownReport) -> ShutdownReport {
         self.inner.finished.send_replace(Some(report.clone()));
         report
     }
@@ -126,8 +151,8 @@ impl Lifecycle {
         self.phase() != Phase::Stopped
     }
 
+    /// Step 1: health NOT_SERVING, then every registration withdrawn in parallel.
     async fn unregister(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {
-        self.advance(Phase::Unregistering);
         self.set_health(ServingStatus::NotServing).await;
         let registrations = std::mem::take(&mut self.inner.parts.lock().registrations);
         let withdrawn = AtomicUsize::new(0);
@@ -156,8 +181,9 @@ impl Lifecycle {
         outcome
     }
 
+    /// Step 2: until one offline window without a request, at most
+    /// `consumer_update_wait_time`.
     async fn wait_for_consumers(&self, deadline: &Deadline) -> StepOutcome {
-        self.advance(Phase::WaitingForConsumers);
         let start = Instant::now();
         let window = self.config().offline_request_window_timeout;
         let bound = deadline.bound(self.config().consumer_update_wait_time);
@@ -179,17 +205,27 @@ impl Lifecycle {
         deadline.wait(quiet, bound).await
     }
 
-    async fn drain(&self, counter: &InflightCounter, deadline: &Deadline) -> StepOutcome {
+    /// Steps 4 and 5: until `counter` reaches zero, at most `step_timeout`; `left` is
+    /// set to what was still in flight when the step ended.
+    async fn drain(
+        &self,
+        counter: &InflightCounter,
+        deadline: &Deadline,
+        left: &mut usize,
+    ) -> StepOutcome {
         let bound = deadline.bound(self.config().step_timeout);
-        deadline.wait(counter.wait_idle(), bound).await
+        let outcome = deadline.wait(counter.wait_idle(), bound).await;
+        *left = counter.current();
+        outcome
     }
 
+    /// Step 6: listeners and connections (GOAWAY, bounded by `step_timeout`), then
+    /// references and registries.
     async fn destroy_protocols(
         &self,
         deadline: &Deadline,
         report: &mut ShutdownReport,
     ) -> StepOutcome {
-        self.advance(Phase::Destroying);
         let protocols = self.take_protocols();
         // After an interrupt nobody waits for a GOAWAY exchange: connections close now.
         let bound = if deadline.interrupted() {
@@ -221,8 +257,8 @@ impl Lifecycle {
         }
     }
 
+    /// Step 7: the application's callbacks, unless a second signal skipped them.
     async fn run_callbacks(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {
-        self.advance(Phase::Callbacks);
         if deadline.interrupted() {
             let skipped = self.inner.callbacks.discard();
             if skipped > 0 {
@@ -265,12 +301,42 @@ async fn close_registry(registry: Arc<dyn Registry>) {
     }
 }
 
-impl ShutdownReport {
-    fn record(&mut self, step: Step, started: Instant, outcome: StepOutcome) {
-        self.steps.push(StepReport {
-            step,
-            duration: started.elapsed(),
-            outcome,
-        });
+/// Step 3. Entering [`Phase::Rejecting`] (done by [`Steps::run`]) is the whole step:
+/// the provider filter reads the phase on every request and refuses from then on.
+async fn reject_new() -> StepOutcome {
+    StepOutcome::Completed
+}
+
+/// A span per step, named as the report names it, with the `outcome` field
+/// [`Steps::run`] fills.
+macro_rules! step_span {
+    ($name:literal) => {
+        tracing::info_span!($name, outcome = tracing::field::Empty)
+    };
+}
+
+impl SequenceStep for Step {
+    fn phase(self) -> Phase {
+        match self {
+            Step::Unregister => Phase::Unregistering,
+            Step::WaitForConsumers => Phase::WaitingForConsumers,
+            Step::RejectNew => Phase::Rejecting,
+            Step::DrainInbound => Phase::DrainingInbound,
+            Step::DrainOutbound => Phase::DrainingOutbound,
+            Step::DestroyProtocols => Phase::Destroying,
+            Step::Callbacks => Phase::Callbacks,
+        }
+    }
+
+    fn span(self) -> tracing::Span {
+        match self {
+            Step::Unregister => step_span!("unregister"),
+            Step::WaitForConsumers => step_span!("wait-for-consumers"),
+            Step::RejectNew => step_span!("reject-new"),
+            Step::DrainInbound => step_span!("drain-inbound"),
+            Step::DrainOutbound => step_span!("drain-outbound"),
+            Step::DestroyProtocols => step_span!("destroy-protocols"),
+            Step::Callbacks => step_span!("callbacks"),
+        }
     }
 }

@@ -13,6 +13,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use tonic_health::ServingStatus;
 use tower::util::BoxCloneSyncService;
+use tracing::{Instrument, info_span};
 
 use super::{Lifecycle, Phase};
 use crate::registry::{BoxError, Registry, RegistryError};
@@ -170,16 +171,27 @@ impl Lifecycle {
             registries,
         } = plan;
         self.inner.parts.lock().registries = registries.clone();
+        // One span per step, as the shutdown's steps have.
         let steps = async {
             if self.config().internal_signal {
                 self.install_signal_handlers()
                     .map_err(StartError::Signals)?;
             }
-            self.start_references(references, check_timeout).await?;
-            let pending = self.start_services(exports).await?;
-            run_gates(gates).await?;
-            self.register_all(pending, &registries).await
-        };
+            self.start_references(references, check_timeout)
+                .instrument(info_span!("references"))
+                .await?;
+            let pending = self
+                .start_services(exports)
+                .instrument(info_span!("services"))
+                .await?;
+            run_gates(gates)
+                .instrument(info_span!("readiness-gates"))
+                .await?;
+            self.register_all(pending, &registries)
+                .instrument(info_span!("register"))
+                .await
+        }
+        .instrument(info_span!("startup", app = %self.name()));
         // A signal (or before_shutdown) during start-up stops the waiting at once: a
         // provider check, a readiness gate or a registration delay can be long.
         let result = tokio::select! {

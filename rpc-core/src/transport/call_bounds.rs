@@ -3,7 +3,7 @@
 //! 1. **The caller's deadline** (`grpc-timeout`): when it passes, the call ends with
 //!    `DEADLINE_EXCEEDED` and its handler is dropped (cancelled), whether it was still
 //!    running or already streaming its response. A malformed header ends the call at
-//!    once with `INTERNAL` ([`grpc_timeout`](super::grpc_timeout)). tonic's own server
+//!    once with `INTERNAL` ([`read_grpc_timeout`](crate::metadata::read_grpc_timeout)). tonic's own server
 //!    bounds only the handler, not the response stream after it; a stream is where a
 //!    deadline matters most.
 //! 2. **The server's drain bound**: when a graceful shutdown reaches its bound with a
@@ -33,9 +33,8 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::Status;
 use tower::Service;
 
-use super::grpc_timeout::{deadline_exceeded, grpc_timeout};
 use super::message_size_status;
-use crate::metadata::status_trailers;
+use crate::metadata::{deadline_exceeded, read_grpc_timeout, status_trailers};
 use crate::registry::BoxError;
 
 /// The message of a call ended at the drain bound.
@@ -89,7 +88,7 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        match grpc_timeout(request.headers()) {
+        match read_grpc_timeout(request.headers()) {
             Err(malformed) => BoundedFuture::Refused {
                 status: Some(Status::internal(malformed.to_string())),
             },

@@ -18,12 +18,10 @@ mod call_bounds;
 mod channel;
 mod connection;
 mod error;
-mod grpc_timeout;
 mod message_size_status;
 mod server;
 
 pub use call_bounds::CUT_AT_SHUTDOWN;
 pub use channel::{ChannelOptions, connect_lazy};
 pub use error::TransportError;
-pub use grpc_timeout::{MalformedTimeout, deadline_exceeded, grpc_timeout};
 pub use server::{CUT_LEAD, Server, ServerHandle, ServerOptions, ServerShutdown};

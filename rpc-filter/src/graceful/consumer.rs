@@ -2,24 +2,28 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use rpc_core::{GuardedBody, InflightGuard, Lifecycle};
+use rpc_core::{ConsumerHandles, GuardedBody, InflightGuard};
 use tower_layer::Layer;
 use tower_service::Service;
 
 /// Applies [`ConsumerGraceful`] to a reference's channel.
 #[derive(Clone, Debug)]
 pub struct ConsumerGracefulLayer {
-    lifecycle: Lifecycle,
+    handles: Arc<ConsumerHandles>,
 }
 
 impl ConsumerGracefulLayer {
-    /// A layer counting into `lifecycle`'s outbound counter.
-    pub fn new(lifecycle: Lifecycle) -> Self {
-        Self { lifecycle }
+    /// A layer counting into the outbound counter in `handles` and refusing calls by
+    /// its phase (from `Lifecycle::consumer_handles`).
+    pub fn new(handles: ConsumerHandles) -> Self {
+        Self {
+            handles: Arc::new(handles),
+        }
     }
 }
 
@@ -29,20 +33,23 @@ impl<S> Layer<S> for ConsumerGracefulLayer {
     fn layer(&self, inner: S) -> Self::Service {
         ConsumerGraceful {
             inner,
-            lifecycle: self.lifecycle.clone(),
+            handles: self.handles.clone(),
         }
     }
 }
 
 /// The consumer filter of graceful offline: counts each outbound call in the
-/// lifecycle's outbound counter until its response body ends (shutdown step 5 waits for
-/// it), and refuses new calls with `UNAVAILABLE` once outbound has been drained (step 6
-/// on), when channels are about to close. Until then this process's own code may start
-/// new calls, e.g. a provider handler still finishing its work.
+/// outbound counter until its response body ends (shutdown step 5 waits for it), and
+/// refuses new calls with `UNAVAILABLE` once outbound has been drained (step 6 on),
+/// when channels are about to close. Until then this process's own code may start new
+/// calls, e.g. a provider handler still finishing its work.
+///
+/// The handles sit behind one `Arc`: a generated client is cloned for every call, and
+/// one reference count is all that clone should cost.
 #[derive(Clone, Debug)]
 pub struct ConsumerGraceful<S> {
     inner: S,
-    lifecycle: Lifecycle,
+    handles: Arc<ConsumerHandles>,
 }
 
 impl<S, B, RB> Service<Request<B>> for ConsumerGraceful<S>
@@ -61,8 +68,8 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let guard = self.lifecycle.outbound().acquire();
-        if self.lifecycle.phase().rejects_outbound() {
+        let guard = self.handles.outbound.acquire();
+        if self.handles.phase.get().rejects_outbound() {
             drop(guard);
             let status =
                 tonic::Status::unavailable("application is shut down; outbound call not sent");

@@ -2,12 +2,13 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use pin_project_lite::pin_project;
 use rpc_core::metadata::{CLOSING, CLOSING_VALUE, NOT_EXECUTED, NOT_EXECUTED_CLOSING};
-use rpc_core::{GuardedBody, InflightGuard, Lifecycle};
+use rpc_core::{GuardedBody, InflightGuard, PhaseReader, ProviderHandles};
 use tonic::body::Body as TonicBody;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -21,13 +22,16 @@ const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
 /// Applies [`ProviderGraceful`] to a service (tonic routes).
 #[derive(Clone, Debug)]
 pub struct ProviderGracefulLayer {
-    lifecycle: Lifecycle,
+    handles: Arc<ProviderHandles>,
 }
 
 impl ProviderGracefulLayer {
-    /// A layer driven by `lifecycle`'s phase and counting into its inbound counter.
-    pub fn new(lifecycle: Lifecycle) -> Self {
-        Self { lifecycle }
+    /// A layer driven by the phase in `handles` and counting into its inbound counter,
+    /// request clock and rejection counter (from `Lifecycle::provider_handles`).
+    pub fn new(handles: ProviderHandles) -> Self {
+        Self {
+            handles: Arc::new(handles),
+        }
     }
 }
 
@@ -37,23 +41,27 @@ impl<S> Layer<S> for ProviderGracefulLayer {
     fn layer(&self, inner: S) -> Self::Service {
         ProviderGraceful {
             inner,
-            lifecycle: self.lifecycle.clone(),
+            handles: self.handles.clone(),
         }
     }
 }
 
 /// The provider filter of graceful offline. For each request:
-/// 1. counts it in the lifecycle's inbound counter (until its response body ends) and
-///    notes its arrival time;
+/// 1. counts it in the inbound counter (until its response body ends) and notes its
+///    arrival time;
 /// 2. from shutdown step 3 on, answers it at once with `UNAVAILABLE` plus
 ///    `rpc-not-executed: closing` without running it (our consumers re-send it
 ///    elsewhere);
 /// 3. from shutdown step 1 on, adds `rpc-closing: 1` to its response headers so the
 ///    consumer stops choosing this instance before the registry tells it.
+///
+/// The handles sit behind one `Arc`: the server clones this service for every request
+/// (hyper-util's `TowerToHyperService`), and one reference count is all that clone
+/// should cost.
 #[derive(Clone, Debug)]
 pub struct ProviderGraceful<S> {
     inner: S,
-    lifecycle: Lifecycle,
+    handles: Arc<ProviderHandles>,
 }
 
 impl<S, B> Service<Request<B>> for ProviderGraceful<S>
@@ -69,18 +77,19 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
+        let handles = &*self.handles;
         if request.uri().path().starts_with(HEALTH_PREFIX) {
             return ResponseFuture::Admitted {
                 inner: self.inner.call(request),
                 guard: None,
-                lifecycle: self.lifecycle.clone(),
+                phase: handles.phase.clone(),
             };
         }
-        let guard = self.lifecycle.inbound().acquire();
-        self.lifecycle.request_clock().touch();
-        if self.lifecycle.phase().rejects_inbound() {
+        let guard = handles.inbound.acquire();
+        handles.requests.touch();
+        if handles.phase.get().rejects_inbound() {
             drop(guard);
-            self.lifecycle.note_rejected();
+            handles.rejections.note();
             return ResponseFuture::Rejected {
                 response: Some(closing_rejection()),
             };
@@ -88,7 +97,7 @@ where
         ResponseFuture::Admitted {
             inner: self.inner.call(request),
             guard: Some(guard),
-            lifecycle: self.lifecycle.clone(),
+            phase: handles.phase.clone(),
         }
     }
 }
@@ -110,12 +119,13 @@ pin_project! {
     /// Future of [`ProviderGraceful`].
     #[project = Projection]
     pub enum ResponseFuture<F> {
-        /// The request runs; its guard moves into the response body.
+        /// The request runs; its guard moves into the response body, and the phase
+        /// read when its headers are ready decides the closing mark.
         Admitted {
             #[pin]
             inner: F,
             guard: Option<InflightGuard>,
-            lifecycle: Lifecycle,
+            phase: PhaseReader,
         },
         /// The request was refused before running.
         Rejected { response: Option<Response<TonicBody>> },
@@ -133,10 +143,10 @@ where
             Projection::Admitted {
                 inner,
                 guard,
-                lifecycle,
+                phase,
             } => {
                 let mut response = std::task::ready!(inner.poll(cx))?;
-                if lifecycle.phase().is_closing() {
+                if phase.get().is_closing() {
                     response.headers_mut().insert(CLOSING, CLOSING_VALUE);
                 }
                 Poll::Ready(Ok(match guard.take() {
@@ -159,7 +169,7 @@ mod tests {
     use std::time::Duration;
 
     use http_body_util::BodyExt;
-    use rpc_core::{Phase, ShutdownConfig};
+    use rpc_core::{Lifecycle, Phase, ShutdownConfig};
     use tokio::sync::oneshot;
     use tower::{ServiceExt, service_fn};
 
@@ -196,7 +206,7 @@ mod tests {
             .unwrap();
         let (release_tx, release_rx) = oneshot::channel::<()>();
         let release_rx = std::sync::Arc::new(parking_lot_free::Slot::new(release_rx));
-        let service = ProviderGracefulLayer::new(lifecycle.clone()).layer(service_fn(
+        let service = ProviderGracefulLayer::new(lifecycle.provider_handles()).layer(service_fn(
             move |_req: Request<TonicBody>| {
                 let release = release_rx.take();
                 async move {

@@ -10,7 +10,7 @@ use proto::echo::echo_server::EchoServer;
 use proto::greeter::greeter_server::GreeterServer;
 use rpc::registry::MemoryHub;
 use rpc::{Application, ApplicationBuilder, Config};
-use rpc_examples::services::{EchoProvider, GreeterProvider};
+use rpc_testkit::services::{EchoProvider, GreeterProvider};
 
 /// A configuration for tests: loopback, port 0, no signal handlers, quick shutdown.
 pub fn config(name: &str) -> Config {

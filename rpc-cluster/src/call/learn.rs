@@ -1,0 +1,55 @@
+//! What one attempt teaches about its instance: its health (the blacklist's ejection
+//! policy, closing marks), its latency estimate (for P2C) and its failure record.
+
+use std::sync::Arc;
+
+use rand::rngs::SmallRng;
+use tokio::time::Instant;
+
+use crate::blacklist::Blacklist;
+use crate::classify::{FailureKind, Outcome, says_closing};
+use crate::directory::Directory;
+use crate::invoker::Invoker;
+
+/// Feeds the `outcome` of an attempt sent to `invoker` at `started` to the instance's
+/// record, its latency estimate and the `blacklist`; `directory` gives the failure
+/// penalty and the peers an ejection is weighed against, `rng` an ejection's jitter.
+///
+/// A success or an application error is a healthy answer. A closing provider's refusal
+/// marks the instance closing and counts nothing against it. Any other failure counts
+/// toward ejection and enters the latency estimate as at least the failure penalty, so
+/// an instance that fails fast does not look fast to P2C.
+pub(super) fn learn(
+    blacklist: &Blacklist,
+    directory: &Directory,
+    invoker: &Arc<Invoker>,
+    outcome: &Outcome,
+    started: Instant,
+    rng: &mut SmallRng,
+) {
+    let now = Instant::now();
+    let rtt = now - started;
+    let response = match outcome {
+        Outcome::Success(response) | Outcome::AppError(response) => {
+            invoker.note_result(false, now);
+            invoker.observe_latency(rtt, now);
+            blacklist.on_success(invoker, now);
+            Some(response)
+        }
+        Outcome::Failure(failure) => {
+            invoker.note_result(true, now);
+            if failure.kind == FailureKind::Rejected {
+                blacklist.mark_closing(invoker, now);
+            } else {
+                let penalty = directory.config().failure_penalty;
+                invoker.observe_latency(rtt.max(penalty), now);
+                let peers = directory.current();
+                blacklist.on_failure(invoker, peers.invokers(), now, rng);
+            }
+            failure.response.as_ref().ok()
+        }
+    };
+    if response.is_some_and(says_closing) {
+        blacklist.mark_closing(invoker, now);
+    }
+}

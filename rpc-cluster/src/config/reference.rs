@@ -1,0 +1,311 @@
+//! Settings of one reference, under `consumer.references.<service>`, and of its
+//! methods.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::failback::FailbackConfig;
+use super::invalid::{InvalidSetting, invalid, positive};
+use super::kinds::{ClusterKind, LoadBalanceKind};
+use super::retry_budget::RetryBudgetConfig;
+
+/// Per-method settings, under `references.<service>.methods.<Method>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MethodConfig {
+    /// Whether the method may run twice safely; only then are timeouts and UNAVAILABLE
+    /// retried. Default: the reference's `idempotent`.
+    pub idempotent: Option<bool>,
+    /// Overrides the reference's `retries` for this method.
+    pub retries: Option<u32>,
+    /// Overrides the reference's `timeout` for this method.
+    #[serde(with = "humantime_serde::option")]
+    pub timeout: Option<Duration>,
+}
+
+/// Settings of one reference, under `consumer.references.<service>`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ReferenceConfig {
+    /// Cluster strategy. Default `failover`.
+    pub cluster: ClusterKind,
+    /// Load balance. Default `p2c`.
+    pub loadbalance: LoadBalanceKind,
+    /// Extra attempts of `failover` (at most `1 + retries` attempts). Default 2;
+    /// 0 means exactly one attempt. Overridden per call by the `rpc-retries` header.
+    pub retries: u32,
+    /// Bound on each attempt, until the response headers arrive. Default 3 s (Dubbo's
+    /// meaning: per attempt, so a retry gets a full timeout). `grpc-timeout` set by the
+    /// caller lowers it.
+    #[serde(with = "humantime_serde::option")]
+    pub timeout: Option<Duration>,
+    /// Whether every method of the service is idempotent. Default false.
+    pub idempotent: bool,
+    /// Per-method overrides, by method name (`SayHello`).
+    pub methods: BTreeMap<String, MethodConfig>,
+    /// Slow start: an instance's weight ramps up linearly over this long from when this
+    /// consumer first saw it. Default off.
+    #[serde(with = "humantime_serde::option")]
+    pub warmup: Option<Duration>,
+    /// Parallel attempts of `forking`. Default 2.
+    pub forks: usize,
+    /// Request header hashed by `consistent_hash`. Default `rpc-hash-key`.
+    #[serde(alias = "hash-key")]
+    pub hash_key: String,
+    /// Group of the referenced service. Default none.
+    pub group: String,
+    /// Version of the referenced service. Default none.
+    pub version: String,
+    /// Overrides `consumer.check` for this reference.
+    pub check: Option<bool>,
+    /// Smallest backoff before a retry (full jitter, doubling per attempt). Default 2 ms.
+    #[serde(with = "humantime_serde", alias = "backoff-base")]
+    pub backoff_base: Duration,
+    /// Largest backoff before a retry. Default 50 ms.
+    #[serde(with = "humantime_serde", alias = "backoff-max")]
+    pub backoff_max: Duration,
+    /// Largest request body buffered for replay on retry, in bytes. Default 4 MiB
+    /// (gRPC's default message limit). Larger requests are sent once.
+    #[serde(alias = "max-replay-bytes")]
+    pub max_replay_bytes: usize,
+    /// How many retries failover may add to the calls (20 % plus 10/s over 10 s by
+    /// default); see [`RetryBudgetConfig`].
+    #[serde(alias = "retry-budget")]
+    pub retry_budget: RetryBudgetConfig,
+    /// How failback retries in the background (every 5 s, 3 times, 1024 calls at most
+    /// by default); see [`FailbackConfig`].
+    pub failback: FailbackConfig,
+}
+
+impl Default for ReferenceConfig {
+    fn default() -> Self {
+        Self {
+            cluster: ClusterKind::default(),
+            loadbalance: LoadBalanceKind::default(),
+            retries: 2,
+            timeout: Some(Duration::from_secs(3)),
+            idempotent: false,
+            methods: BTreeMap::new(),
+            warmup: None,
+            forks: 2,
+            hash_key: rpc_core::metadata::HASH_KEY.as_str().to_owned(),
+            group: String::new(),
+            version: String::new(),
+            check: None,
+            backoff_base: Duration::from_millis(2),
+            backoff_max: Duration::from_millis(50),
+            max_replay_bytes: 4 * 1024 * 1024,
+            retry_budget: RetryBudgetConfig::default(),
+            failback: FailbackConfig::default(),
+        }
+    }
+}
+
+impl ReferenceConfig {
+    /// Whether `method` (the name, e.g. `SayHello`) is idempotent.
+    pub fn is_idempotent(&self, method: &str) -> bool {
+        self.method(method)
+            .and_then(|m| m.idempotent)
+            .unwrap_or(self.idempotent)
+    }
+
+    /// The retries configured for `method`.
+    pub fn retries_for(&self, method: &str) -> u32 {
+        self.method(method)
+            .and_then(|m| m.retries)
+            .unwrap_or(self.retries)
+    }
+
+    /// The per-attempt timeout configured for `method`.
+    pub fn timeout_for(&self, method: &str) -> Option<Duration> {
+        self.method(method).and_then(|m| m.timeout).or(self.timeout)
+    }
+
+    /// Checks the values serde cannot: ranges and relations between settings.
+    ///
+    /// # Errors
+    /// The first [`InvalidSetting`] found.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        positive("timeout", self.timeout)?;
+        for (name, method) in &self.methods {
+            positive(&format!("methods.{name}.timeout"), method.timeout)?;
+        }
+        if self.forks == 0 {
+            invalid("forks", "must be at least 1")?;
+        }
+        if self.backoff_base > self.backoff_max {
+            invalid("backoff_base", "must not be more than backoff_max")?;
+        }
+        if http::HeaderName::try_from(self.hash_key.as_str()).is_err() {
+            invalid(
+                "hash_key",
+                format!(
+                    "`{}` is not a valid header name (lower-case letters, digits, `-`)",
+                    self.hash_key
+                ),
+            )?;
+        }
+        self.retry_budget
+            .validate()
+            .map_err(|e| e.within("retry_budget"))?;
+        self.failback.validate().map_err(|e| e.within("failback"))
+    }
+
+    fn method(&self, method: &str) -> Option<&MethodConfig> {
+        if self.methods.is_empty() {
+            return None;
+        }
+        self.methods.get(method)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{BlacklistConfig, DirectoryConfig};
+
+    #[test]
+    fn defaults_are_dubbo_like() {
+        let config: ReferenceConfig = serde_json::from_str("{}").unwrap();
+        assert_eq!(config.cluster, ClusterKind::Failover);
+        assert_eq!(config.retries, 2);
+        assert_eq!(config.timeout, Some(Duration::from_secs(3)));
+        assert!(!config.is_idempotent("Any"));
+    }
+
+    #[test]
+    fn method_settings_override_the_reference() {
+        let config: ReferenceConfig = serde_json::from_str(
+            r#"{"loadbalance":"roundrobin","retries":1,"methods":{"Get":{"idempotent":true,"retries":4,"timeout":"100ms"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(config.loadbalance, LoadBalanceKind::RoundRobin);
+        assert!(config.is_idempotent("Get"));
+        assert!(!config.is_idempotent("Put"));
+        assert_eq!(config.retries_for("Get"), 4);
+        assert_eq!(config.retries_for("Put"), 1);
+        assert_eq!(config.timeout_for("Get"), Some(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn out_of_range_values_are_named() {
+        let key = |config: ReferenceConfig| config.validate().unwrap_err().key;
+        assert_eq!(
+            key(ReferenceConfig {
+                forks: 0,
+                ..Default::default()
+            }),
+            "forks"
+        );
+        assert_eq!(
+            key(ReferenceConfig {
+                timeout: Some(Duration::ZERO),
+                ..Default::default()
+            }),
+            "timeout"
+        );
+        assert_eq!(
+            key(ReferenceConfig {
+                hash_key: "a b".into(),
+                ..Default::default()
+            }),
+            "hash_key"
+        );
+        let blacklist = BlacklistConfig {
+            jitter: 7.5,
+            ..Default::default()
+        };
+        assert_eq!(blacklist.validate().unwrap_err().key, "jitter");
+        let blacklist = BlacklistConfig {
+            max_ejection_percent: 500,
+            ..Default::default()
+        };
+        assert_eq!(
+            blacklist.validate().unwrap_err().key,
+            "max_ejection_percent"
+        );
+        let directory = DirectoryConfig {
+            ewma_decay: Duration::ZERO,
+            ..Default::default()
+        };
+        assert_eq!(directory.validate().unwrap_err().key, "ewma_decay");
+        assert!(ReferenceConfig::default().validate().is_ok());
+        assert!(BlacklistConfig::default().validate().is_ok());
+        assert!(DirectoryConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn unknown_keys_and_kinds_are_errors() {
+        let error = serde_json::from_str::<ReferenceConfig>(r#"{"retry":1}"#).unwrap_err();
+        assert!(error.to_string().contains("retry"), "{error}");
+        let error =
+            serde_json::from_str::<ReferenceConfig>(r#"{"cluster":"failsoft"}"#).unwrap_err();
+        assert!(error.to_string().contains("failsoft"), "{error}");
+    }
+
+    #[test]
+    fn retry_budget_and_failback_have_todays_defaults_and_kebab_aliases() {
+        let config = ReferenceConfig::default();
+        let budget = |ratio, min_per_second, ttl| RetryBudgetConfig {
+            ratio,
+            min_per_second,
+            ttl: Duration::from_secs(ttl),
+        };
+        let failback = |retry_period, retries, queue_capacity| FailbackConfig {
+            retry_period,
+            retries,
+            queue_capacity,
+        };
+        assert_eq!(config.retry_budget, budget(0.2, 10, 10));
+        assert_eq!(config.failback, failback(Duration::from_secs(5), 3, 1024));
+        let config: ReferenceConfig = serde_json::from_str(
+            r#"{"retry-budget":{"ratio":0.5,"min-per-second":1,"ttl":"3s"},
+                "failback":{"retry-period":"50ms","retries":2,"queue-capacity":8}}"#,
+        )
+        .unwrap();
+        assert_eq!(config.retry_budget, budget(0.5, 1, 3));
+        assert_eq!(config.failback, failback(Duration::from_millis(50), 2, 8));
+    }
+
+    #[test]
+    fn out_of_range_budget_and_failback_values_are_named() {
+        let key = |text: &str| {
+            serde_json::from_str::<ReferenceConfig>(text)
+                .unwrap()
+                .validate()
+                .unwrap_err()
+                .key
+        };
+        assert_eq!(
+            key(r#"{"retry_budget":{"ratio":10.5}}"#),
+            "retry_budget.ratio"
+        );
+        assert_eq!(
+            key(r#"{"retry_budget":{"ratio":-0.1}}"#),
+            "retry_budget.ratio"
+        );
+        assert_eq!(
+            key(r#"{"retry_budget":{"ttl":"500ms"}}"#),
+            "retry_budget.ttl"
+        );
+        assert_eq!(
+            key(r#"{"retry_budget":{"ttl":"1500ms"}}"#),
+            "retry_budget.ttl"
+        );
+        assert_eq!(key(r#"{"retry_budget":{"ttl":"61s"}}"#), "retry_budget.ttl");
+        assert_eq!(
+            key(r#"{"failback":{"retry_period":"0s"}}"#),
+            "failback.retry_period"
+        );
+        assert_eq!(key(r#"{"failback":{"retries":0}}"#), "failback.retries");
+        assert_eq!(
+            key(r#"{"failback":{"queue_capacity":0}}"#),
+            "failback.queue_capacity"
+        );
+        let error =
+            serde_json::from_str::<ReferenceConfig>(r#"{"failback":{"period":"1s"}}"#).unwrap_err();
+        assert!(error.to_string().contains("period"), "{error}");
+    }
+}

@@ -1,0 +1,78 @@
+//! What every call of one reference shares: its layers, from the strategy down to the
+//! directory, and the channel's own accounts of what its calls did.
+
+use std::sync::Arc;
+
+use crate::blacklist::Blacklist;
+use crate::config::{BlacklistConfig, LoadBalanceKind, ReferenceConfig};
+use crate::directory::Directory;
+use crate::failback_queue::FailbackQueue;
+use crate::loadbalance::{self, LoadBalance};
+use crate::retry_budget::RetryBudget;
+use crate::rng::RngSource;
+use crate::stats::ClusterStats;
+use crate::strategy::{self, Strategy};
+
+/// The layers and accounts of one reference, shared by every call through its
+/// [`ClusterChannel`](crate::ClusterChannel) (and the channel's clones).
+///
+/// The layers, in the order a request meets them: the cluster `strategy`, the
+/// `directory` of instances, the `blacklist` that keeps failing and closing ones out,
+/// the `load_balance` that picks one. The accounts: the `retry_budget` (only for a
+/// strategy that retries), the `stats`, the `failback` queue and the source of each
+/// call's random numbers.
+#[derive(Debug)]
+pub(crate) struct ReferenceStack {
+    pub(crate) strategy: Box<dyn Strategy>,
+    pub(crate) directory: Arc<Directory>,
+    pub(crate) blacklist: Blacklist,
+    pub(crate) load_balance: Arc<dyn LoadBalance>,
+    pub(crate) config: ReferenceConfig,
+    /// The request header consistent hashing reads; `None` for other load balances, so
+    /// their calls do not look it up.
+    pub(crate) hash_header: Option<http::HeaderName>,
+    pub(crate) retry_budget: Option<RetryBudget>,
+    pub(crate) stats: ClusterStats,
+    pub(crate) failback: FailbackQueue,
+    pub(crate) rngs: RngSource,
+}
+
+impl ReferenceStack {
+    /// The stack of a reference with `config` over `directory`, ejecting by `blacklist`.
+    pub(crate) fn new(
+        directory: Arc<Directory>,
+        config: ReferenceConfig,
+        blacklist: BlacklistConfig,
+    ) -> Self {
+        let strategy = strategy::build(&config);
+        let closing_expire = directory.config().closing_invoker_expire_time;
+        Self {
+            retry_budget: strategy
+                .retries()
+                .then(|| RetryBudget::new(&config.retry_budget)),
+            strategy,
+            blacklist: Blacklist::new(blacklist, closing_expire),
+            load_balance: loadbalance::build(config.loadbalance),
+            hash_header: hash_header(&config),
+            stats: ClusterStats::default(),
+            failback: FailbackQueue::new(config.failback.clone()),
+            rngs: RngSource::default(),
+            directory,
+            config,
+        }
+    }
+}
+
+/// The header consistent hashing reads, when the load balance is consistent hashing.
+fn hash_header(config: &ReferenceConfig) -> Option<http::HeaderName> {
+    if config.loadbalance != LoadBalanceKind::ConsistentHash {
+        return None;
+    }
+    match http::HeaderName::try_from(config.hash_key.as_str()) {
+        Ok(name) => Some(name),
+        Err(_) => {
+            tracing::warn!(hash_key = %config.hash_key, "hash_key is not a valid header name; requests are spread at random");
+            None
+        }
+    }
+}

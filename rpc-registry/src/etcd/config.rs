@@ -1,0 +1,149 @@
+//! The settings of an etcd client, read from its URL: the lease TTL and the key prefix,
+//! besides the [`NetworkSettings`] every network backend takes.
+
+use std::time::Duration;
+
+use rpc_core::RegistryError;
+
+use crate::remote::NetworkSettings;
+use crate::url::RegistryUrl;
+
+/// Port used when the URL gives none.
+pub const DEFAULT_PORT: u16 = 2379;
+/// Lease time-to-live when the URL has no `ttl`.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
+/// Key prefix when the URL has no `prefix`.
+pub const DEFAULT_PREFIX: &str = "/rpc";
+
+/// The query parameters of an `etcd://` URL besides [`NetworkSettings::PARAMS`].
+const PARAMS: [&str; 2] = ["ttl", "prefix"];
+
+/// Settings of an [`EtcdRegistry`](crate::etcd::EtcdRegistry), from its URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdConfig {
+    /// The cluster members, the credentials (for etcd authentication) and the time bounds;
+    /// `connect_timeout` bounds connecting and the first request.
+    pub network: NetworkSettings,
+    /// Lease time-to-live: how long after its process dies an instance disappears.
+    pub ttl: Duration,
+    /// Key prefix, without a trailing `/` (`/rpc`).
+    pub prefix: String,
+}
+
+impl EtcdConfig {
+    /// Reads the settings of an `etcd://` URL.
+    ///
+    /// # Errors
+    /// [`RegistryError::InvalidUrl`] naming the fault: an unknown parameter, a duration that
+    /// does not parse, a `ttl` under one second or not whole seconds, a `prefix` that does
+    /// not start with `/`, then those of [`NetworkSettings::from_url`] (a user without
+    /// password, no host, a zero timeout).
+    pub fn from_url(url: &RegistryUrl) -> Result<Self, RegistryError> {
+        NetworkSettings::expect_params(url, &PARAMS)?;
+        let ttl = url.duration_param("ttl", DEFAULT_TTL)?;
+        if ttl < Duration::from_secs(1) || ttl.subsec_nanos() != 0 {
+            return Err(url.invalid(format!(
+                "parameter `ttl`: {ttl:?} is not a whole number of seconds of at least 1s (etcd leases count seconds)"
+            )));
+        }
+        let prefix = url.param("prefix").unwrap_or(DEFAULT_PREFIX);
+        if !prefix.starts_with('/') {
+            return Err(url.invalid(format!(
+                "parameter `prefix`: `{prefix}` must start with `/`"
+            )));
+        }
+        Ok(Self {
+            network: NetworkSettings::from_url(url, DEFAULT_PORT, "etcd credentials")?,
+            ttl,
+            prefix: prefix.trim_end_matches('/').to_owned(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::testing;
+
+    fn config(url: &str) -> Result<EtcdConfig, String> {
+        testing::parse(url, EtcdConfig::from_url)
+    }
+
+    #[test]
+    fn defaults_and_every_parameter() {
+        let plain = config("etcd://127.0.0.1").unwrap();
+        assert_eq!(plain.network.endpoints, ["127.0.0.1:2379"]);
+        assert_eq!(plain.ttl, DEFAULT_TTL);
+        assert_eq!(plain.prefix, "/rpc");
+        assert_eq!(plain.network.connect_timeout, crate::DEFAULT_TIMEOUT);
+        assert!(plain.network.credentials.is_none());
+
+        let full =
+            config("etcd://u:p@a:1,b:2?ttl=3s&prefix=/x/&connect_timeout=500ms&request_timeout=2s")
+                .unwrap();
+        assert_eq!(full.network.endpoints, ["a:1", "b:2"]);
+        assert_eq!(full.network.credentials, Some(("u".into(), "p".into())));
+        assert_eq!(full.ttl, Duration::from_secs(3));
+        assert_eq!(full.prefix, "/x");
+        assert_eq!(full.network.connect_timeout, Duration::from_millis(500));
+        assert_eq!(full.network.request_timeout, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn bad_parameters_are_named() {
+        assert!(
+            config("etcd://h?tll=3s")
+                .unwrap_err()
+                .contains("unknown parameter `tll`")
+        );
+        assert!(
+            config("etcd://h?ttl=soon")
+                .unwrap_err()
+                .contains("parameter `ttl`")
+        );
+        assert!(
+            config("etcd://h?ttl=500ms")
+                .unwrap_err()
+                .contains("parameter `ttl`")
+        );
+        assert!(
+            config("etcd://h?ttl=1500ms")
+                .unwrap_err()
+                .contains("parameter `ttl`")
+        );
+        assert!(
+            config("etcd://h?prefix=rpc")
+                .unwrap_err()
+                .contains("parameter `prefix`")
+        );
+        assert!(
+            config("etcd://h?connect_timeout=0s")
+                .unwrap_err()
+                .contains("parameter `connect_timeout`")
+        );
+        assert!(
+            config("etcd://h?request_timeout=x")
+                .unwrap_err()
+                .contains("parameter `request_timeout`")
+        );
+        assert!(
+            config("etcd://")
+                .unwrap_err()
+                .contains("needs at least one host")
+        );
+        assert!(
+            config("etcd://user@h")
+                .unwrap_err()
+                .contains("user:password@")
+        );
+    }
+
+    #[test]
+    fn the_password_is_never_shown() {
+        testing::assert_password_hidden(
+            EtcdConfig::from_url,
+            "etcd://root:hunter2@h?ttl=x",
+            "etcd://root:hunter2@h",
+        );
+    }
+}

@@ -1,0 +1,356 @@
+//! The keeper of an etcd client's liveness: the one lease every key of this client hangs
+//! on, and the registrations written under it.
+//!
+//! The first registration grants the lease; a background task keeps it alive (a keep-alive
+//! every third of the TTL). When the lease is lost anyway (etcd unreachable for longer than
+//! the TTL, or restarted without its data) the task grants a new one as soon as etcd
+//! answers again and writes every registration under it. Registrations and the lease sit
+//! behind one lock, so a renewal and a registration never interleave: every key recorded is
+//! under the lease recorded. Closing revokes the lease, which deletes every key of this
+//! client at once.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{Client, PutOptions};
+use rpc_core::RegistryError;
+use tokio::sync::{Mutex, MutexGuard, watch};
+use tokio::time::Instant;
+
+use crate::etcd::error::{EtcdError, call, is_lease_gone};
+use crate::remote::lifetime::ClientLifetime;
+use crate::remote::retry::{Backoff, Failure};
+
+/// The lease of one etcd client and the registrations written under it.
+pub(super) struct LeaseKeeper {
+    /// Its client's URL (for logs and errors), closed token and task tracker.
+    lifetime: Arc<ClientLifetime>,
+    etcd: Client,
+    /// Lease time-to-live.
+    ttl: Duration,
+    /// Bound on each request, and on waiting for a renewal in progress.
+    request_timeout: Duration,
+    /// Registrations and the lease they hang on; one lock so that a lease renewal and a
+    /// registration never interleave.
+    leased: Mutex<Leased>,
+    /// The current lease, for the keep-alive task.
+    lease_tx: watch::Sender<Option<i64>>,
+}
+
+/// The lease and what hangs on it.
+#[derive(Default)]
+struct Leased {
+    lease: Option<i64>,
+    /// key -> JSON value of every instance registered through this client.
+    registered: BTreeMap<String, String>,
+}
+
+/// Why keeping one lease alive ended.
+enum KeepAliveEnd {
+    /// etcd no longer knows the lease (or will have forgotten it by now).
+    Lost,
+    /// Another lease became current, or the client is closing.
+    Replaced,
+}
+
+impl LeaseKeeper {
+    /// A keeper with no lease yet (the first registration grants one), its keep-alive
+    /// task started on `lifetime`'s tracker.
+    pub(super) fn start(
+        lifetime: Arc<ClientLifetime>,
+        etcd: Client,
+        ttl: Duration,
+        request_timeout: Duration,
+    ) -> Arc<Self> {
+        let (lease_tx, lease_rx) = watch::channel(None);
+        let keeper = Arc::new(Self {
+            lifetime,
+            etcd,
+            ttl,
+            request_timeout,
+            leased: Mutex::new(Leased::default()),
+            lease_tx,
+        });
+        keeper
+            .lifetime
+            .tasks
+            .spawn(keep_lease_alive(keeper.clone(), lease_rx));
+        keeper
+    }
+
+    /// The id of the lease the keys hang on, once something was registered.
+    pub(super) async fn current(&self) -> Option<i64> {
+        self.leased.lock().await.lease
+    }
+
+    /// Writes `value` at `key` under the lease (granting one first if there is none) and
+    /// records it, so that a new lease gets it too.
+    ///
+    /// # Errors
+    /// [`RegistryError::Closed`] once the client is closed; [`RegistryError::Operation`]
+    /// when a renewal holds the lock longer than a request may take, or etcd fails or does
+    /// not answer in time.
+    pub(super) async fn put(&self, key: String, value: String) -> Result<(), RegistryError> {
+        let mut leased = self.lock("register").await?;
+        self.lifetime.check_open()?;
+        let fail =
+            |failure: Failure<EtcdError>| failure.into_operation(&self.lifetime.url, "register");
+        let lease = match leased.lease {
+            Some(lease) => lease,
+            None => self.renew(&mut leased).await.map_err(fail)?,
+        };
+        let put = |lease: i64| {
+            let mut etcd = self.etcd.clone();
+            let (key, value) = (key.clone(), value.clone());
+            async move {
+                etcd.put(key, value, Some(PutOptions::new().with_lease(lease)))
+                    .await
+            }
+        };
+        match call(self.request_timeout, put(lease)).await {
+            Ok(_) => {}
+            Err(Failure::Failed(error)) if is_lease_gone(&error) => {
+                // The keep-alive task has not noticed yet: renew here, then write.
+                let lease = self.renew(&mut leased).await.map_err(fail)?;
+                call(self.request_timeout, put(lease)).await.map_err(fail)?;
+            }
+            Err(failure) => return Err(fail(failure)),
+        }
+        leased.registered.insert(key, value);
+        Ok(())
+    }
+
+    /// Deletes `key` if it was registered through this client; `false` when it was not.
+    ///
+    /// # Errors
+    /// As [`LeaseKeeper::put`].
+    pub(super) async fn delete(&self, key: String) -> Result<bool, RegistryError> {
+        let mut leased = self.lock("unregister").await?;
+        self.lifetime.check_open()?;
+        if leased.registered.remove(&key).is_none() {
+            return Ok(false);
+        }
+        let mut etcd = self.etcd.clone();
+        call(self.request_timeout, etcd.delete(key, None))
+            .await
+            .map_err(|failure| failure.into_operation(&self.lifetime.url, "unregister"))?;
+        Ok(true)
+    }
+
+    /// Closes the client (ends its subscriptions and tasks) and revokes the lease, which
+    /// deletes every key attached to it, atomically. Idempotent.
+    ///
+    /// # Errors
+    /// [`RegistryError::Operation`] when etcd fails the revocation or does not answer in
+    /// time (the keys then expire with the lease's TTL).
+    pub(super) async fn close(&self) -> Result<(), RegistryError> {
+        if self.lifetime.is_closed() {
+            return Ok(());
+        }
+        // Under this lock no renewal is half done, so the lease recorded is the one that
+        // holds the keys (a renewal cancelled between its writes and its bookkeeping would
+        // leave a new lease nobody revokes).
+        let mut leased = self.leased.lock().await;
+        if self.lifetime.is_closed() {
+            return Ok(());
+        }
+        self.lifetime.stop();
+        leased.registered.clear();
+        let lease = leased.lease.take();
+        drop(leased);
+        // The tasks stop at their next await point; their watch and keep-alive streams are
+        // dropped with them.
+        self.lifetime.wait_for_tasks(self.request_timeout).await;
+        let Some(lease) = lease else {
+            return Ok(());
+        };
+        // A lease etcd no longer knows has nothing left to release.
+        let mut etcd = self.etcd.clone();
+        match call(self.request_timeout, etcd.lease_revoke(lease)).await {
+            Ok(_) => {}
+            Err(Failure::Failed(error)) if is_lease_gone(&error) => {}
+            Err(failure) => return Err(failure.into_operation(&self.lifetime.url, "close")),
+        }
+        tracing::debug!(url = %self.lifetime.url, lease, "etcd registry closed");
+        Ok(())
+    }
+
+    fn ttl_seconds(&self) -> i64 {
+        i64::try_from(self.ttl.as_secs()).unwrap_or(i64::MAX)
+    }
+
+    /// The lease lock, waiting at most a request's bound for a renewal in progress.
+    async fn lock(&self, operation: &'static str) -> Result<MutexGuard<'_, Leased>, RegistryError> {
+        tokio::time::timeout(self.request_timeout, self.leased.lock())
+            .await
+            .map_err(|_| {
+                self.lifetime.failed(
+                    operation,
+                    format!(
+                        "lease renewal still in progress after {:?}",
+                        self.request_timeout
+                    ),
+                )
+            })
+    }
+
+    /// Grants a new lease, writes every registration under it and makes it current.
+    async fn renew(&self, leased: &mut Leased) -> Result<i64, Failure<EtcdError>> {
+        let mut etcd = self.etcd.clone();
+        let granted = call(
+            self.request_timeout,
+            etcd.lease_grant(self.ttl_seconds(), None),
+        )
+        .await?;
+        let lease = granted.id();
+        for (key, value) in &leased.registered {
+            let options = PutOptions::new().with_lease(lease);
+            let put = call(
+                self.request_timeout,
+                etcd.put(key.clone(), value.clone(), Some(options)),
+            )
+            .await;
+            if let Err(failure) = put {
+                // Do not leave a half-filled lease behind; the next attempt grants anew.
+                let _ = call(self.request_timeout, etcd.lease_revoke(lease)).await;
+                return Err(failure);
+            }
+        }
+        let old = leased.lease.replace(lease);
+        self.lease_tx.send_replace(Some(lease));
+        if let Some(old) = old {
+            // Best effort: the old lease no longer holds any key; let it go now rather
+            // than when its TTL runs out.
+            let _ = call(self.request_timeout, etcd.lease_revoke(old)).await;
+        }
+        tracing::info!(url = %self.lifetime.url, lease, registrations = leased.registered.len(), "etcd lease granted");
+        Ok(lease)
+    }
+
+    /// Renews the lease after `lost` was found gone, unless someone already did.
+    async fn renew_after_loss(&self, lost: i64) -> Result<(), RegistryError> {
+        let mut leased = self.lock("renew lease").await?;
+        if leased.lease != Some(lost) || self.lifetime.is_closed() {
+            return Ok(());
+        }
+        if leased.registered.is_empty() {
+            // Nothing to keep: the next registration grants a lease.
+            leased.lease = None;
+            self.lease_tx.send_replace(None);
+            return Ok(());
+        }
+        self.renew(&mut leased)
+            .await
+            .map(|_| ())
+            .map_err(|failure| failure.into_operation(&self.lifetime.url, "renew lease"))
+    }
+
+    /// Keeps `lease` alive until it is lost or replaced.
+    async fn keep_alive(
+        &self,
+        lease: i64,
+        lease_rx: &mut watch::Receiver<Option<i64>>,
+    ) -> KeepAliveEnd {
+        let interval = (self.ttl / 3).max(Duration::from_millis(500));
+        let mut backoff = Backoff::new();
+        // The lease was granted or renewed moments ago; etcd forgets it `ttl` after the
+        // last renewal it received.
+        let mut renewed_at = Instant::now();
+        loop {
+            if *lease_rx.borrow_and_update() != Some(lease) {
+                return KeepAliveEnd::Replaced;
+            }
+            if renewed_at.elapsed() >= self.ttl {
+                return KeepAliveEnd::Lost;
+            }
+            let mut etcd = self.etcd.clone();
+            let (mut renewer, mut stream) = match call(
+                self.request_timeout,
+                etcd.lease_keep_alive(lease),
+            )
+            .await
+            {
+                Ok(opened) => opened,
+                Err(Failure::Failed(error)) if is_lease_gone(&error) => {
+                    return KeepAliveEnd::Lost;
+                }
+                Err(failure) => {
+                    tracing::warn!(url = %self.lifetime.url, lease, error = %failure.into_source(), "etcd lease keep-alive failed; retrying");
+                    if !backoff.wait(&self.lifetime.closed).await {
+                        return KeepAliveEnd::Replaced;
+                    }
+                    continue;
+                }
+            };
+            // Opening the stream renewed the lease once.
+            renewed_at = Instant::now();
+            backoff.reset();
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(interval) => {}
+                    changed = lease_rx.changed() => {
+                        if changed.is_err() || *lease_rx.borrow_and_update() != Some(lease) {
+                            return KeepAliveEnd::Replaced;
+                        }
+                        continue;
+                    }
+                }
+                if renewer.keep_alive().await.is_err() {
+                    break;
+                }
+                match call(self.request_timeout, stream.message()).await {
+                    Ok(Some(response)) if response.ttl() > 0 => renewed_at = Instant::now(),
+                    Ok(Some(_)) => return KeepAliveEnd::Lost,
+                    Ok(None) => break,
+                    Err(failure) => {
+                        tracing::warn!(url = %self.lifetime.url, lease, error = %failure.into_source(), "etcd lease keep-alive interrupted");
+                        break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The keep-alive task: renews the current lease, and grants a new one (rewriting every
+/// registration) whenever it is lost.
+async fn keep_lease_alive(keeper: Arc<LeaseKeeper>, mut lease_rx: watch::Receiver<Option<i64>>) {
+    let cancel = keeper.lifetime.closed.clone();
+    let mut backoff = Backoff::new();
+    loop {
+        let lease = loop {
+            if let Some(lease) = *lease_rx.borrow_and_update() {
+                break lease;
+            }
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                changed = lease_rx.changed() => if changed.is_err() { return },
+            }
+        };
+        let end = tokio::select! {
+            () = cancel.cancelled() => return,
+            end = keeper.keep_alive(lease, &mut lease_rx) => end,
+        };
+        if let KeepAliveEnd::Replaced = end {
+            continue;
+        }
+        tracing::warn!(url = %keeper.lifetime.url, lease, "etcd lease lost; registering again under a new lease");
+        loop {
+            let renewed = tokio::select! {
+                () = cancel.cancelled() => return,
+                renewed = keeper.renew_after_loss(lease) => renewed,
+            };
+            match renewed {
+                Ok(()) => break,
+                Err(error) => {
+                    tracing::warn!(%error, "etcd lease renewal failed; retrying");
+                    if !backoff.wait(&cancel).await {
+                        return;
+                    }
+                }
+            }
+        }
+        backoff.reset();
+    }
+}

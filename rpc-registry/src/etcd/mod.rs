@@ -1,0 +1,227 @@
+//! The etcd v3 backend: `etcd://[user:pass@]host:port[,host:port...][?ttl=10s&prefix=/rpc]`.
+//!
+//! # Layout
+//! One instance is one key, its value the instance's JSON:
+//! `<prefix>/<service.path_segment()>/providers/<instance id>`, e.g.
+//! `/rpc/helloworld.Greeter:1.0.0/providers/10.0.0.1:50051-1f2e...`. The path segment is
+//! unique per interface, group and version, so a prefix read of
+//! `<prefix>/<segment>/providers/` is exactly one service.
+//!
+//! # Presence
+//! Every key this client writes is attached to one lease of `ttl` (default 10 s) that a
+//! background task keeps alive (a keep-alive every third of the TTL). A process that dies
+//! stops renewing it and etcd deletes its keys when the TTL runs out. When the lease is lost
+//! anyway (etcd unreachable for longer than the TTL, or restarted without its data), the
+//! task grants a new lease as soon as etcd answers again and writes every registration
+//! under it; a key left by the old lease is simply overwritten.
+//!
+//! # Subscriptions
+//! A subscription reads the prefix, then watches it from the revision of that read plus
+//! one, so no change between the read and the watch is lost. Snapshot revisions are etcd
+//! revisions. When the watch breaks (connection lost, revision compacted) the loop reads
+//! and watches again after a short backoff; in between the consumer keeps the last set.
+//!
+//! # Parameters
+//! `ttl` (whole seconds, at least 1 s, default 10 s), `prefix` (default `/rpc`),
+//! `connect_timeout` (default 3 s: bound on connecting at start-up), `request_timeout`
+//! (default 3 s: bound on every later request). The port defaults to 2379. Credentials in
+//! the URL enable etcd authentication; they never appear in logs or errors.
+//!
+//! # Files
+//! `config.rs` (the URL's parameters), `lease.rs` (the lease and the registrations under it:
+//! presence), `watch.rs` (one subscription's read-and-watch loop), `codec.rs` (keys and
+//! values), `error.rs` (what etcd-client's errors mean); this file connects and answers the
+//! [`Registry`] calls with them.
+
+mod codec;
+mod config;
+mod error;
+mod lease;
+mod watch;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use etcd_client::{Client, ConnectOptions, GetOptions};
+use rpc_core::{Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId};
+use tokio::time::Instant;
+
+use crate::remote::lifetime::ClientLifetime;
+use crate::url::RegistryUrl;
+use codec::KeyLayout;
+use error::{call, is_unavailable};
+use lease::LeaseKeeper;
+use watch::ServiceWatch;
+
+pub use config::{DEFAULT_PORT, DEFAULT_PREFIX, DEFAULT_TTL, EtcdConfig};
+
+/// A registry client backed by etcd v3 (see the module documentation).
+///
+/// Dropping it without [`Registry::close`] stops the lease keep-alive, so its instances
+/// disappear after the TTL, as if the process had died.
+pub struct EtcdRegistry {
+    /// Its URL, subscriptions and background tasks, and whether it was closed.
+    lifetime: Arc<ClientLifetime>,
+    etcd: Client,
+    layout: KeyLayout,
+    /// Bound on each request.
+    request_timeout: Duration,
+    /// The lease and the registrations under it.
+    lease: Arc<LeaseKeeper>,
+}
+
+impl EtcdRegistry {
+    /// Connects to the etcd cluster of `url` and checks that it answers.
+    ///
+    /// # Errors
+    /// [`RegistryError::InvalidUrl`] (see [`EtcdConfig::from_url`]);
+    /// [`RegistryError::Unreachable`] when no member answers within `connect_timeout`;
+    /// [`RegistryError::Operation`] when etcd answers with an error (e.g. bad credentials).
+    pub async fn connect(url: &RegistryUrl) -> Result<Self, RegistryError> {
+        let config = EtcdConfig::from_url(url)?;
+        Self::with_config(url.redacted().to_owned(), config).await
+    }
+
+    /// Connects with explicit settings; `url` (credentials redacted) names the registry in
+    /// logs and errors.
+    ///
+    /// # Errors
+    /// As [`EtcdRegistry::connect`].
+    pub async fn with_config(url: String, config: EtcdConfig) -> Result<Self, RegistryError> {
+        let network = &config.network;
+        let mut options = ConnectOptions::new()
+            .with_connect_timeout(network.connect_timeout)
+            // etcd's default keep-alive policy rejects pings more often than every 5 s.
+            .with_keep_alive(Duration::from_secs(10), network.request_timeout);
+        if let Some((user, password)) = &network.credentials {
+            options = options.with_user(user.clone(), password.clone());
+        }
+        let refused = |error: &error::EtcdError| !is_unavailable(error);
+        let deadline = Instant::now() + network.connect_timeout;
+        // `connect` only builds the channel (and authenticates when there are credentials);
+        // the count-only read proves the cluster answers.
+        let mut etcd = call(
+            network.connect_timeout,
+            Client::connect(&network.endpoints, Some(options)),
+        )
+        .await
+        .map_err(|failure| failure.into_connect_error(&url, network.connect_timeout, refused))?;
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        let probe = etcd.get(
+            config.prefix.clone(),
+            Some(GetOptions::new().with_prefix().with_count_only()),
+        );
+        call(left, probe).await.map_err(|failure| {
+            failure.into_connect_error(&url, network.connect_timeout, refused)
+        })?;
+        let lifetime = Arc::new(ClientLifetime::new(url));
+        let request_timeout = network.request_timeout;
+        let lease = LeaseKeeper::start(lifetime.clone(), etcd.clone(), config.ttl, request_timeout);
+        tracing::debug!(url = %lifetime.url, "connected to etcd");
+        Ok(Self {
+            lifetime,
+            etcd,
+            layout: KeyLayout::new(config.prefix),
+            request_timeout,
+            lease,
+        })
+    }
+
+    /// The key prefix under which the instances of `service` live (ends with `/`).
+    pub fn service_prefix(&self, service: &ServiceKey) -> String {
+        self.layout.service_prefix(service)
+    }
+
+    /// The id of the lease this client's keys hang on, once something was registered.
+    pub async fn lease_id(&self) -> Option<i64> {
+        self.lease.current().await
+    }
+}
+
+impl fmt::Debug for EtcdRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtcdRegistry")
+            .field("url", &self.lifetime.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for EtcdRegistry {
+    fn drop(&mut self) {
+        self.lifetime.closed.cancel();
+    }
+}
+
+#[async_trait]
+impl Registry for EtcdRegistry {
+    fn url(&self) -> &str {
+        &self.lifetime.url
+    }
+
+    async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
+        self.lifetime.check_open()?;
+        let key = self.layout.key(instance);
+        let value =
+            codec::encode(instance).map_err(|error| self.lifetime.failed("register", error))?;
+        self.lease.put(key, value).await?;
+        tracing::debug!(url = %self.lifetime.url, instance = %instance.id, service = %instance.service, "registered in etcd");
+        Ok(())
+    }
+
+    async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
+        self.lifetime.check_open()?;
+        if self.lease.delete(self.layout.key(instance)).await? {
+            tracing::debug!(url = %self.lifetime.url, instance = %instance.id, service = %instance.service, "unregistered from etcd");
+        }
+        Ok(())
+    }
+
+    async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
+        self.lifetime.check_open()?;
+        let watch = ServiceWatch::new(
+            self.lifetime.clone(),
+            self.etcd.clone(),
+            self.request_timeout,
+            self.layout.service_prefix(service),
+        );
+        let first = watch
+            .read()
+            .await
+            .map_err(|failure| failure.into_operation(&self.lifetime.url, "subscribe"))?;
+        let (revision, instances) = (first.0, first.1.values().cloned().collect());
+        let follow = |id, cancel, publisher| watch.run(id, cancel, publisher, first);
+        Ok(self
+            .lifetime
+            .start_subscription(service, revision, instances, follow))
+    }
+
+    async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
+        self.lifetime.subscriptions.close(id)
+    }
+
+    async fn close(&self) -> Result<(), RegistryError> {
+        // Revoking the lease deletes every key of this client at once; the keeper does it
+        // once no renewal is half done, after ending the subscriptions and tasks.
+        self.lease.close().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::testing;
+
+    #[tokio::test]
+    async fn a_closed_port_is_unreachable_within_the_connect_timeout() {
+        testing::assert_unreachable_in_time(
+            "etcd://root",
+            Duration::from_millis(300),
+            |url| async move { EtcdRegistry::connect(&url).await },
+        )
+        .await;
+    }
+}

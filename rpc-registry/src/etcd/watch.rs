@@ -1,0 +1,179 @@
+//! Following one service in etcd: read its prefix, then watch the prefix from the
+//! revision of that read plus one, so that no change between the read and the watch is
+//! lost. When the watch breaks (connection lost, revision compacted) the loop reads and
+//! watches again after a short backoff; in between the consumer keeps the last set.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use etcd_client::{Client, EventType, GetOptions, WatchOptions};
+use rpc_core::{BoxError, Instance, SubscriptionId};
+use tokio_util::sync::CancellationToken;
+
+use crate::etcd::codec::decode;
+use crate::etcd::error::{EtcdError, call};
+use crate::remote::lifetime::ClientLifetime;
+use crate::remote::retry::{Backoff, Failure};
+use crate::remote::snapshots::{SnapshotPublisher, to_revision};
+
+/// The instances of one service by their key, as last read or watched.
+pub(super) type InstancesByKey = BTreeMap<Vec<u8>, Instance>;
+
+/// One subscription's view of etcd: the prefix of its service and what reading it takes.
+pub(super) struct ServiceWatch {
+    /// Its client's URL (for logs) and subscriptions (to forget this one when it ends).
+    lifetime: Arc<ClientLifetime>,
+    etcd: Client,
+    /// Bound on each read and on opening the watch.
+    request_timeout: Duration,
+    /// The service's key prefix (ends with `/`).
+    prefix: String,
+}
+
+impl ServiceWatch {
+    /// A watch of the service whose keys start with `prefix`.
+    pub(super) fn new(
+        lifetime: Arc<ClientLifetime>,
+        etcd: Client,
+        request_timeout: Duration,
+        prefix: String,
+    ) -> Self {
+        Self {
+            lifetime,
+            etcd,
+            request_timeout,
+            prefix,
+        }
+    }
+
+    /// Reads the instances of the service, with the revision of the read.
+    pub(super) async fn read(&self) -> Result<(u64, InstancesByKey), Failure<EtcdError>> {
+        let mut etcd = self.etcd.clone();
+        let response = call(
+            self.request_timeout,
+            etcd.get(self.prefix.as_str(), Some(GetOptions::new().with_prefix())),
+        )
+        .await?;
+        let revision = response.header().map_or(0, |h| to_revision(h.revision()));
+        let mut known = BTreeMap::new();
+        for kv in response.kvs() {
+            if let Some(instance) = decode(&self.lifetime.url, kv.key(), kv.value()) {
+                known.insert(kv.key().to_vec(), instance);
+            }
+        }
+        Ok((revision, known))
+    }
+
+    /// The subscription's loop, from the first read (already published): follow the watch,
+    /// reading again whenever it breaks.
+    pub(super) async fn run(
+        self,
+        id: SubscriptionId,
+        cancel: CancellationToken,
+        mut publisher: SnapshotPublisher,
+        (mut revision, mut known): (u64, InstancesByKey),
+    ) {
+        let url = &self.lifetime.url;
+        let prefix = &self.prefix;
+        let mut backoff = Backoff::new();
+        loop {
+            let broke = tokio::select! {
+                () = cancel.cancelled() => break,
+                error = self.follow(&mut known, &mut revision, &mut publisher) => match error {
+                    Some(error) => error,
+                    None => break,
+                },
+            };
+            tracing::warn!(%url, %prefix, error = %broke, "etcd watch interrupted; keeping the last known instances and retrying");
+            loop {
+                if !backoff.wait(&cancel).await || publisher.is_closed() {
+                    self.lifetime.subscriptions.forget(id);
+                    return;
+                }
+                match self.read().await {
+                    Ok((read_revision, read_known)) => {
+                        revision = read_revision;
+                        known = read_known;
+                        publisher.publish(revision, known.values().cloned().collect());
+                        backoff.reset();
+                        break;
+                    }
+                    Err(failure) => {
+                        tracing::debug!(%url, %prefix, error = %failure.into_source(), "etcd read failed; retrying");
+                    }
+                }
+            }
+        }
+        self.lifetime.subscriptions.forget(id);
+    }
+
+    /// Follows the watch of the prefix from `revision + 1`, publishing every change, until
+    /// the watch breaks (its error) or the consumer drops its stream (`None`).
+    async fn follow(
+        &self,
+        known: &mut InstancesByKey,
+        revision: &mut u64,
+        publisher: &mut SnapshotPublisher,
+    ) -> Option<BoxError> {
+        let start = i64::try_from(*revision)
+            .unwrap_or(i64::MAX)
+            .saturating_add(1);
+        let options = WatchOptions::new().with_prefix().with_start_revision(start);
+        let mut etcd = self.etcd.clone();
+        let mut watch = match call(
+            self.request_timeout,
+            etcd.watch(self.prefix.as_str(), Some(options)),
+        )
+        .await
+        {
+            Ok(watch) => watch,
+            Err(failure) => return Some(failure.into_source()),
+        };
+        loop {
+            let message = tokio::select! {
+                () = publisher.closed() => return None,
+                message = watch.message() => message,
+            };
+            let response = match message {
+                Ok(Some(response)) => response,
+                Ok(None) => return Some("the watch stream ended".into()),
+                Err(error) => return Some(error.into()),
+            };
+            if response.canceled() {
+                return Some(
+                    format!(
+                        "etcd cancelled the watch (compacted at {}): {}",
+                        response.compact_revision(),
+                        response.cancel_reason()
+                    )
+                    .into(),
+                );
+            }
+            if response.events().is_empty() {
+                continue;
+            }
+            for event in response.events() {
+                let Some(kv) = event.kv() else { continue };
+                match event.event_type() {
+                    EventType::Put => match decode(&self.lifetime.url, kv.key(), kv.value()) {
+                        Some(instance) => {
+                            known.insert(kv.key().to_vec(), instance);
+                        }
+                        None => {
+                            known.remove(kv.key());
+                        }
+                    },
+                    EventType::Delete => {
+                        known.remove(kv.key());
+                    }
+                }
+                *revision = (*revision).max(to_revision(kv.mod_revision()));
+            }
+            if let Some(header) = response.header() {
+                *revision = (*revision).max(to_revision(header.revision()));
+            }
+            publisher.publish(*revision, known.values().cloned().collect());
+        }
+    }
+}

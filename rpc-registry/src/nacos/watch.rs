@@ -1,0 +1,258 @@
+//! Following one service in Nacos: read it from the server, then read it again each time
+//! the SDK's push listener reports a change (several reports during one read cause one
+//! more read) and each time the connection came back. Every snapshot is the server's own
+//! answer, in the order the reads were made; Nacos has no revision, so revisions come from
+//! a counter of this client. A failed read delivers nothing (the consumer keeps its last
+//! set) and is retried.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use nacos_sdk::api::naming::{NamingChangeEvent, NamingEventListener, NamingService};
+use rpc_core::{Instance, RegistryError, ServiceKey, SubscriptionId};
+use tokio::sync::{Mutex, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::nacos::codec::{from_nacos, service_name};
+use crate::nacos::connection::ConnectionKeeper;
+use crate::nacos::error::NacosError;
+use crate::remote::lifetime::ClientLifetime;
+use crate::remote::retry::{Backoff, Failure, bounded};
+use crate::remote::snapshots::SnapshotPublisher;
+
+/// What the subscriptions of one Nacos client share: how to read a service of its group,
+/// one SDK push listener per service name, and the counter their revisions come from.
+pub(super) struct GroupWatch {
+    /// Its client's URL (for logs and errors).
+    lifetime: Arc<ClientLifetime>,
+    /// Group of every service of this client.
+    group: String,
+    /// Bound on each request.
+    request_timeout: Duration,
+    /// One SDK subscription per service name, shared by this client's subscriptions.
+    listeners: Mutex<HashMap<String, ServiceListener>>,
+    /// The revision of the next snapshot.
+    revision: AtomicU64,
+}
+
+/// The SDK subscription of one service and how many of this client's subscriptions use it.
+struct ServiceListener {
+    signal: Arc<ChangeSignal>,
+    users: usize,
+}
+
+/// The SDK push listener: counts change reports, which wake the subscriptions.
+struct ChangeSignal {
+    changes: watch::Sender<u64>,
+}
+
+impl NamingEventListener for ChangeSignal {
+    fn event(&self, _event: Arc<NamingChangeEvent>) {
+        self.changes
+            .send_modify(|count| *count = count.wrapping_add(1));
+    }
+}
+
+impl GroupWatch {
+    /// The watch of `group`, each request bounded by `request_timeout`.
+    pub(super) fn new(
+        lifetime: Arc<ClientLifetime>,
+        group: String,
+        request_timeout: Duration,
+    ) -> Self {
+        Self {
+            lifetime,
+            group,
+            request_timeout,
+            listeners: Mutex::new(HashMap::new()),
+            revision: AtomicU64::new(1),
+        }
+    }
+
+    /// The revision of the next snapshot of any subscription of this client.
+    pub(super) fn next_revision(&self) -> u64 {
+        self.revision.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The server's current instances of `service`, named `name` in Nacos (enabled and
+    /// healthy ones).
+    async fn read(
+        &self,
+        naming: &NamingService,
+        name: &str,
+        service: &ServiceKey,
+    ) -> Result<Vec<Instance>, Failure<NacosError>> {
+        let all =
+            naming.get_all_instances(name.to_owned(), Some(self.group.clone()), Vec::new(), false);
+        let all = bounded(self.request_timeout, all).await?;
+        Ok(all
+            .into_iter()
+            .filter(|nacos| nacos.enabled && nacos.healthy)
+            .filter_map(|nacos| from_nacos(service, nacos))
+            .collect())
+    }
+
+    /// A change signal for `name`, subscribing in the SDK for its first user.
+    ///
+    /// # Errors
+    /// [`RegistryError::Operation`] of `subscribe` when the SDK subscription fails or the
+    /// server does not answer in time.
+    async fn listen(
+        &self,
+        naming: &NamingService,
+        name: &str,
+    ) -> Result<watch::Receiver<u64>, RegistryError> {
+        let mut listeners = self.listeners.lock().await;
+        if let Some(listener) = listeners.get_mut(name) {
+            listener.users += 1;
+            return Ok(listener.signal.changes.subscribe());
+        }
+        let signal = Arc::new(ChangeSignal {
+            changes: watch::channel(0).0,
+        });
+        let changes = signal.changes.subscribe();
+        let subscribe = naming.subscribe(
+            name.to_owned(),
+            Some(self.group.clone()),
+            Vec::new(),
+            signal.clone() as Arc<dyn NamingEventListener>,
+        );
+        bounded(self.request_timeout, subscribe)
+            .await
+            .map_err(|failure| failure.into_operation(&self.lifetime.url, "subscribe"))?;
+        listeners.insert(name.to_owned(), ServiceListener { signal, users: 1 });
+        Ok(changes)
+    }
+
+    /// Gives back a change signal; the SDK subscription ends with its last user.
+    async fn unlisten(&self, naming: &NamingService, name: &str) {
+        let mut listeners = self.listeners.lock().await;
+        let Some(listener) = listeners.get_mut(name) else {
+            return;
+        };
+        listener.users -= 1;
+        if listener.users > 0 {
+            return;
+        }
+        let Some(listener) = listeners.remove(name) else {
+            return;
+        };
+        let unsubscribe = naming.unsubscribe(
+            name.to_owned(),
+            Some(self.group.clone()),
+            Vec::new(),
+            listener.signal as Arc<dyn NamingEventListener>,
+        );
+        if let Err(failure) = bounded(self.request_timeout, unsubscribe).await {
+            tracing::warn!(url = %self.lifetime.url, service = %name, error = %failure.into_source(), "Nacos unsubscribe failed");
+        }
+    }
+
+    /// Gives back every change signal still held (after the subscriptions' loops were
+    /// stopped, at close).
+    pub(super) async fn unlisten_all(&self, naming: &NamingService) {
+        let leftover: Vec<String> = self.listeners.lock().await.keys().cloned().collect();
+        for name in leftover {
+            self.unlisten(naming, &name).await;
+        }
+    }
+}
+
+/// One subscription's view of Nacos: its service, the change signal it listens to, and
+/// what reading it takes.
+pub(super) struct ServiceWatch {
+    /// Reads, revisions, and the listener to give back when the loop ends.
+    group: Arc<GroupWatch>,
+    /// Tells when the connection came back.
+    connection: Arc<ConnectionKeeper>,
+    naming: NamingService,
+    /// The Nacos service name.
+    name: String,
+    service: ServiceKey,
+    /// The change signal of [`GroupWatch::listen`].
+    changes: watch::Receiver<u64>,
+}
+
+impl ServiceWatch {
+    /// Starts listening to `service`, then reads it: a change after the read is always
+    /// reported. Returns the watch and the first read.
+    ///
+    /// # Errors
+    /// [`RegistryError::Operation`] of `subscribe` when listening or reading fails (the
+    /// listener is then given back).
+    pub(super) async fn open(
+        group: Arc<GroupWatch>,
+        connection: Arc<ConnectionKeeper>,
+        naming: NamingService,
+        service: ServiceKey,
+    ) -> Result<(Self, Vec<Instance>), RegistryError> {
+        let name = service_name(&service);
+        let changes = group.listen(&naming, &name).await?;
+        let first = match group.read(&naming, &name, &service).await {
+            Ok(first) => first,
+            Err(failure) => {
+                group.unlisten(&naming, &name).await;
+                return Err(failure.into_operation(&group.lifetime.url, "subscribe"));
+            }
+        };
+        let watch = Self {
+            group,
+            connection,
+            naming,
+            name,
+            service,
+            changes,
+        };
+        Ok((watch, first))
+    }
+
+    /// The subscription's loop: read the service again after every change report and
+    /// every reconnection.
+    pub(super) async fn run(
+        mut self,
+        id: SubscriptionId,
+        cancel: CancellationToken,
+        mut publisher: SnapshotPublisher,
+    ) {
+        let url = &self.group.lifetime.url;
+        let name = &self.name;
+        let mut resync = self.connection.resyncs();
+        let mut backoff = Backoff::new();
+        let mut stale = false;
+        loop {
+            if !stale {
+                tokio::select! {
+                    () = cancel.cancelled() => break,
+                    () = publisher.closed() => break,
+                    changed = self.changes.changed() => if changed.is_err() { break },
+                    changed = resync.changed() => if changed.is_err() { break },
+                }
+            }
+            // Reports that arrive during the read cause one more read.
+            self.changes.borrow_and_update();
+            resync.borrow_and_update();
+            let read = tokio::select! {
+                () = cancel.cancelled() => break,
+                read = self.group.read(&self.naming, name, &self.service) => read,
+            };
+            match read {
+                Ok(instances) => {
+                    publisher.publish(self.group.next_revision(), instances);
+                    stale = false;
+                    backoff.reset();
+                }
+                Err(failure) => {
+                    tracing::debug!(%url, service = %name, error = %failure.into_source(), "Nacos read failed; keeping the last known instances");
+                    stale = true;
+                    if !backoff.wait(&cancel).await {
+                        break;
+                    }
+                }
+            }
+        }
+        self.group.unlisten(&self.naming, name).await;
+        self.group.lifetime.subscriptions.forget(id);
+    }
+}

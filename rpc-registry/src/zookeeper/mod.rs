@@ -1,0 +1,211 @@
+//! The ZooKeeper backend:
+//! `zookeeper://[user:pass@]host:port[,host:port...][?session_timeout=10s&root=/rpc]`.
+//!
+//! # Layout
+//! One instance is one *ephemeral* znode holding the instance's JSON:
+//! `<root>/<service.path_segment()>/providers/<instance id>`, e.g.
+//! `/rpc/helloworld.Greeter:1.0.0/providers/10.0.0.1:50051-1f2e...`. The service's directory
+//! carries the interface, then version and group (percent-encoded, slash-free), so services
+//! that differ only by group or version never share a directory. The directories are
+//! persistent and created on demand (by providers and subscribers, like Dubbo's); the
+//! instance id is percent-encoded into a valid node name.
+//!
+//! # Presence
+//! The znodes belong to this client's session (`session_timeout`, default 10 s; the server
+//! bounds it to 2..20 ticks). A process that dies stops pinging and the server deletes its
+//! znodes when the session expires. The client library reconnects by itself within the
+//! session; once the session is lost for good (the library reports it expired), a
+//! background task opens a new session as soon as a server answers and creates every
+//! registration again. A znode still held by the old session (the server has not expired
+//! it yet) is replaced in one transaction (delete + create), so it never blocks the new one.
+//!
+//! # Subscriptions
+//! A subscription lists the providers directory with a one-shot children watch, reads each
+//! child, publishes the set, and lists again (re-arming the watch) after every event, and
+//! after a new session. Snapshot revisions are the directory's `pzxid`, the zxid of the last
+//! child created or deleted, which only increases. While the session is being re-established
+//! the consumer keeps the last set.
+//!
+//! # Parameters
+//! `session_timeout` (default 10 s), `root` (default `/rpc`), `connect_timeout` (default 3 s:
+//! bound on opening the first session), `request_timeout` (default 3 s: bound on every later
+//! request). The port defaults to 2181. `user:pass@` adds `digest` authentication; instance
+//! znodes are then writable only by that user and readable by anyone (deleting a child is
+//! governed by its directory's ACL, which stays open so that providers of any user can
+//! register, as in Dubbo). Credentials never appear in logs or errors.
+//!
+//! # Files
+//! `config.rs` (the URL's parameters), `session.rs` (the session and the registrations in
+//! it: presence), `watch.rs` (one subscription's list-and-watch loop, and why its waits
+//! catch the library's panics), `codec.rs` (paths, node modes, data), `error.rs` (what the
+//! library's errors mean); this file connects and answers the [`Registry`] calls with them.
+
+mod codec;
+mod config;
+mod error;
+mod session;
+mod watch;
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rpc_core::{Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId};
+
+use crate::remote::lifetime::ClientLifetime;
+use crate::remote::retry::bounded;
+use crate::url::RegistryUrl;
+use codec::NodeLayout;
+use error::is_refused;
+use session::{SessionKeeper, open_session};
+use watch::ServiceWatch;
+
+pub use config::{DEFAULT_PORT, DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT, ZooKeeperConfig};
+
+/// A registry client backed by ZooKeeper (see the module documentation).
+///
+/// Dropping it without [`Registry::close`] ends its session as soon as its background tasks
+/// stop, so its instances disappear at once.
+pub struct ZooKeeperRegistry {
+    /// Its URL, subscriptions and background tasks, and whether it was closed.
+    lifetime: Arc<ClientLifetime>,
+    layout: NodeLayout,
+    /// The session and the registrations in it.
+    session: Arc<SessionKeeper>,
+}
+
+impl ZooKeeperRegistry {
+    /// Opens a session with the ZooKeeper ensemble of `url`.
+    ///
+    /// # Errors
+    /// [`RegistryError::InvalidUrl`] (see [`ZooKeeperConfig::from_url`]);
+    /// [`RegistryError::Unreachable`] when no server grants a session within
+    /// `connect_timeout`; [`RegistryError::Operation`] when a server refuses it (e.g. failed
+    /// authentication).
+    pub async fn connect(url: &RegistryUrl) -> Result<Self, RegistryError> {
+        let config = ZooKeeperConfig::from_url(url)?;
+        Self::with_config(url.redacted().to_owned(), config).await
+    }
+
+    /// Connects with explicit settings; `url` (credentials redacted) names the registry in
+    /// logs and errors.
+    ///
+    /// # Errors
+    /// As [`ZooKeeperRegistry::connect`].
+    pub async fn with_config(url: String, config: ZooKeeperConfig) -> Result<Self, RegistryError> {
+        let timeout = config.network.connect_timeout;
+        let client = bounded(timeout, open_session(&config))
+            .await
+            .map_err(|failure| failure.into_connect_error(&url, timeout, is_refused))?;
+        tracing::debug!(%url, session = %client.session_id(), "ZooKeeper session opened");
+        let lifetime = Arc::new(ClientLifetime::new(url));
+        let layout = NodeLayout::new(config.root.clone());
+        let session = SessionKeeper::start(lifetime.clone(), config, client);
+        Ok(Self {
+            lifetime,
+            layout,
+            session,
+        })
+    }
+
+    /// The path of the directory that holds the instances of `service`.
+    pub fn providers_path(&self, service: &ServiceKey) -> String {
+        self.layout.providers_path(service)
+    }
+}
+
+impl fmt::Debug for ZooKeeperRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ZooKeeperRegistry")
+            .field("url", &self.lifetime.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for ZooKeeperRegistry {
+    fn drop(&mut self) {
+        self.lifetime.closed.cancel();
+    }
+}
+
+#[async_trait]
+impl Registry for ZooKeeperRegistry {
+    fn url(&self) -> &str {
+        &self.lifetime.url
+    }
+
+    async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
+        self.lifetime.check_open()?;
+        let path = self.layout.instance_path(instance);
+        let data =
+            codec::encode(instance).map_err(|error| self.lifetime.failed("register", error))?;
+        self.session.register(path, data).await?;
+        tracing::debug!(url = %self.lifetime.url, instance = %instance.id, service = %instance.service, "registered in ZooKeeper");
+        Ok(())
+    }
+
+    async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
+        self.lifetime.check_open()?;
+        if self
+            .session
+            .unregister(self.layout.instance_path(instance))
+            .await?
+        {
+            tracing::debug!(url = %self.lifetime.url, instance = %instance.id, service = %instance.service, "unregistered from ZooKeeper");
+        }
+        Ok(())
+    }
+
+    async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
+        self.lifetime.check_open()?;
+        let watch = ServiceWatch::new(
+            self.lifetime.clone(),
+            self.session.clone(),
+            self.layout.providers_path(service),
+        );
+        let client = self.session.client("subscribe").await?;
+        let (revision, instances, watcher) =
+            bounded(self.session.request_timeout(), watch.read(&client))
+                .await
+                .map_err(|failure| self.session.failed(failure, "subscribe"))?;
+        drop(client);
+        let follow = |id, cancel, publisher| watch.run(id, cancel, publisher, Some(watcher));
+        Ok(self
+            .lifetime
+            .start_subscription(service, revision, instances, follow))
+    }
+
+    async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
+        self.lifetime.subscriptions.close(id)
+    }
+
+    async fn close(&self) -> Result<(), RegistryError> {
+        if self.lifetime.is_closed() {
+            return Ok(());
+        }
+        self.lifetime.stop();
+        // The tasks drop their watchers and their handles on the session as they stop.
+        self.lifetime
+            .wait_for_tasks(self.session.request_timeout())
+            .await;
+        // Closing the session deletes every instance znode of this client at once.
+        self.session.close().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::testing;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_closed_port_is_unreachable_within_the_connect_timeout() {
+        testing::assert_unreachable_in_time(
+            "zookeeper://root",
+            Duration::from_millis(300),
+            |url| async move { ZooKeeperRegistry::connect(&url).await },
+        )
+        .await;
+    }
+}

@@ -1,0 +1,340 @@
+//! The keeper of a ZooKeeper client's liveness: its session, and the registrations (the
+//! ephemeral znodes) that live in it.
+//!
+//! The client library reconnects by itself within the session. Once the session is lost
+//! for good (the library reports it expired, or a request finds it dead and the server
+//! confirms), a background task opens a new session as soon as a server answers and
+//! creates every registration again. A znode still held by the old session (the server has
+//! not expired it yet) is replaced in one transaction (delete + create), so it never blocks
+//! the new one. While a new session is being opened, requests wait for it (bounded).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rpc_core::RegistryError;
+use tokio::sync::{Mutex, Notify, watch};
+use zookeeper_client::{Client, Error as ZkError};
+
+use crate::remote::lifetime::ClientLifetime;
+use crate::remote::retry::{Backoff, Failure, bounded};
+use crate::zookeeper::codec::{directory_node, instance_node};
+use crate::zookeeper::config::ZooKeeperConfig;
+use crate::zookeeper::error::is_session_lost;
+
+/// The session of one ZooKeeper client and the registrations created in it.
+pub(super) struct SessionKeeper {
+    /// Its client's URL (for logs and errors), closed token and task tracker.
+    lifetime: Arc<ClientLifetime>,
+    /// What opening a new session takes, and the bound on each request.
+    config: ZooKeeperConfig,
+    /// The current session; `None` while a new one is being opened, and after close.
+    session: watch::Sender<Option<Client>>,
+    /// Told by any request that found the session dead, in case the library cannot say so.
+    broken: Notify,
+    /// path -> JSON of every instance registered through this client.
+    registered: Mutex<BTreeMap<String, Vec<u8>>>,
+}
+
+/// Opens one session (unbounded: callers bound it).
+pub(super) async fn open_session(config: &ZooKeeperConfig) -> Result<Client, ZkError> {
+    let mut connector = Client::connector()
+        .with_session_timeout(config.session_timeout)
+        .with_fail_eagerly();
+    if let Some((user, password)) = &config.network.credentials {
+        connector = connector.with_auth("digest", format!("{user}:{password}").as_bytes());
+    }
+    connector.connect(&config.network.endpoints.join(",")).await
+}
+
+impl SessionKeeper {
+    /// A keeper of `session` (just opened), its supervising task started on `lifetime`'s
+    /// tracker.
+    pub(super) fn start(
+        lifetime: Arc<ClientLifetime>,
+        config: ZooKeeperConfig,
+        session: Client,
+    ) -> Arc<Self> {
+        let keeper = Arc::new(Self {
+            lifetime,
+            config,
+            session: watch::channel(Some(session)).0,
+            broken: Notify::new(),
+            registered: Mutex::new(BTreeMap::new()),
+        });
+        keeper
+            .lifetime
+            .tasks
+            .spawn(supervise_sessions(keeper.clone()));
+        keeper
+    }
+
+    /// Bound on each request, and on waiting for a new session.
+    pub(super) fn request_timeout(&self) -> Duration {
+        self.config.network.request_timeout
+    }
+
+    /// The sessions as they come: `None` while a new one is being opened, and after close.
+    pub(super) fn sessions(&self) -> watch::Receiver<Option<Client>> {
+        self.session.subscribe()
+    }
+
+    /// The current session, waiting (bounded) while a new one is being opened.
+    ///
+    /// # Errors
+    /// [`RegistryError::Closed`] after close; [`RegistryError::Operation`] of `operation`
+    /// when no session comes within the request timeout.
+    pub(super) async fn client(&self, operation: &'static str) -> Result<Client, RegistryError> {
+        let mut rx = self.session.subscribe();
+        let waited = tokio::time::timeout(
+            self.config.network.request_timeout,
+            rx.wait_for(Option::is_some),
+        )
+        .await;
+        match waited {
+            Ok(Ok(session)) => session.clone().ok_or_else(|| self.lifetime.closed_error()),
+            Ok(Err(_)) => Err(self.lifetime.closed_error()),
+            Err(_) => Err(self.lifetime.failed(
+                operation,
+                format!(
+                    "no ZooKeeper session within {:?} (reconnecting)",
+                    self.config.network.request_timeout
+                ),
+            )),
+        }
+    }
+
+    /// Tells the supervisor when `failure` shows a dead session.
+    pub(super) fn note(&self, failure: &Failure<ZkError>) {
+        if let Failure::Failed(error) = failure
+            && is_session_lost(error)
+        {
+            self.report_lost();
+        }
+    }
+
+    /// Tells the supervisor that the session looks dead (it asks the server, then opens a
+    /// new one if so).
+    pub(super) fn report_lost(&self) {
+        self.broken.notify_one();
+    }
+
+    /// Maps a failed request, telling the supervisor when it shows a dead session.
+    pub(super) fn failed(
+        &self,
+        failure: Failure<ZkError>,
+        operation: &'static str,
+    ) -> RegistryError {
+        self.note(&failure);
+        failure.into_operation(&self.lifetime.url, operation)
+    }
+
+    /// Creates the instance znode `path` holding `data` in the current session and records
+    /// it, so that a new session gets it too.
+    ///
+    /// # Errors
+    /// As [`SessionKeeper::client`]; [`RegistryError::Operation`] when the server fails the
+    /// creation or does not answer in time.
+    pub(super) async fn register(&self, path: String, data: Vec<u8>) -> Result<(), RegistryError> {
+        let request_timeout = self.config.network.request_timeout;
+        let client = self.client("register").await?;
+        let mut registered = bounded(request_timeout, async {
+            Ok::<_, ZkError>(self.registered.lock().await)
+        })
+        .await
+        .map_err(|failure| self.failed(failure, "register"))?;
+        bounded(
+            request_timeout,
+            self.create_instance_node(&client, &path, &data),
+        )
+        .await
+        .map_err(|failure| self.failed(failure, "register"))?;
+        registered.insert(path, data);
+        Ok(())
+    }
+
+    /// Deletes the instance znode `path` if it was registered through this client; `false`
+    /// when it was not. A znode already gone counts as deleted.
+    ///
+    /// # Errors
+    /// As [`SessionKeeper::register`].
+    pub(super) async fn unregister(&self, path: String) -> Result<bool, RegistryError> {
+        let mut registered = self.registered.lock().await;
+        if registered.remove(&path).is_none() {
+            return Ok(false);
+        }
+        let client = self.client("unregister").await?;
+        match bounded(
+            self.config.network.request_timeout,
+            client.delete(&path, None),
+        )
+        .await
+        {
+            Ok(()) | Err(Failure::Failed(ZkError::NoNode)) => Ok(true),
+            Err(failure) => Err(self.failed(failure, "unregister")),
+        }
+    }
+
+    /// Forgets every registration and closes the session, once the client's tasks have
+    /// stopped: the server then deletes every ephemeral znode of it at once. Waits (bounded)
+    /// until the server confirmed.
+    ///
+    /// # Errors
+    /// [`RegistryError::Operation`] when the server does not confirm within the request
+    /// timeout (the znodes then expire with the session).
+    pub(super) async fn close(&self) -> Result<(), RegistryError> {
+        let request_timeout = self.config.network.request_timeout;
+        self.registered.lock().await.clear();
+        let Some(client) = self.session.send_replace(None) else {
+            return Ok(());
+        };
+        // Dropping the last handle closes the session.
+        let mut state = client.state_watcher();
+        let session = client.session_id();
+        drop(client);
+        let confirmed = tokio::time::timeout(request_timeout, async {
+            while !state.state().is_terminated() {
+                state.changed().await;
+            }
+        })
+        .await;
+        if confirmed.is_err() {
+            return Err(self.lifetime.failed(
+                "close",
+                format!(
+                    "the server did not confirm closing session {session} within {request_timeout:?}; its znodes expire with it"
+                ),
+            ));
+        }
+        tracing::debug!(url = %self.lifetime.url, %session, "ZooKeeper registry closed");
+        Ok(())
+    }
+
+    /// Creates the ephemeral znode `path` in `client`'s session, replacing a znode of the
+    /// same name left by an older session.
+    async fn create_instance_node(
+        &self,
+        client: &Client,
+        path: &str,
+        data: &[u8],
+    ) -> Result<(), ZkError> {
+        let (parent, _) = path.rsplit_once('/').unwrap_or((path, ""));
+        let options = instance_node(self.config.network.credentials.is_some());
+        let directory = directory_node();
+        for _ in 0..3 {
+            match client.create(path, data, &options).await {
+                Ok(_) => return Ok(()),
+                Err(ZkError::NoNode) => client.mkdir(parent, &directory).await?,
+                Err(ZkError::NodeExists) => {
+                    // Our own earlier registration or a stale node of an expired session:
+                    // replace it atomically.
+                    let mut writer = client.new_multi_writer();
+                    writer.add_delete(path, None)?;
+                    writer.add_create(path, data, &options)?;
+                    match writer.commit().await {
+                        Ok(_) => return Ok(()),
+                        Err(error) => match ZkError::from(error) {
+                            // Deleted meanwhile: create again.
+                            ZkError::NoNode => continue,
+                            other => return Err(other),
+                        },
+                    }
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(ZkError::UnexpectedError(format!(
+            "{path} kept changing while it was created"
+        )))
+    }
+
+    /// Creates every registration in a new session.
+    async fn restore(&self, client: &Client) -> Result<usize, ZkError> {
+        let registered = self.registered.lock().await;
+        for (path, data) in registered.iter() {
+            self.create_instance_node(client, path, data).await?;
+        }
+        Ok(registered.len())
+    }
+
+    /// Waits until `client`'s session is over for good: expired, closed, failed
+    /// authentication, or reported dead by a request.
+    async fn session_over(&self, client: &Client) {
+        let mut state = client.state_watcher();
+        if state.state().is_terminated() {
+            return;
+        }
+        loop {
+            tokio::select! {
+                changed = state.changed() => if changed.is_terminated() { return },
+                () = self.broken.notified() => {
+                    // A request saw a dead session. The library normally says so itself; if
+                    // its session task is gone it cannot: ask the server. While merely
+                    // disconnected the library is still reconnecting within the session.
+                    match bounded(self.config.network.request_timeout, client.check_stat("/")).await {
+                        Err(Failure::Failed(error)) if is_session_lost(&error) => return,
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The session task: whenever the session is over, opens a new one (retrying until a
+/// server answers) and creates every registration again.
+async fn supervise_sessions(keeper: Arc<SessionKeeper>) {
+    let cancel = keeper.lifetime.closed.clone();
+    let url = &keeper.lifetime.url;
+    let network = &keeper.config.network;
+    let mut backoff = Backoff::new();
+    loop {
+        let Some(client) = keeper.session.borrow().clone() else {
+            return;
+        };
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = keeper.session_over(&client) => {}
+        }
+        tracing::warn!(%url, session = %client.session_id(), state = %client.state(), "ZooKeeper session lost; opening a new one");
+        keeper.session.send_replace(None);
+        drop(client);
+        let client = loop {
+            let opened = tokio::select! {
+                () = cancel.cancelled() => return,
+                opened = bounded(network.connect_timeout, open_session(&keeper.config)) => opened,
+            };
+            match opened {
+                Ok(client) => break client,
+                Err(failure) => {
+                    tracing::debug!(%url, error = %failure.into_source(), "no new ZooKeeper session yet");
+                    if !backoff.wait(&cancel).await {
+                        return;
+                    }
+                }
+            }
+        };
+        backoff.reset();
+        keeper.session.send_replace(Some(client.clone()));
+        loop {
+            let restored = tokio::select! {
+                () = cancel.cancelled() => return,
+                restored = bounded(network.request_timeout, keeper.restore(&client)) => restored,
+            };
+            match restored {
+                Ok(count) => {
+                    tracing::info!(%url, session = %client.session_id(), registrations = count, "ZooKeeper session opened; registrations restored");
+                    break;
+                }
+                Err(failure) => {
+                    let lost = matches!(&failure, Failure::Failed(error) if is_session_lost(error));
+                    tracing::warn!(%url, error = %failure.into_source(), "restoring registrations failed; retrying");
+                    if lost || !backoff.wait(&cancel).await {
+                        break;
+                    }
+                }
+            }
+        }
+        backoff.reset();
+    }
+}

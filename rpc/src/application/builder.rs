@@ -1,0 +1,172 @@
+//! Collecting services, references, gates and hooks before start-up.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use rpc_cluster::{ClusterChannel, Directory};
+use rpc_core::lifecycle::ReadinessGate;
+use rpc_core::transport::{ChannelOptions, ServerOptions};
+use rpc_core::{BoxError, Lifecycle, Registry, ServiceKey};
+use rpc_filter::graceful::ConsumerGracefulLayer;
+use tonic::body::Body as TonicBody;
+use tonic::server::NamedService;
+use tonic::service::RoutesBuilder;
+use tower_layer::Layer;
+
+use super::ReferenceChannel;
+use crate::config::Config;
+
+/// Collects services, references and hooks, then starts them in order.
+///
+/// ```no_run
+/// # use rpc::{Application, Config};
+/// # async fn demo() -> Result<i32, rpc::ApplicationError> {
+/// let mut builder = Application::builder(Config::default());
+/// // let client = GreeterClient::new(builder.reference("helloworld.Greeter"));
+/// // builder.service(GreeterServer::new(MyGreeter));
+/// let app = builder.start().await?;
+/// let report = app.wait().await; // until SIGTERM/SIGINT ran the shutdown sequence
+/// Ok(report.exit_code()) // main exits with this code
+/// # }
+/// ```
+pub struct ApplicationBuilder {
+    pub(super) config: Config,
+    pub(super) lifecycle: Lifecycle,
+    pub(super) registries: BTreeMap<String, Arc<dyn Registry>>,
+    pub(super) routes: RoutesBuilder,
+    pub(super) services: Vec<ServiceKey>,
+    pub(super) references: Vec<(ClusterChannel, bool)>,
+    pub(super) gates: Vec<ReadinessGate>,
+    pub(super) channel_options: ChannelOptions,
+    pub(super) server_options: ServerOptions,
+}
+
+impl ApplicationBuilder {
+    pub(super) fn new(config: Config) -> Self {
+        let lifecycle = Lifecycle::new(
+            config.application.name.clone(),
+            config.graceful_shutdown.clone(),
+        );
+        Self {
+            config,
+            lifecycle,
+            registries: BTreeMap::new(),
+            routes: RoutesBuilder::default(),
+            services: Vec::new(),
+            references: Vec::new(),
+            gates: Vec::new(),
+            channel_options: ChannelOptions::default(),
+            server_options: ServerOptions::default(),
+        }
+    }
+
+    /// The lifecycle the application will run under (available before start, e.g. to
+    /// watch phases or to let a service's handler see the phase).
+    pub fn lifecycle(&self) -> &Lifecycle {
+        &self.lifecycle
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Uses `registry` as the registry called `name`, instead of building one from the
+    /// configured URL (e.g. a [`MemoryRegistry`](crate::registry::MemoryRegistry) client
+    /// with a propagation delay).
+    pub fn registry(&mut self, name: impl Into<String>, registry: Arc<dyn Registry>) -> &mut Self {
+        self.registries.insert(name.into(), registry);
+        self
+    }
+
+    /// Provides `service` (a tonic-generated `*Server`, unchanged). Its registration
+    /// settings come from `provider.services.<name>`.
+    pub fn service<S>(&mut self, service: S) -> &mut Self
+    where
+        S: tower::Service<
+                http::Request<TonicBody>,
+                Response = http::Response<TonicBody>,
+                Error = Infallible,
+            > + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        let settings = self
+            .config
+            .provider
+            .services
+            .get(S::NAME)
+            .cloned()
+            .unwrap_or_default();
+        self.services.push(
+            ServiceKey::new(S::NAME)
+                .with_group(settings.group)
+                .with_version(settings.version),
+        );
+        self.routes.add_service(service);
+        self
+    }
+
+    /// A reference to the service `interface` (e.g. `helloworld.Greeter`), configured by
+    /// `consumer.references.<interface>`. Wrap it in the generated client:
+    /// `GreeterClient::new(builder.reference("helloworld.Greeter"))`. Calls made before
+    /// start-up find no provider.
+    pub fn reference(&mut self, interface: &str) -> ReferenceChannel {
+        let consumer = &self.config.consumer;
+        let config = consumer
+            .references
+            .get(interface)
+            .cloned()
+            .unwrap_or_default();
+        let key = ServiceKey::new(interface)
+            .with_group(&config.group)
+            .with_version(&config.version);
+        let check = config.check.unwrap_or(consumer.check);
+        let directory = Arc::new(Directory::new(
+            key,
+            consumer.directory.clone(),
+            self.channel_options.clone(),
+        ));
+        let channel = ClusterChannel::new(directory, config, consumer.blacklist.clone());
+        self.references.push((channel.clone(), check));
+        ConsumerGracefulLayer::new(self.lifecycle.consumer_handles()).layer(channel)
+    }
+
+    /// Adds a readiness gate: registration waits until it passes; an error fails start-up.
+    pub fn readiness_gate<F, Fut>(&mut self, gate: F) -> &mut Self
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
+    {
+        self.gates.push(Box::new(move || gate().boxed()));
+        self
+    }
+
+    /// Registers a shutdown callback (see [`Lifecycle::on_shutdown`]).
+    pub fn on_shutdown<F, Fut>(&mut self, callback: F) -> &mut Self
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.lifecycle.on_shutdown(callback);
+        self
+    }
+
+    /// Settings of the channels to provider instances.
+    pub fn channel_options(&mut self, options: ChannelOptions) -> &mut Self {
+        self.channel_options = options;
+        self
+    }
+
+    /// HTTP/2 settings of the provider listener.
+    pub fn server_options(&mut self, options: ServerOptions) -> &mut Self {
+        self.server_options = options;
+        self
+    }
+}

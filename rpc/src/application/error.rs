@@ -1,0 +1,32 @@
+//! Why an application could not be built or started.
+
+use rpc_core::RegistryError;
+use rpc_core::lifecycle::StartError;
+
+use crate::config::ConfigError;
+
+/// Why an application could not be built or started.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApplicationError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A registry could not be built or reached.
+    #[error("registry `{name}`: {source}")]
+    Registry {
+        /// Its name under `registries`.
+        name: String,
+        /// The registry's error.
+        source: RegistryError,
+    },
+    /// A reference names a registry that is not configured.
+    #[error("consumer.registry names `{0}`, which is not under `registries`")]
+    UnknownRegistry(String),
+    /// `protocol.host` is not an IP address.
+    #[error("protocol.host `{0}` is not an IP address")]
+    InvalidHost(String),
+    /// Start-up failed (and was undone).
+    #[error(transparent)]
+    Start(#[from] StartError),
+}

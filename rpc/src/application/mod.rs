@@ -1,0 +1,107 @@
+//! `Application`: wires a configuration into registries, references, services and one
+//! lifecycle.
+//!
+//! [`ApplicationBuilder`] (builder.rs) collects what the application provides and
+//! references; its start (start.rs) connects the registries and hands the lifecycle a
+//! start plan; [`Application`] (here) is what runs afterwards.
+
+mod builder;
+mod error;
+mod start;
+
+use std::future::Future;
+use std::net::SocketAddr;
+
+use rpc_cluster::ClusterChannel;
+use rpc_core::{Lifecycle, Phase, ShutdownReport};
+use rpc_filter::graceful::ConsumerGraceful;
+use tokio::sync::watch;
+
+pub use builder::ApplicationBuilder;
+pub use error::ApplicationError;
+
+use crate::config::Config;
+use crate::systemd::NotifierFinished;
+
+/// The channel a reference gives application code: the consumer filters over the
+/// cluster. Generated clients take it unchanged: `GreeterClient::new(channel)`.
+pub type ReferenceChannel = ConsumerGraceful<ClusterChannel>;
+
+/// A started application. Dropping it does not stop it: call
+/// [`Application::before_shutdown`] or send SIGTERM.
+pub struct Application {
+    pub(super) lifecycle: Lifecycle,
+    pub(super) local_addr: Option<SocketAddr>,
+    pub(super) references: Vec<ClusterChannel>,
+    /// When systemd has been told every phase (see [`crate::systemd`]).
+    pub(super) systemd: NotifierFinished,
+}
+
+impl Application {
+    /// A builder for an application configured by `config`.
+    pub fn builder(config: Config) -> ApplicationBuilder {
+        ApplicationBuilder::new(config)
+    }
+
+    /// The application's lifecycle (phase, counters, shutdown).
+    pub fn lifecycle(&self) -> &Lifecycle {
+        &self.lifecycle
+    }
+
+    /// The address providers listen on, if the application provides any service.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local_addr
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        self.lifecycle.phase()
+    }
+
+    /// A receiver that sees every phase change.
+    pub fn watch_phase(&self) -> watch::Receiver<Phase> {
+        self.lifecycle.watch_phase()
+    }
+
+    /// The cluster channels of this application's references, for their statistics.
+    pub fn references(&self) -> &[ClusterChannel] {
+        &self.references
+    }
+
+    /// The BeforeShutdown hook: runs the graceful shutdown sequence once (later calls
+    /// await the same run) and returns its report (under systemd, once `stopped` has
+    /// been told to it).
+    pub fn before_shutdown(&self) -> impl Future<Output = ShutdownReport> + Send + 'static {
+        let shutdown = self.lifecycle.before_shutdown();
+        let systemd = self.systemd.clone();
+        async move {
+            let report = shutdown.await;
+            systemd.wait().await;
+            report
+        }
+    }
+
+    /// Waits until the shutdown sequence (started by a signal or by
+    /// [`Application::before_shutdown`]) has finished (under systemd, and `stopped` has
+    /// been told to it).
+    pub async fn wait(&self) -> ShutdownReport {
+        let report = self.lifecycle.wait().await;
+        self.systemd.wait().await;
+        report
+    }
+
+    /// Registers a callback for the last shutdown step (see [`Lifecycle::on_shutdown`]).
+    pub fn on_shutdown<F, Fut>(&self, callback: F)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.lifecycle.on_shutdown(callback);
+    }
+
+    /// Stops at once, like a killed process (see [`Lifecycle::abort`]): what graceful
+    /// offline exists to prevent. For demonstrations and tests.
+    pub async fn abort(&self) {
+        self.lifecycle.abort().await;
+    }
+}

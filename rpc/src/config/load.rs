@@ -1,0 +1,174 @@
+//! Reading a configuration: the file (YAML or TOML), then `RPC_*` environment overrides,
+//! then the checks serde cannot make; every error names the key and where its value came
+//! from.
+
+use std::path::{Path, PathBuf};
+
+use super::Config;
+
+/// A configuration that could not be loaded. The message names the file and the key.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read or parsed as YAML/TOML.
+    #[error("{file}: {message}")]
+    Parse {
+        /// The file.
+        file: PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// A key is unknown or its value is invalid.
+    #[error("{origin}: key `{key}`: {message}")]
+    Invalid {
+        /// Where the value came from: the file, or `environment`.
+        origin: String,
+        /// The dotted key, e.g. `graceful_shutdown.timeout`.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Config {
+    /// Loads `path` (`.yaml`, `.yml` or `.toml`) and applies `RPC_*` environment
+    /// overrides.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] for an unreadable or malformed file, [`ConfigError::Invalid`]
+    /// naming the key and its origin for an unknown key or a bad value.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let format = match path.extension().and_then(|e| e.to_str()) {
+            Some("yaml" | "yml") => config::FileFormat::Yaml,
+            Some("toml") => config::FileFormat::Toml,
+            _ => {
+                return Err(ConfigError::Parse {
+                    file: path.to_owned(),
+                    message: "unknown format: use a .yaml, .yml or .toml file".to_owned(),
+                });
+            }
+        };
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Parse {
+            file: path.to_owned(),
+            message: error.to_string(),
+        })?;
+        let source = config::File::from_str(&text, format);
+        Self::load(source, &path.display().to_string())
+    }
+
+    /// Parses configuration text (for tests and embedded defaults); `name` stands for the
+    /// file in errors.
+    ///
+    /// # Errors
+    /// As [`Config::from_file`].
+    pub fn from_str(
+        text: &str,
+        format: config::FileFormat,
+        name: &str,
+    ) -> Result<Self, ConfigError> {
+        Self::load(config::File::from_str(text, format), name)
+    }
+
+    /// The defaults plus `RPC_*` environment overrides.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for a bad environment value.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::load(
+            config::File::from_str("", config::FileFormat::Yaml),
+            "environment",
+        )
+    }
+
+    fn load(
+        source: config::File<config::FileSourceString, config::FileFormat>,
+        name: &str,
+    ) -> Result<Self, ConfigError> {
+        let merged = config::Config::builder()
+            .add_source(source)
+            .add_source(
+                config::Environment::with_prefix("RPC")
+                    .prefix_separator("_")
+                    .separator("__")
+                    .try_parsing(true)
+                    .source(Some(overrides())),
+            )
+            .build()
+            .map_err(|error| ConfigError::Parse {
+                file: PathBuf::from(name),
+                message: error.to_string(),
+            })?;
+        let config = serde_path_to_error::deserialize::<_, Config>(merged.clone())
+            .map_err(|error| invalid(&merged, name, error))
+            .and_then(Config::with_defaults)?;
+        config
+            .validate()
+            .map_err(|(key, message)| ConfigError::Invalid {
+                origin: origin_of(&merged, &key, name),
+                key,
+                message,
+            })?;
+        Ok(config)
+    }
+}
+
+/// The `RPC_<SECTION>__<KEY>` variables of the environment. Every setting lives in a
+/// section, so an override always has a `__`; other `RPC_*` variables (a test's
+/// `RPC_TEST_ETCD_URL`, a script's own) are not configuration and are left alone.
+fn overrides() -> config::Map<String, String> {
+    std::env::vars()
+        .filter(|(name, _)| {
+            name.strip_prefix("RPC_")
+                .is_some_and(|rest| rest.contains("__"))
+        })
+        .collect()
+}
+
+/// Where the value at `key` came from: the environment variable that set it, or the file.
+fn origin_of(merged: &config::Config, key: &str, file: &str) -> String {
+    let variable = format!("RPC_{}", key.to_uppercase().replace('.', "__"));
+    if std::env::var_os(&variable).is_some() {
+        return format!("environment variable {variable}");
+    }
+    merged
+        .get::<config::Value>(key)
+        .ok()
+        .and_then(|value| value.origin().map(str::to_owned))
+        .filter(|origin| !origin.is_empty())
+        .unwrap_or_else(|| file.to_owned())
+}
+
+fn invalid(
+    merged: &config::Config,
+    name: &str,
+    error: serde_path_to_error::Error<config::ConfigError>,
+) -> ConfigError {
+    let mut key = error.path().to_string();
+    let inner = error.into_inner();
+    let mut message = match &inner {
+        config::ConfigError::Message(message) => message.clone(),
+        other => other.to_string(),
+    };
+    if let Some(cut) = message.find(" for key `") {
+        message.truncate(cut);
+    }
+    // serde reports an unknown field at its parent; name the field itself.
+    if let Some(field) = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split('`').next())
+        && !key.ends_with(field)
+    {
+        key = if key == "." || key.is_empty() {
+            field.to_owned()
+        } else {
+            format!("{key}.{field}")
+        };
+    }
+    let origin = origin_of(merged, &key, name);
+    ConfigError::Invalid {
+        origin,
+        key,
+        message,
+    }
+}

@@ -1,0 +1,253 @@
+//! The configuration file: YAML or TOML, with environment overrides.
+//!
+//! ```yaml
+//! application: { name: greeter-provider }
+//! registries:
+//!   main: { url: "etcd://127.0.0.1:2379" }
+//! protocol: { name: tri, host: 127.0.0.1, port: 20880 }
+//! provider:
+//!   services:
+//!     helloworld.Greeter: { version: "1.0.0", weight: 100 }
+//! consumer:
+//!   check: true
+//!   references:
+//!     helloworld.Greeter: { cluster: failover, retries: 2, loadbalance: p2c, timeout: 3s }
+//! graceful_shutdown:
+//!   timeout: 60s
+//!   step_timeout: 3s
+//!   consumer_update_wait_time: 3s
+//!   offline_request_window_timeout: 500ms
+//!   internal_signal: true
+//! ```
+//!
+//! Every key can be overridden from the environment as `RPC_<SECTION>__<KEY>` (variables
+//! starting with `RPC_` but without `__` are not configuration and are ignored), e.g.
+//! `RPC_GRACEFUL_SHUTDOWN__TIMEOUT=25s` or `RPC_PROTOCOL__PORT=20881` (environment keys
+//! are lower-cased, so map keys with capitals or dots, such as service names, can only
+//! be set in the file). Dubbo-go's kebab-case spellings are accepted (`step-timeout`,
+//! and `shutdown` for `graceful_shutdown`). Unknown keys, bad durations and negative
+//! numbers are errors that name the key and the file.
+
+mod load;
+mod sections;
+mod validate;
+
+use std::collections::BTreeMap;
+
+use rpc_core::ShutdownConfig;
+use serde::{Deserialize, Serialize};
+
+pub use load::ConfigError;
+pub use sections::{
+    ApplicationConfig, ConsumerConfig, ProtocolConfig, ProviderConfig, RegistryConfig,
+    ServiceConfig,
+};
+
+/// The whole configuration of one application.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// The application itself.
+    pub application: ApplicationConfig,
+    /// Registries by name. Default: one, `default`, at `memory://` (in-process).
+    pub registries: BTreeMap<String, RegistryConfig>,
+    /// Where providers listen.
+    pub protocol: ProtocolConfig,
+    /// Provided services.
+    pub provider: ProviderConfig,
+    /// References to other services.
+    pub consumer: ConsumerConfig,
+    /// Graceful offline bounds and switches.
+    #[serde(alias = "shutdown", alias = "graceful-shutdown")]
+    pub graceful_shutdown: ShutdownConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            application: ApplicationConfig::default(),
+            registries: BTreeMap::from([(
+                "default".to_owned(),
+                RegistryConfig {
+                    url: "memory://".to_owned(),
+                },
+            )]),
+            protocol: ProtocolConfig::default(),
+            provider: ProviderConfig::default(),
+            consumer: ConsumerConfig::default(),
+            graceful_shutdown: ShutdownConfig::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use config::FileFormat;
+
+    fn yaml(text: &str) -> Result<Config, ConfigError> {
+        Config::from_str(text, FileFormat::Yaml, "test.yaml")
+    }
+
+    /// The registry may come from code (`ApplicationBuilder::registry`), so the file alone
+    /// cannot tell that the name is unknown; start-up checks it.
+    #[test]
+    fn consumer_registry_may_name_a_registry_given_in_code() {
+        let config = yaml("consumer:\n  registry: supplied-in-code\n").unwrap();
+        assert_eq!(
+            config.consumer.registry.as_deref(),
+            Some("supplied-in-code")
+        );
+    }
+
+    #[test]
+    fn an_unknown_registry_scheme_names_the_key() {
+        let error = yaml("registries:\n  main:\n    url: foo://x\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("registries.main.url"), "{error}");
+        assert!(error.contains("unknown scheme `foo`"), "{error}");
+    }
+
+    #[test]
+    fn the_design_example_loads() {
+        let config = yaml(
+            r#"
+application: { name: greeter-provider }
+registries:
+  main: { url: "etcd://127.0.0.1:2379" }
+protocol: { name: tri, port: 20880 }
+provider:
+  services:
+    org.example.Greeter: { version: "1.0.0", weight: 100 }
+consumer:
+  check: true
+  references:
+    org.example.Greeter: { cluster: failover, retries: 2, loadbalance: p2c, timeout: 3s }
+graceful_shutdown:
+  timeout: 60s
+  step_timeout: 3s
+  consumer_update_wait_time: 3s
+  offline_request_window_timeout: 500ms
+  internal_signal: true
+"#,
+        )
+        .unwrap();
+        assert_eq!(config.protocol.port, 20880);
+        assert_eq!(
+            config.provider.services["org.example.Greeter"].version,
+            "1.0.0"
+        );
+        assert_eq!(config.consumer.references["org.example.Greeter"].retries, 2);
+        assert_eq!(
+            config.graceful_shutdown.offline_request_window_timeout,
+            Duration::from_millis(500)
+        );
+        assert_eq!(config.registries["main"].url, "etcd://127.0.0.1:2379");
+    }
+
+    #[test]
+    fn dubbo_go_spellings_are_aliases() {
+        let config =
+            yaml("shutdown:\n  step-timeout: 1s\n  consumer-update-wait-time: 2s\n").unwrap();
+        assert_eq!(
+            config.graceful_shutdown.step_timeout,
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            config.graceful_shutdown.consumer_update_wait_time,
+            Duration::from_secs(2)
+        );
+    }
+
+    #[test]
+    fn an_empty_file_gives_the_defaults_and_the_memory_registry() {
+        let config = yaml("").unwrap();
+        assert_eq!(config.registries["default"].url, "memory://");
+        assert_eq!(config.graceful_shutdown, ShutdownConfig::default());
+        assert!(config.consumer.check);
+    }
+
+    fn invalid_key(text: &str) -> (String, String) {
+        match yaml(text).unwrap_err() {
+            ConfigError::Invalid {
+                origin,
+                key,
+                message,
+            } => {
+                assert_eq!(origin, "test.yaml");
+                (key, message)
+            }
+            other => panic!("expected Invalid, got {other}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_the_key_and_the_file() {
+        let (key, message) = invalid_key("graceful_shutdown:\n  timout: 3s\n");
+        assert_eq!(key, "graceful_shutdown.timout");
+        assert!(message.contains("unknown field"), "{message}");
+
+        let (key, message) = invalid_key("graceful_shutdown:\n  timeout: soon\n");
+        assert_eq!(key, "graceful_shutdown.timeout");
+        assert!(message.contains("duration"), "{message}");
+
+        let (key, _) = invalid_key("graceful_shutdown:\n  step_timeout: -3s\n");
+        assert_eq!(key, "graceful_shutdown.step_timeout");
+
+        let (key, _) = invalid_key("provider:\n  services:\n    a.B: { weight: -5 }\n");
+        assert_eq!(key, "provider.services.a.B.weight");
+
+        let (key, _) = invalid_key("colour: blue\n");
+        assert_eq!(key, "colour");
+
+        let (key, message) = invalid_key("consumer:\n  blacklist: { jitter: 7.5 }\n");
+        assert_eq!(key, "consumer.blacklist.jitter");
+        assert!(message.contains("0.0..=1.0"), "{message}");
+
+        let (key, _) = invalid_key("consumer:\n  references:\n    a.B: { forks: 0 }\n");
+        assert_eq!(key, "consumer.references.a.B.forks");
+
+        let (key, message) = invalid_key("registries:\n  main: { url: \"redis://x\" }\n");
+        assert_eq!(key, "registries.main.url");
+        assert!(message.contains("unknown scheme `redis`"), "{message}");
+
+        let (key, _) = invalid_key("protocol: { host: not-a-host }\n");
+        assert_eq!(key, "protocol.host");
+
+        let error = yaml("protocol: [").unwrap_err().to_string();
+        assert!(error.starts_with("test.yaml: "), "{error}");
+    }
+
+    #[test]
+    fn a_references_retry_budget_and_failback_load_in_either_spelling() {
+        let config = yaml(
+            "consumer:\n  references:\n    a.B:\n      cluster: failback\n      \
+             retry_budget: { ratio: 0.5, min_per_second: 1, ttl: 2s }\n      \
+             failback: { retry-period: 100ms, retries: 2, queue-capacity: 16 }\n    \
+             c.D:\n      retry-budget: { min-per-second: 3 }\n",
+        )
+        .unwrap();
+        let a = &config.consumer.references["a.B"];
+        assert_eq!(a.retry_budget.ratio, 0.5);
+        assert_eq!(a.retry_budget.ttl, Duration::from_secs(2));
+        assert_eq!(a.failback.retry_period, Duration::from_millis(100));
+        assert_eq!(a.failback.queue_capacity, 16);
+        assert_eq!(
+            config.consumer.references["c.D"]
+                .retry_budget
+                .min_per_second,
+            3
+        );
+
+        let (key, message) =
+            invalid_key("consumer:\n  references:\n    a.B: { retry_budget: { ttl: 500ms } }\n");
+        assert_eq!(key, "consumer.references.a.B.retry_budget.ttl");
+        assert!(message.contains("whole seconds"), "{message}");
+        let (key, _) =
+            invalid_key("consumer:\n  references:\n    a.B: { failback: { retries: 0 } }\n");
+        assert_eq!(key, "consumer.references.a.B.failback.retries");
+    }
+}

@@ -1,0 +1,130 @@
+//! The sections of the configuration file, one type each, with their defaults.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rpc_cluster::{BlacklistConfig, DirectoryConfig, ReferenceConfig};
+use serde::{Deserialize, Serialize};
+
+/// `application`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApplicationConfig {
+    /// Name used in logs and registry metadata. Default `rpc-application`.
+    pub name: String,
+}
+
+impl Default for ApplicationConfig {
+    fn default() -> Self {
+        Self {
+            name: "rpc-application".to_owned(),
+        }
+    }
+}
+
+/// One entry of `registries`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryConfig {
+    /// `memory://`, `static://h:p,...`, `etcd://...`, `zookeeper://...`, `nacos://...`.
+    pub url: String,
+}
+
+/// `protocol`: the listener of this application's providers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProtocolConfig {
+    /// Protocol name; `tri` (Dubbo's Triple, gRPC-compatible) and `grpc` both mean gRPC
+    /// over HTTP/2. Default `tri`.
+    pub name: String,
+    /// IP to bind. Default `127.0.0.1`; use `0.0.0.0` with `advertise_host` to serve
+    /// other hosts (e.g. the pod IP on Kubernetes).
+    pub host: String,
+    /// Port to bind; 0 picks a free one (consumers find it through the registry).
+    /// Default 0.
+    pub port: u16,
+    /// Host consumers dial. Default: `host`, or `127.0.0.1` if `host` is unspecified.
+    #[serde(alias = "advertise-host")]
+    pub advertise_host: Option<String>,
+}
+
+impl Default for ProtocolConfig {
+    fn default() -> Self {
+        Self {
+            name: "tri".to_owned(),
+            host: "127.0.0.1".to_owned(),
+            port: 0,
+            advertise_host: None,
+        }
+    }
+}
+
+/// `provider`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// Settings per provided service, by gRPC service name (`helloworld.Greeter`).
+    pub services: BTreeMap<String, ServiceConfig>,
+}
+
+/// One entry of `provider.services`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// Group. Default none.
+    pub group: String,
+    /// Version. Default none.
+    pub version: String,
+    /// Load-balancing weight. Default 100.
+    pub weight: u32,
+    /// Register this long after the service is ready (delay export). Default 0.
+    #[serde(with = "humantime_serde")]
+    pub delay: Duration,
+    /// Metadata registered with the instance.
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        Self {
+            group: String::new(),
+            version: String::new(),
+            weight: rpc_core::DEFAULT_WEIGHT,
+            delay: Duration::ZERO,
+            metadata: BTreeMap::new(),
+        }
+    }
+}
+
+/// `consumer`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ConsumerConfig {
+    /// Fail start-up when a reference has no provider within `check_timeout`.
+    /// Default true (Dubbo's default).
+    pub check: bool,
+    /// Bound on waiting for a provider at start-up. Default 3 s.
+    #[serde(with = "humantime_serde", alias = "check-timeout")]
+    pub check_timeout: Duration,
+    /// Registry references subscribe to, by name. Default: the first one.
+    pub registry: Option<String>,
+    /// Settings per reference, by gRPC service name.
+    pub references: BTreeMap<String, ReferenceConfig>,
+    /// Outlier ejection.
+    pub blacklist: BlacklistConfig,
+    /// How registry notifications are applied (empty protection, closing expiry, P2C).
+    pub directory: DirectoryConfig,
+}
+
+impl Default for ConsumerConfig {
+    fn default() -> Self {
+        Self {
+            check: true,
+            check_timeout: Duration::from_secs(3),
+            registry: None,
+            references: BTreeMap::new(),
+            blacklist: BlacklistConfig::default(),
+            directory: DirectoryConfig::default(),
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! The checks serde cannot make: ranges, relations between settings, and values that
+//! must parse (registry URLs, the bind address).
+
+use super::load::ConfigError;
+use super::{Config, RegistryConfig};
+
+impl Config {
+    /// Checks what serde cannot: ranges, relations, and values that must parse (registry
+    /// URLs, the bind address). Returns the offending key and what is wrong.
+    pub(super) fn validate(&self) -> Result<(), (String, String)> {
+        for (name, registry) in &self.registries {
+            rpc_registry::check_url(&registry.url)
+                .map_err(|error| (format!("registries.{name}.url"), error.to_string()))?;
+        }
+        if !matches!(self.protocol.name.as_str(), "tri" | "grpc") {
+            return Err((
+                "protocol.name".into(),
+                format!(
+                    "`{}` is not a protocol: use `tri` or `grpc`",
+                    self.protocol.name
+                ),
+            ));
+        }
+        if self.protocol.host.parse::<std::net::IpAddr>().is_err() {
+            return Err((
+                "protocol.host".into(),
+                format!("`{}` is not an IP address to bind", self.protocol.host),
+            ));
+        }
+        if self.consumer.check_timeout.is_zero() {
+            return Err((
+                "consumer.check_timeout".into(),
+                "must be more than 0".into(),
+            ));
+        }
+        // `consumer.registry` may name a registry the application supplies in code
+        // (`ApplicationBuilder::registry`), so start-up checks it, not the file.
+        let nested = |section: &str, result: Result<(), rpc_cluster::InvalidSetting>| {
+            result.map_err(|invalid| (format!("{section}.{}", invalid.key), invalid.reason))
+        };
+        for (service, reference) in &self.consumer.references {
+            nested(
+                &format!("consumer.references.{service}"),
+                reference.validate(),
+            )?;
+        }
+        nested("consumer.blacklist", self.consumer.blacklist.validate())?;
+        nested("consumer.directory", self.consumer.directory.validate())
+    }
+
+    pub(super) fn with_defaults(mut self) -> Result<Self, ConfigError> {
+        if self.registries.is_empty() {
+            self.registries.insert(
+                "default".to_owned(),
+                RegistryConfig {
+                    url: "memory://".to_owned(),
+                },
+            );
+        }
+        Ok(self)
+    }
+}
