@@ -9,9 +9,12 @@
 //! ours → grpcio).
 
 pub mod case;
+mod checks;
 pub mod client;
+mod duplex;
 pub mod echo;
 pub mod message_flags;
+mod messages;
 pub mod procedures;
 pub mod server;
 pub mod service;

@@ -3,34 +3,27 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use proto::interop::{
-    BoolValue, EchoStatus, Empty, Payload, ResponseParameters, SimpleRequest,
-    StreamingInputCallRequest, StreamingOutputCallRequest, StreamingOutputCallResponse,
+    BoolValue, EchoStatus, Empty, SimpleRequest, StreamingInputCallRequest,
+    StreamingOutputCallRequest,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::codec::CompressionEncoding;
 use tonic::metadata::{MetadataMap, MetadataValue};
-use tonic::{Code, Request, Status, Streaming};
+use tonic::{Code, Request};
 
 use super::case::{Case, Verdict};
+use super::checks::{
+    Checked, call_failed, check_echo, check_payload, check_status, expect_code, fail, show,
+};
 use super::client::InteropClient;
+use super::duplex::{expect_end, next_response, open_duplex, send};
 use super::echo::{ECHO_INITIAL, ECHO_TRAILING};
-
-/// Request and response sizes of the large and streaming cases, in bytes.
-const LARGE_REQUEST: usize = 271_828;
-const LARGE_RESPONSE: i32 = 314_159;
-const REQUEST_SIZES: [usize; 4] = [27_182, 8, 1_828, 45_904];
-const RESPONSE_SIZES: [i32; 4] = [31_415, 9, 2_653, 58_979];
-const STATUS_MESSAGE: &str = "test status message";
-const SPECIAL_STATUS_MESSAGE: &str =
-    "\t\ntest with whitespace\r\nand Unicode BMP \u{263A} and non-BMP \u{1F608}\t\n";
-const INITIAL_VALUE: &str = "test_initial_metadata_value";
-const TRAILING_VALUE: [u8; 3] = [0xab, 0xab, 0xab];
-
-/// What a case's body returns: `Err` carries the failure (or the inapplicability).
-type Checked = Result<(), Verdict>;
+use super::messages::{
+    INITIAL_VALUE, LARGE_REQUEST, LARGE_RESPONSE, REQUEST_SIZES, RESPONSE_SIZES,
+    SPECIAL_STATUS_MESSAGE, STATUS_MESSAGE, TRAILING_VALUE, large_request, parameters, ping, zeros,
+};
 
 /// Runs `case` on `client`. Cases share the client's record of response flags, so run
 /// them one at a time on one client (clones included).
@@ -359,168 +352,4 @@ async fn echoed_status(client: &InteropClient, message: &str) -> Checked {
             response.into_inner()
         ))),
     }
-}
-
-/// An open FullDuplexCall: the sender of its further requests (`None` once
-/// half-closed), the response's initial metadata and its response stream.
-type Duplex = (
-    Option<mpsc::Sender<StreamingOutputCallRequest>>,
-    MetadataMap,
-    Streaming<StreamingOutputCallResponse>,
-);
-
-/// Opens a FullDuplexCall with `metadata` and its `first` messages already queued (and
-/// the request stream closed after them when `half_close`). Queued first because tonic
-/// returns a call only once its response headers came, and a server may send those
-/// only with its first response (grpc-core does): waiting for them before sending
-/// would never end.
-async fn open_duplex(
-    client: &InteropClient,
-    metadata: MetadataMap,
-    first: Vec<StreamingOutputCallRequest>,
-    half_close: bool,
-) -> Result<Duplex, Status> {
-    let (requests, receiver) = mpsc::channel(first.len().max(4));
-    for message in first {
-        // Cannot fail: the receiver is alive and the channel has room for all of them.
-        let _ = requests.try_send(message);
-    }
-    let requests = (!half_close).then_some(requests);
-    let mut request = Request::new(ReceiverStream::new(receiver));
-    *request.metadata_mut() = metadata;
-    let responses = client.test.clone().full_duplex_call(request).await?;
-    let (initial, responses, _) = responses.into_parts();
-    Ok((requests, initial, responses))
-}
-
-async fn send(
-    requests: Option<&mpsc::Sender<StreamingOutputCallRequest>>,
-    request: StreamingOutputCallRequest,
-) -> Checked {
-    let Some(requests) = requests else {
-        return Err(fail("the request stream was already closed"));
-    };
-    requests
-        .send(request)
-        .await
-        .map_err(|_| fail("the call ended while the client was still sending"))
-}
-
-async fn next_response(
-    responses: &mut Streaming<StreamingOutputCallResponse>,
-) -> Result<StreamingOutputCallResponse, Verdict> {
-    match responses.message().await {
-        Ok(Some(response)) => Ok(response),
-        Ok(None) => Err(fail("the stream ended before the expected response")),
-        Err(status) => Err(call_failed(status)),
-    }
-}
-
-async fn expect_end(responses: &mut Streaming<StreamingOutputCallResponse>) -> Checked {
-    match responses.message().await {
-        Ok(None) => Ok(()),
-        Ok(Some(response)) => Err(fail(format!(
-            "one response too many ({} bytes)",
-            response.payload.map_or(0, |p| p.body.len())
-        ))),
-        Err(status) => Err(fail(format!("the stream ended with {}", show(&status)))),
-    }
-}
-
-fn check_echo(call: &str, initial: &MetadataMap, trailing: &MetadataMap) -> Checked {
-    let seen_initial = initial.get(ECHO_INITIAL);
-    if seen_initial.and_then(|v| v.to_str().ok()) != Some(INITIAL_VALUE) {
-        return Err(fail(format!(
-            "{call}: initial metadata {ECHO_INITIAL} is {seen_initial:?}"
-        )));
-    }
-    let seen_trailing = trailing
-        .get_bin(ECHO_TRAILING)
-        .map(|value| value.to_bytes());
-    match seen_trailing {
-        Some(Ok(bytes)) if bytes[..] == TRAILING_VALUE => Ok(()),
-        other => Err(fail(format!(
-            "{call}: trailing metadata {ECHO_TRAILING} is {other:?}"
-        ))),
-    }
-}
-
-fn check_status(call: &str, status: &Status, code: Code, message: &str) -> Checked {
-    if status.code() == code && status.message() == message {
-        return Ok(());
-    }
-    Err(fail(format!(
-        "{call}: want {code:?} {message:?}, got {:?} {:?}",
-        status.code(),
-        status.message()
-    )))
-}
-
-fn expect_code(result: Result<(), Status>, code: Code) -> Checked {
-    match result {
-        Err(status) if status.code() == code => Ok(()),
-        Err(status) => Err(fail(format!(
-            "want {code:?}, got {} (source: {:?})",
-            show(&status),
-            std::error::Error::source(&status)
-        ))),
-        Ok(()) => Err(fail(format!("want {code:?}, the call succeeded"))),
-    }
-}
-
-fn check_payload(payload: Option<&Payload>, size: i32) -> Checked {
-    let body: &[u8] = payload.map_or(&[], |p| &p.body);
-    if usize::try_from(size).ok() != Some(body.len()) {
-        return Err(fail(format!(
-            "payload of {} bytes, want {size}",
-            body.len()
-        )));
-    }
-    if body.iter().any(|&byte| byte != 0) {
-        return Err(fail("payload is not all zeros"));
-    }
-    Ok(())
-}
-
-fn large_request() -> SimpleRequest {
-    SimpleRequest {
-        response_size: LARGE_RESPONSE,
-        payload: Some(zeros(LARGE_REQUEST)),
-        ..SimpleRequest::default()
-    }
-}
-
-fn ping(request_size: usize, response_size: i32) -> StreamingOutputCallRequest {
-    StreamingOutputCallRequest {
-        response_parameters: vec![parameters(response_size)],
-        payload: Some(zeros(request_size)),
-        ..StreamingOutputCallRequest::default()
-    }
-}
-
-fn parameters(size: i32) -> ResponseParameters {
-    ResponseParameters {
-        size,
-        ..ResponseParameters::default()
-    }
-}
-
-fn zeros(size: usize) -> Payload {
-    Payload {
-        r#type: 0,
-        body: Bytes::from(vec![0u8; size]),
-    }
-}
-
-fn fail(why: impl Into<String>) -> Verdict {
-    Verdict::Fail(why.into())
-}
-
-fn call_failed(status: Status) -> Verdict {
-    fail(format!("the call failed: {}", show(&status)))
-}
-
-/// A status as `CODE: message`.
-fn show(status: &Status) -> String {
-    format!("{:?}: {}", status.code(), status.message())
 }
