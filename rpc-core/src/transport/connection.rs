@@ -4,7 +4,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -37,6 +37,8 @@ pub(crate) struct ConnectionSignals {
     pub(crate) forced: AtomicUsize,
     /// Connections closed without GOAWAY because the peer never sent a byte.
     pub(crate) unused: AtomicUsize,
+    /// Graceful closes begun: the first GOAWAY (with its PING) sent on a connection.
+    pub(crate) goaway_sent: AtomicU64,
 }
 
 /// Serves `stream` with `service` until the connection ends or the signals end it.
@@ -88,6 +90,7 @@ pub(crate) async fn serve<S, B>(
             // the first GOAWAY is still served (and our reject filter answers it with
             // "closing, not executed"), never silently lost.
             conn.as_mut().graceful_shutdown();
+            signals.goaway_sent.fetch_add(1, Ordering::Relaxed);
             tokio::select! {
                 biased;
                 _ = signals.force.cancelled() => &signals.forced,

@@ -19,4 +19,4 @@ mod server;
 
 pub use channel::{ChannelOptions, connect_lazy};
 pub use error::TransportError;
-pub use server::{Server, ServerHandle, ServerOptions, ServerShutdown};
+pub use server::{ConnectionCounts, Server, ServerHandle, ServerOptions, ServerShutdown};
