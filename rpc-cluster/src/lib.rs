@@ -29,7 +29,8 @@
 //! one `ReferenceStack` (`stack.rs`). One call across its attempts is a `Call`
 //! (`call/mod.rs`). What an attempt's result means is `classify.rs`; a request body kept
 //! for replay is `replay.rs`; settings are `config/`; the lifecycle's handle on a
-//! reference is `reference.rs`. No file imports one above it: strategies know nothing
+//! reference is `reference.rs`; what an attempt tells metrics is `observe.rs` (its span
+//! is made in `call/observe.rs`). No file imports one above it: strategies know nothing
 //! of calls or channels, and the failback queue nothing of calls.
 //!
 //! Written here, not taken from tower's balancer, because the behaviour is the product:
@@ -51,6 +52,7 @@ mod failback_queue;
 mod health;
 mod invoker;
 pub mod loadbalance;
+mod observe;
 mod reference;
 mod replay;
 mod retry_budget;
@@ -70,5 +72,6 @@ pub use directory::{Applied, Directory};
 pub use error::ClusterError;
 pub use health::Availability;
 pub use invoker::{Invoker, InvokerStats};
+pub use observe::AttemptObserver;
 pub use reference::ClusterReference;
 pub use stats::ClusterCounts;
