@@ -44,7 +44,7 @@ pub use handles::{ConsumerHandles, ProviderHandles};
 pub use phase::{Phase, PhaseReader};
 pub use report::{Interrupt, ShutdownReport, Step, StepOutcome, StepReport};
 pub use startup::{
-    Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan,
+    BoxHttpService, Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan,
 };
 
 use crate::Instance;
