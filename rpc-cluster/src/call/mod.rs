@@ -141,7 +141,15 @@ impl Call {
             path: self.parts.uri.path(),
             number: self.sent,
         };
-        let outcome = attempt(&self.stack, target, request, self.timeout, &sent, &mut self.rng).await;
+        let outcome = attempt(
+            &self.stack,
+            target,
+            request,
+            self.timeout,
+            &sent,
+            &mut self.rng,
+        )
+        .await;
         Some(outcome)
     }
 

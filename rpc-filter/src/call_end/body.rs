@@ -117,7 +117,7 @@ mod tests {
             frames(vec![Frame::data(Bytes::from_static(b"m")), trailers("5")]),
             Some(ended.clone()),
         );
-        let mut body = std::pin::pin!(body);
+        let mut body = Box::pin(body);
         body.frame().await.unwrap().unwrap();
         assert!(
             ended.0.lock().unwrap().is_empty(),

@@ -12,12 +12,18 @@ use tracing_subscriber::registry::LookupSpan;
 /// The fields of one span, by name, as text.
 pub(crate) type Fields = BTreeMap<String, String>;
 
+/// Spans by id, with their name and fields, in creation order.
+type SpanLog = Vec<(Id, String, Fields)>;
+
+/// Event messages, with the name of the span each happened in.
+type EventLog = Vec<(String, Option<String>)>;
+
 /// What was traced: spans (name and fields) in creation order, and each event's message
 /// with the name of the span it happened in.
 #[derive(Clone, Default)]
 pub(crate) struct Captured {
-    spans: Arc<Mutex<Vec<(Id, String, Fields)>>>,
-    events: Arc<Mutex<Vec<(String, Option<String>)>>>,
+    spans: Arc<Mutex<SpanLog>>,
+    events: Arc<Mutex<EventLog>>,
 }
 
 impl Captured {
