@@ -32,9 +32,11 @@
 
 mod application;
 pub mod config;
+pub mod observe;
 
-pub use application::{Application, ApplicationBuilder, ApplicationError, ReferenceChannel};
+pub use application::{Application, ApplicationBuilder, ApplicationError};
 pub use config::{Config, ConfigError};
+pub use observe::{Metrics, ReferenceChannel};
 pub use rpc_core::lifecycle::{
     Interrupt, Phase, ShutdownConfig, ShutdownReport, Step, StepOutcome,
 };

@@ -1,0 +1,73 @@
+//! The `metrics` and `tracing` sections of the configuration.
+
+use serde::{Deserialize, Serialize};
+
+/// `metrics`: Prometheus metrics of calls, the lifecycle, the cluster and registries.
+///
+/// ```yaml
+/// metrics: { enabled: true }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Keep metrics. Default true. Off, no call is timed, nothing is counted for them,
+    /// and [`Metrics::encode`](super::Metrics::encode) returns an empty text.
+    pub enabled: bool,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
+/// `tracing`: a `tracing` span per call on both sides, and optional OTLP export.
+///
+/// ```yaml
+/// tracing:
+///   enabled: true
+///   otlp_endpoint: "http://127.0.0.1:4317"   # needs rpc's `otlp` feature
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TracingConfig {
+    /// Open a span per call (and per attempt on the consumer). Default true. The spans
+    /// are at DEBUG level: they cost nothing until a subscriber asks for them.
+    pub enabled: bool,
+    /// Where to export spans over OTLP/gRPC (an OpenTelemetry collector, Jaeger, ...),
+    /// e.g. `http://127.0.0.1:4317`. Default none. Needs `rpc` built with its `otlp`
+    /// feature; see `rpc::observe::otlp`.
+    #[serde(alias = "otlp-endpoint")]
+    pub otlp_endpoint: Option<String>,
+}
+
+impl Default for TracingConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            otlp_endpoint: None,
+        }
+    }
+}
+
+impl TracingConfig {
+    /// Checks what serde cannot; returns the key (under `tracing`) and what is wrong.
+    pub(crate) fn validate(&self) -> Result<(), (&'static str, String)> {
+        let Some(endpoint) = &self.otlp_endpoint else {
+            return Ok(());
+        };
+        if !cfg!(feature = "otlp") {
+            return Err((
+                "otlp_endpoint",
+                "exporting spans needs rpc built with its `otlp` feature".to_owned(),
+            ));
+        }
+        match endpoint.parse::<http::Uri>() {
+            Ok(uri) if uri.scheme().is_some() && uri.authority().is_some() => Ok(()),
+            _ => Err((
+                "otlp_endpoint",
+                format!("`{endpoint}` is not a URL such as http://127.0.0.1:4317"),
+            )),
+        }
+    }
+}
