@@ -71,3 +71,40 @@ impl TracingConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use config::FileFormat;
+
+    use crate::{Config, ConfigError};
+
+    fn yaml(text: &str) -> Result<Config, ConfigError> {
+        Config::from_str(text, FileFormat::Yaml, "test.yaml")
+    }
+
+    #[test]
+    fn both_sections_default_to_on_and_load_in_either_spelling() {
+        let config = yaml("").unwrap();
+        assert!(config.metrics.enabled);
+        assert!(config.tracing.enabled);
+        assert_eq!(config.tracing.otlp_endpoint, None);
+        let config = yaml("metrics: { enabled: false }\ntracing: { enabled: false }\n").unwrap();
+        assert!(!config.metrics.enabled);
+        assert!(!config.tracing.enabled);
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let error = yaml("metrics: { enabled: maybe }\n").unwrap_err().to_string();
+        assert!(error.contains("metrics.enabled"), "{error}");
+        let error = yaml("tracing: { sample: 1 }\n").unwrap_err().to_string();
+        assert!(error.contains("tracing.sample"), "{error}");
+        let error = yaml("tracing: { otlp-endpoint: \"not a url\" }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("tracing.otlp_endpoint"), "{error}");
+        if !cfg!(feature = "otlp") {
+            assert!(error.contains("`otlp` feature"), "{error}");
+        }
+    }
+}
