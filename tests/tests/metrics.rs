@@ -76,8 +76,16 @@ async fn a_scrape_during_shutdown_sees_the_phase_move_and_every_rejection() {
     let mut direct = EchoClient::connect(format!("http://{addr}")).await.unwrap();
 
     let text = metrics.encode();
-    assert_eq!(sample(&text, "rpc_lifecycle_phase{phase=\"serving\"}"), Some(1.0), "{text}");
-    assert_eq!(sample(&text, "rpc_server_rejected_closing_total"), Some(0.0), "{text}");
+    assert_eq!(
+        sample(&text, "rpc_lifecycle_phase{phase=\"serving\"}"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "rpc_server_rejected_closing_total"),
+        Some(0.0),
+        "{text}"
+    );
 
     // One request held in flight keeps the drain (step 4) waiting.
     let held = tokio::spawn({
@@ -86,7 +94,10 @@ async fn a_scrape_during_shutdown_sees_the_phase_move_and_every_rejection() {
     });
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while provider.lifecycle().inbound().current() == 0 {
-        assert!(tokio::time::Instant::now() < deadline, "the held request never arrived");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the held request never arrived"
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let shutdown = tokio::spawn(provider.before_shutdown());
@@ -98,10 +109,21 @@ async fn a_scrape_during_shutdown_sees_the_phase_move_and_every_rejection() {
         Some(1.0),
         "{text}"
     );
-    assert_eq!(sample(&text, "rpc_lifecycle_phase{phase=\"serving\"}"), Some(0.0), "{text}");
-    assert_eq!(sample(&text, "rpc_server_requests_in_flight"), Some(1.0), "{text}");
     assert_eq!(
-        sample(&text, "rpc_shutdown_step_outcome{step=\"reject-new\",outcome=\"completed\"}"),
+        sample(&text, "rpc_lifecycle_phase{phase=\"serving\"}"),
+        Some(0.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, "rpc_server_requests_in_flight"),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "rpc_shutdown_step_outcome{step=\"reject-new\",outcome=\"completed\"}"
+        ),
         Some(1.0),
         "the steps taken so far are there while shutdown runs: {text}"
     );
@@ -111,7 +133,10 @@ async fn a_scrape_during_shutdown_sees_the_phase_move_and_every_rejection() {
     for _ in 0..7 {
         let status = direct.echo(echo(b"late")).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
-        assert_eq!(status.metadata().get("rpc-not-executed").unwrap(), "closing");
+        assert_eq!(
+            status.metadata().get("rpc-not-executed").unwrap(),
+            "closing"
+        );
         refused += 1;
     }
     let text = metrics.encode();
@@ -127,7 +152,11 @@ async fn a_scrape_during_shutdown_sees_the_phase_move_and_every_rejection() {
     assert_eq!(report.rejected, u64::from(refused));
 
     let text = metrics.encode();
-    assert_eq!(sample(&text, "rpc_lifecycle_phase{phase=\"stopped\"}"), Some(1.0), "{text}");
+    assert_eq!(
+        sample(&text, "rpc_lifecycle_phase{phase=\"stopped\"}"),
+        Some(1.0),
+        "{text}"
+    );
     assert_eq!(
         sample(&text, "rpc_server_rejected_closing_total"),
         Some(f64::from(refused)),
@@ -140,7 +169,11 @@ async fn a_scrape_during_shutdown_sees_the_phase_move_and_every_rejection() {
         sample(&text, &series)
     };
     assert_eq!(calls(0), Some(1.0), "the held call, answered: {text}");
-    assert_eq!(calls(14), Some(f64::from(refused)), "the refused ones: {text}");
+    assert_eq!(
+        calls(14),
+        Some(f64::from(refused)),
+        "the refused ones: {text}"
+    );
     for step in [
         "unregister",
         "wait-for-consumers",
@@ -153,7 +186,11 @@ async fn a_scrape_during_shutdown_sees_the_phase_move_and_every_rejection() {
         let series = format!("rpc_shutdown_step_duration_seconds{{step=\"{step}\"}}");
         assert!(sample(&text, &series).is_some(), "{series} in {text}");
     }
-    assert_eq!(sample(&text, "rpc_server_goaway_sent_total"), Some(1.0), "{text}");
+    assert_eq!(
+        sample(&text, "rpc_server_goaway_sent_total"),
+        Some(1.0),
+        "{text}"
+    );
 }
 
 /// Every metric the README lists, as its name appears after `# TYPE`.
@@ -200,7 +237,11 @@ async fn a_scrape_lists_every_documented_metric() {
     let error = client.say_hello(hello("")).await.unwrap_err();
     assert_eq!(error.code(), tonic::Code::InvalidArgument);
 
-    let text = format!("{}{}", provider.metrics().encode(), consumer.metrics().encode());
+    let text = format!(
+        "{}{}",
+        provider.metrics().encode(),
+        consumer.metrics().encode()
+    );
     if std::env::var_os("RPC_TEST_PRINT_METRICS").is_some() {
         println!("{text}");
     }

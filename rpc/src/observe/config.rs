@@ -95,7 +95,9 @@ mod tests {
 
     #[test]
     fn bad_values_name_their_key() {
-        let error = yaml("metrics: { enabled: maybe }\n").unwrap_err().to_string();
+        let error = yaml("metrics: { enabled: maybe }\n")
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("metrics.enabled"), "{error}");
         let error = yaml("tracing: { sample: 1 }\n").unwrap_err().to_string();
         assert!(error.contains("tracing.sample"), "{error}");
