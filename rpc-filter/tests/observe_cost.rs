@@ -14,43 +14,15 @@ use http::{Request, Response};
 use rpc_filter::metrics::{CallMetricsLayer, MethodHistograms, STATUS_CODE};
 use rpc_filter::trace::CallTraceLayer;
 use tonic::body::Body;
-use tower::{Service, ServiceExt, service_fn};
+use tower::service_fn;
 use tower_layer::Layer;
+
+mod common;
+
+use common::allocations_per_request;
 
 #[global_allocator]
 static ALLOCATOR: dhat::Alloc = dhat::Alloc;
-
-const REQUESTS: u64 = 1_000;
-
-/// Heap blocks allocated per request sent to `service` (cloned per request), after a
-/// warm-up; the response is dropped before the next request.
-fn allocations_per_request<S, RB>(runtime: &tokio::runtime::Runtime, service: S) -> u64
-where
-    S: Service<Request<Body>, Response = Response<RB>, Error = Infallible> + Clone,
-{
-    runtime.block_on(async {
-        let send = |service: S| async move {
-            let request = Request::builder()
-                .uri(http::Uri::from_static("/echo.Echo/Echo"))
-                .body(Body::empty())
-                .expect("a valid request");
-            let response = service
-                .oneshot(request)
-                .await
-                .unwrap_or_else(|never| match never {});
-            drop(response);
-        };
-        for _ in 0..100 {
-            send(service.clone()).await;
-        }
-        let before = dhat::HeapStats::get().total_blocks;
-        for _ in 0..REQUESTS {
-            send(service.clone()).await;
-        }
-        let after = dhat::HeapStats::get().total_blocks;
-        (after - before).div_ceil(REQUESTS)
-    })
-}
 
 #[test]
 fn the_metrics_and_trace_filters_add_no_allocation() {

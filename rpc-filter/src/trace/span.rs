@@ -18,41 +18,53 @@ pub enum Side {
     Client,
 }
 
-/// The span of the call `request` starts on `side`. Disabled (and its fields never
-/// evaluated) when no subscriber wants DEBUG spans of this crate.
+/// The span of the call `request` starts on `side`. Disabled when no subscriber wants
+/// DEBUG spans of this crate; its fields (the path split, the peer's address) are then
+/// never evaluated.
 pub fn call_span<B>(side: Side, request: &Request<B>) -> Span {
     let path = request.uri().path();
-    let (service, method) = split_path(path).unwrap_or(("", ""));
     match side {
-        Side::Server => {
-            let peer = request
-                .extensions()
-                .get::<TcpConnectInfo>()
-                .and_then(TcpConnectInfo::remote_addr);
-            tracing::debug_span!(
-                "rpc.server",
-                otel.name = path.trim_start_matches('/'),
-                otel.kind = "server",
-                rpc.system = "grpc",
-                rpc.service = service,
-                rpc.method = method,
-                network.peer.address = peer.map(|peer| tracing::field::display(peer.ip())),
-                network.peer.port = peer.map(|peer| peer.port()),
-                rpc.grpc.status_code = Empty,
-                otel.status_code = Empty,
-            )
-        }
+        Side::Server => tracing::debug_span!(
+            "rpc.server",
+            otel.name = path.trim_start_matches('/'),
+            otel.kind = "server",
+            rpc.system = "grpc",
+            rpc.service = service_of(path),
+            rpc.method = method_of(path),
+            network.peer.address = peer(request).map(|peer| tracing::field::display(peer.ip())),
+            network.peer.port = peer(request).map(|peer| peer.port()),
+            rpc.grpc.status_code = Empty,
+            otel.status_code = Empty,
+        ),
         Side::Client => tracing::debug_span!(
             "rpc.client",
             otel.name = path.trim_start_matches('/'),
             otel.kind = "client",
             rpc.system = "grpc",
-            rpc.service = service,
-            rpc.method = method,
+            rpc.service = service_of(path),
+            rpc.method = method_of(path),
             rpc.grpc.status_code = Empty,
             otel.status_code = Empty,
         ),
     }
+}
+
+/// The service of a gRPC path, if it is one.
+fn service_of(path: &str) -> Option<&str> {
+    split_path(path).map(|(service, _)| service)
+}
+
+/// The method of a gRPC path, if it is one.
+fn method_of(path: &str) -> Option<&str> {
+    split_path(path).map(|(_, method)| method)
+}
+
+/// The address of the peer that sent `request` (set by the provider's server).
+fn peer<B>(request: &Request<B>) -> Option<std::net::SocketAddr> {
+    request
+        .extensions()
+        .get::<TcpConnectInfo>()
+        .and_then(TcpConnectInfo::remote_addr)
 }
 
 /// A call's span, waiting for the call's end to record its status.
