@@ -21,6 +21,7 @@ pub use error::ApplicationError;
 
 use crate::config::Config;
 use crate::observe::Metrics;
+use crate::systemd::NotifierFinished;
 
 /// A started application. Dropping it does not stop it: call
 /// [`Application::before_shutdown`] or send SIGTERM.
@@ -29,6 +30,8 @@ pub struct Application {
     pub(super) local_addr: Option<SocketAddr>,
     pub(super) references: Vec<ClusterChannel>,
     pub(super) metrics: Metrics,
+    /// When systemd has been told every phase (see [`crate::systemd`]).
+    pub(super) systemd: NotifierFinished,
 }
 
 impl Application {
@@ -68,15 +71,25 @@ impl Application {
     }
 
     /// The BeforeShutdown hook: runs the graceful shutdown sequence once (later calls
-    /// await the same run) and returns its report.
+    /// await the same run) and returns its report (under systemd, once `stopped` has
+    /// been told to it).
     pub fn before_shutdown(&self) -> impl Future<Output = ShutdownReport> + Send + 'static {
-        self.lifecycle.before_shutdown()
+        let shutdown = self.lifecycle.before_shutdown();
+        let systemd = self.systemd.clone();
+        async move {
+            let report = shutdown.await;
+            systemd.wait().await;
+            report
+        }
     }
 
     /// Waits until the shutdown sequence (started by a signal or by
-    /// [`Application::before_shutdown`]) has finished.
+    /// [`Application::before_shutdown`]) has finished (under systemd, and `stopped` has
+    /// been told to it).
     pub async fn wait(&self) -> ShutdownReport {
-        self.lifecycle.wait().await
+        let report = self.lifecycle.wait().await;
+        self.systemd.wait().await;
+        report
     }
 
     /// Registers a callback for the last shutdown step (see [`Lifecycle::on_shutdown`]).

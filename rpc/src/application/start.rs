@@ -40,6 +40,8 @@ impl ApplicationBuilder {
             gates: std::mem::take(&mut self.gates),
             registries: registries.values().cloned().collect(),
         };
+        // Under systemd (Type=notify) every phase from here on is told to it.
+        let systemd = crate::systemd::notify_phases(&self.lifecycle);
         self.lifecycle.start(plan).await?;
         Ok(Application {
             metrics: self.metrics,
@@ -49,6 +51,7 @@ impl ApplicationBuilder {
                 .first()
                 .map(|server| server.local_addr()),
             lifecycle: self.lifecycle,
+            systemd,
             references: self
                 .references
                 .into_iter()
