@@ -85,6 +85,6 @@ else
     cargo test --workspace --no-fail-fast || status=$?
     # The OTLP export test needs rpc's `otlp` feature, which the workspace build leaves
     # off (it is off by default for users too).
-    cargo test -p rpc --features otlp --no-fail-fast --test otlp --lib || status=$?
+    cargo test -p rpc --features otlp --no-fail-fast || status=$?
     exit "$status"
 fi

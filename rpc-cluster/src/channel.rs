@@ -63,6 +63,15 @@ impl ClusterChannel {
         self
     }
 
+    /// This channel with (`true`, the default) or without a `tracing` span per attempt
+    /// (see `call/observe.rs`). Clones share the setting.
+    pub fn with_attempt_spans(self, on: bool) -> Self {
+        self.stack
+            .attempt_spans
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+        self
+    }
+
     /// The directory of instances this channel picks from.
     pub fn directory(&self) -> &Arc<Directory> {
         &self.stack.directory

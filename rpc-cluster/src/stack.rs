@@ -1,6 +1,7 @@
 //! What every call of one reference shares: its layers, from the strategy down to the
 //! directory, and the channel's own accounts of what its calls did.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
 use crate::blacklist::Blacklist;
@@ -39,6 +40,8 @@ pub(crate) struct ReferenceStack {
     /// Set once, before calls are made (`ClusterChannel::with_attempt_observer`); unset,
     /// an attempt costs one atomic load for it.
     pub(crate) attempt_observer: OnceLock<Arc<dyn AttemptObserver>>,
+    /// Whether attempts open spans (on unless tracing is turned off).
+    pub(crate) attempt_spans: AtomicBool,
 }
 
 impl ReferenceStack {
@@ -62,6 +65,7 @@ impl ReferenceStack {
             failback: FailbackQueue::new(config.failback.clone()),
             rngs: RngSource::default(),
             attempt_observer: OnceLock::new(),
+            attempt_spans: AtomicBool::new(true),
             directory,
             config,
         }

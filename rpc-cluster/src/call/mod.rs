@@ -276,7 +276,7 @@ async fn attempt(
     rng: &mut SmallRng,
 ) -> Outcome {
     let invoker = target.invoker;
-    let span = observe::attempt_span(target.path, invoker, target.number);
+    let span = observe::attempt_span(stack, target.path, invoker, target.number);
     let dispatched = dispatch::dispatch(invoker, request, timeout, sent)
         .instrument(span.clone())
         .await;

@@ -8,6 +8,7 @@
 //! number follows gRPC's own OpenTelemetry design (gRFC A72), which makes one span per
 //! attempt under the call's span.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rpc_core::metadata::GRPC_STATUS;
@@ -18,8 +19,17 @@ use crate::classify::Outcome;
 use crate::invoker::Invoker;
 use crate::stack::ReferenceStack;
 
-/// The span of attempt `number` (1 for the first) of a call to `path`, sent to `invoker`.
-pub(super) fn attempt_span(path: &str, invoker: &Invoker, number: u32) -> Span {
+/// The span of attempt `number` (1 for the first) of a call to `path`, sent to `invoker`;
+/// none when the reference's attempt spans are off.
+pub(super) fn attempt_span(
+    stack: &ReferenceStack,
+    path: &str,
+    invoker: &Invoker,
+    number: u32,
+) -> Span {
+    if !stack.attempt_spans.load(Ordering::Relaxed) {
+        return Span::none();
+    }
     tracing::debug_span!(
         "rpc.attempt",
         otel.name = path.trim_start_matches('/'),

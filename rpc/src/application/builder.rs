@@ -141,7 +141,8 @@ impl ApplicationBuilder {
             consumer.directory.clone(),
             self.channel_options.clone(),
         ));
-        let channel = ClusterChannel::new(directory, config, consumer.blacklist.clone());
+        let channel = ClusterChannel::new(directory, config, consumer.blacklist.clone())
+            .with_attempt_spans(self.config.tracing.enabled);
         let channel = self.metrics.observe_reference(channel);
         self.references.push((channel.clone(), check));
         let graceful = ConsumerGracefulLayer::new(self.lifecycle.consumer_handles()).layer(channel);
