@@ -12,7 +12,8 @@
 #    exports RPC_TEST_ETCD_URL, RPC_TEST_ZOOKEEPER_URL, RPC_TEST_NACOS_URL,
 #    RPC_TEST_PYTHON and RPC_TEST_KUBERNETES_VALIDATE, which the tests read
 #    (RPC_TEST_REQUIRE_REGISTRIES=1 makes a missing server a failure rather than a skip);
-# 3. runs `cargo test --workspace`, then stops exactly the servers it started.
+# 3. runs `cargo test --workspace`, then rpc's tests with its `otlp` feature, then stops
+#    exactly the servers it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -80,5 +81,10 @@ export RPC_TEST_REQUIRE_REGISTRIES=1
 if (($#)); then
     cargo test --no-fail-fast "$@"
 else
-    cargo test --workspace --no-fail-fast
+    status=0
+    cargo test --workspace --no-fail-fast || status=$?
+    # The OTLP export test needs rpc's `otlp` feature, which the workspace build leaves
+    # off (it is off by default for users too).
+    cargo test -p rpc --features otlp --no-fail-fast || status=$?
+    exit "$status"
 fi

@@ -27,16 +27,22 @@
 //! shutdown: unregister, wait for consumers, reject new requests as retryable, drain
 //! inbound, drain outbound, close protocols, run callbacks. Under systemd (`Type=notify`)
 //! every application reports its phases to the service manager (see [`systemd`]).
+//!
+//! Every call is timed into Prometheus histograms and traced with a `tracing` span on
+//! both sides; [`Application::metrics`] gives the application's metrics, whose
+//! [`Metrics::encode`] is the text `GET /metrics` serves (see [`observe`]).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod application;
 pub mod config;
+pub mod observe;
 pub mod systemd;
 
-pub use application::{Application, ApplicationBuilder, ApplicationError, ReferenceChannel};
+pub use application::{Application, ApplicationBuilder, ApplicationError};
 pub use config::{Config, ConfigError};
+pub use observe::{Metrics, ReferenceChannel};
 pub use rpc_core::lifecycle::{
     Interrupt, Phase, ShutdownConfig, ShutdownReport, Step, StepOutcome,
 };

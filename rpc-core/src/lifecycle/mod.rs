@@ -16,6 +16,7 @@ mod callbacks;
 mod config;
 mod deadline;
 mod handles;
+mod observe;
 mod phase;
 mod report;
 mod sequence;
@@ -43,7 +44,7 @@ pub use handles::{ConsumerHandles, ProviderHandles};
 pub use phase::{Phase, PhaseReader};
 pub use report::{Interrupt, ShutdownReport, Step, StepOutcome, StepReport};
 pub use startup::{
-    Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan,
+    BoxHttpService, Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan,
 };
 
 use crate::Instance;
@@ -83,6 +84,11 @@ struct Inner {
     /// Cancelled when shutdown is asked for while start-up is still under way.
     start_cancel: CancellationToken,
     interrupt: Mutex<Option<Interrupt>>,
+    /// The shutdown's steps taken so far, for observers while it runs.
+    shutdown_steps: Mutex<Vec<StepReport>>,
+    /// Every server ever started, including those shutdown has closed, so that counts
+    /// observers read (GOAWAYs sent) never go back.
+    served: Mutex<Vec<ServerHandle>>,
 }
 
 /// What start-up created and shutdown must undo.
@@ -116,6 +122,8 @@ impl Lifecycle {
                 force: CancellationToken::new(),
                 start_cancel: CancellationToken::new(),
                 interrupt: Mutex::new(None),
+                shutdown_steps: Mutex::new(Vec::new()),
+                served: Mutex::new(Vec::new()),
             }),
         }
     }

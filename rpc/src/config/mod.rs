@@ -18,6 +18,8 @@
 //!   consumer_update_wait_time: 3s
 //!   offline_request_window_timeout: 500ms
 //!   internal_signal: true
+//! metrics: { enabled: true }
+//! tracing: { enabled: true, otlp_endpoint: "http://127.0.0.1:4317" }   # endpoint: `otlp` feature
 //! ```
 //!
 //! Every key can be overridden from the environment as `RPC_<SECTION>__<KEY>` (variables
@@ -37,6 +39,7 @@ use std::collections::BTreeMap;
 use rpc_core::ShutdownConfig;
 use serde::{Deserialize, Serialize};
 
+pub use crate::observe::{MetricsConfig, TracingConfig};
 pub use load::ConfigError;
 pub use sections::{
     ApplicationConfig, ConsumerConfig, ProtocolConfig, ProviderConfig, RegistryConfig,
@@ -60,6 +63,10 @@ pub struct Config {
     /// Graceful offline bounds and switches.
     #[serde(alias = "shutdown", alias = "graceful-shutdown")]
     pub graceful_shutdown: ShutdownConfig,
+    /// Prometheus metrics.
+    pub metrics: MetricsConfig,
+    /// Spans per call, and their OTLP export.
+    pub tracing: TracingConfig,
 }
 
 impl Default for Config {
@@ -76,6 +83,8 @@ impl Default for Config {
             provider: ProviderConfig::default(),
             consumer: ConsumerConfig::default(),
             graceful_shutdown: ShutdownConfig::default(),
+            metrics: MetricsConfig::default(),
+            tracing: TracingConfig::default(),
         }
     }
 }

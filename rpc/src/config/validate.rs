@@ -45,7 +45,10 @@ impl Config {
             )?;
         }
         nested("consumer.blacklist", self.consumer.blacklist.validate())?;
-        nested("consumer.directory", self.consumer.directory.validate())
+        nested("consumer.directory", self.consumer.directory.validate())?;
+        self.tracing
+            .validate()
+            .map_err(|(key, reason)| (format!("tracing.{key}"), reason))
     }
 
     pub(super) fn with_defaults(mut self) -> Result<Self, ConfigError> {
