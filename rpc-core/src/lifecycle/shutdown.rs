@@ -3,12 +3,23 @@
 //! Read [`Lifecycle::run_shutdown`] top to bottom: it is the list of steps. Each step is
 //! a method below that waits only as long as its condition needs; entering its phase,
 //! its span, its timing and its line in the report are done for every step alike by
-//! [`Steps::run`]. Three bounds apply: `timeout` for the whole sequence, `step_timeout`
-//! for each drain and for closing connections, and `consumer_update_wait_time` for
-//! step 2; a second signal ends every remaining wait at once.
+//! [`Steps::run`]. Four bounds apply: `timeout` for the whole sequence, of which
+//! `callback_timeout` is kept for step 7 (steps 1 to 6 end by `timeout -
+//! callback_timeout`, so the callbacks always get their time), `step_timeout` for each
+//! drain and for closing connections, and `consumer_update_wait_time` for step 2; a
+//! second signal ends every remaining wait at once.
+//!
+//! Two kinds of peers are moved away differently. rpc consumers read the closing mark
+//! (step 1 on) and re-send a "not executed" refusal elsewhere (step 3 on). Plain gRPC
+//! clients read neither: the listener closes when step 2 begins, and a plain client's
+//! call from then on sends its connection the first GOAWAY, so it opens no new stream
+//! here and dials elsewhere; a request of theirs that still comes once refusals began
+//! is refused with REFUSED_STREAM, which gRPC clients retry by themselves
+//! (`transport/peer.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use futures_util::FutureExt;
 use futures_util::future::join_all;
@@ -38,30 +49,26 @@ impl Lifecycle {
             .run(Step::Unregister, self.unregister(&deadline, &mut report))
             .await;
         // 2. Give consumers time to drop this instance: until no request came for one
-        //    offline window, at most consumer_update_wait_time.
+        //    offline window, at most consumer_update_wait_time. Clients that read no
+        //    closing mark get GOAWAY now, and the listener closes.
         steps
             .run(Step::WaitForConsumers, self.wait_for_consumers(&deadline))
             .await;
         // 3. From now on a new request is refused with "closing, not executed", which
-        //    our consumers re-send elsewhere.
-        steps.run(Step::RejectNew, reject_new()).await;
+        //    our consumers re-send elsewhere (other clients: REFUSED_STREAM); every
+        //    connection gets GOAWAY.
+        steps.run(Step::RejectNew, self.reject_new()).await;
         // 4. Let inbound requests in flight finish.
         steps
-            .run(
-                Step::DrainInbound,
-                self.drain(self.inbound(), &deadline, &mut report.inbound_left),
-            )
+            .run(Step::DrainInbound, self.drain(self.inbound(), &deadline))
             .await;
         // 5. Let outbound calls in flight finish; this process's own code may still
         //    start new ones until this step ends.
         steps
-            .run(
-                Step::DrainOutbound,
-                self.drain(self.outbound(), &deadline, &mut report.outbound_left),
-            )
+            .run(Step::DrainOutbound, self.drain(self.outbound(), &deadline))
             .await;
-        // 6. Close listeners and connections (GOAWAY), channels, subscriptions and
-        //    registries.
+        // 6. Close connections (ending the GOAWAY exchange; calls still open at the
+        //    bound are cut), channels, subscriptions and registries.
         steps
             .run(
                 Step::DestroyProtocols,
@@ -83,8 +90,16 @@ impl Lifecycle {
             return None;
         }
         tracing::info!(app = %self.name(), "graceful shutdown started");
+        let config = self.config();
+        // Time is kept for step 7 only if there is something to run in it.
+        let callbacks = if self.inner.callbacks.is_empty() {
+            Duration::ZERO
+        } else {
+            config.callback_timeout
+        };
         Some(Deadline::new(
-            self.config().timeout,
+            config.timeout,
+            callbacks,
             self.inner.force.clone(),
         ))
     }
@@ -98,7 +113,10 @@ impl Lifecycle {
     ) -> ShutdownReport {
         report.total = steps.elapsed();
         report.steps = steps.into_reports();
-        report.rejected = self.inner.rejections.count();
+        // Refusals a plain client got as REFUSED_STREAM are reported apart from those
+        // rpc consumers got as "not executed" (and re-sent).
+        let refused = report.refused_streams as u64;
+        report.rejected = self.inner.rejections.count().saturating_sub(refused);
         report.interrupted_by = *self.inner.interrupt.lock();
         self.advance(Phase::Stopped);
         tracing::info!(app = %self.name(), %report, "graceful shutdown finished");
@@ -185,6 +203,12 @@ impl Lifecycle {
     /// `consumer_update_wait_time`.
     async fn wait_for_consumers(&self, deadline: &Deadline) -> StepOutcome {
         let start = Instant::now();
+        // A client that reads no closing mark would keep sending until the bound, and
+        // be refused in step 3: its next call sends its connection the first GOAWAY,
+        // and with the listener closed it dials another instance, not this one again.
+        for server in self.servers() {
+            server.goaway_plain_clients();
+        }
         let window = self.config().offline_request_window_timeout;
         let bound = deadline.bound(self.config().consumer_update_wait_time);
         // Counted from the start of this step: an idle provider still serves for one
@@ -205,22 +229,27 @@ impl Lifecycle {
         deadline.wait(quiet, bound).await
     }
 
-    /// Steps 4 and 5: until `counter` reaches zero, at most `step_timeout`; `left` is
-    /// set to what was still in flight when the step ended.
-    async fn drain(
-        &self,
-        counter: &InflightCounter,
-        deadline: &Deadline,
-        left: &mut usize,
-    ) -> StepOutcome {
-        let bound = deadline.bound(self.config().step_timeout);
-        let outcome = deadline.wait(counter.wait_idle(), bound).await;
-        *left = counter.current();
-        outcome
+    /// Step 3: refusals begin (entering [`Phase::Rejecting`], done by [`Steps::run`],
+    /// is what the provider filter reads on every request), and every connection gets
+    /// its first GOAWAY, so that no peer opens new streams while they would be refused.
+    async fn reject_new(&self) -> StepOutcome {
+        for server in self.servers() {
+            server.goaway_all();
+        }
+        StepOutcome::Completed
     }
 
-    /// Step 6: listeners and connections (GOAWAY, bounded by `step_timeout`), then
-    /// references and registries.
+    /// Steps 4 and 5: until `counter` reaches zero, at most `step_timeout`. A request
+    /// still in flight at the bound is not lost yet: it may end during step 6.
+    async fn drain(&self, counter: &InflightCounter, deadline: &Deadline) -> StepOutcome {
+        let bound = deadline.bound(self.config().step_timeout);
+        deadline.wait(counter.wait_idle(), bound).await
+    }
+
+    /// Step 6: connections (the GOAWAY exchange, bounded by `step_timeout`), then
+    /// references and registries. What had not finished by then was lost, and is
+    /// counted: inbound requests left, streams cut, connections closed by force with
+    /// calls on them, outbound calls cancelled with their references.
     async fn destroy_protocols(
         &self,
         deadline: &Deadline,
@@ -233,23 +262,32 @@ impl Lifecycle {
         } else {
             deadline.bound(self.config().step_timeout)
         };
-        let closed = join_all(
+        let servers = join_all(
             protocols
                 .servers
                 .iter()
                 .map(|server| server.shutdown(bound)),
-        )
-        .await;
-        for connections in closed {
+        );
+        // The last responses' guards drop just after their connection closes.
+        let inbound_done = deadline.wait(self.inbound().wait_idle(), bound);
+        let (closed, _) = tokio::join!(servers, inbound_done);
+        for (server, connections) in protocols.servers.iter().zip(closed) {
             report.connections_closed += connections.closed_gracefully;
+            report.connections_idle += connections.closed_idle;
             report.connections_forced += connections.forced;
             report.streams_cut += connections.streams_cut;
+            report.refused_streams += server.refused_streams();
         }
+        report.inbound_left = self.inbound().current();
+        report.outbound_left = self.outbound().current();
         let release = protocols.release();
         let outcome = deadline
             .wait(release, deadline.bound(self.config().step_timeout))
             .await;
-        let cut_short = report.connections_forced > 0 || report.streams_cut > 0;
+        let cut_short = report.connections_forced > 0
+            || report.streams_cut > 0
+            || report.inbound_left > 0
+            || report.outbound_left > 0;
         if cut_short && outcome == StepOutcome::Completed {
             StepOutcome::TimedOut
         } else {
@@ -257,7 +295,9 @@ impl Lifecycle {
         }
     }
 
-    /// Step 7: the application's callbacks, unless a second signal skipped them.
+    /// Step 7: the application's callbacks, within `callback_timeout` (kept for them out
+    /// of `timeout`, so they run even after the drains used their bounds), unless a
+    /// second signal skipped them.
     async fn run_callbacks(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {
         if deadline.interrupted() {
             let skipped = self.inner.callbacks.discard();
@@ -266,7 +306,8 @@ impl Lifecycle {
             }
             return StepOutcome::Skipped;
         }
-        report.callbacks_failed = self.inner.callbacks.run_all(deadline.end()).await;
+        let end = deadline.callbacks_end();
+        report.callbacks_failed = self.inner.callbacks.run_all(end).await;
         if report.callbacks_failed > 0 {
             StepOutcome::TimedOut
         } else {
@@ -299,12 +340,6 @@ async fn close_registry(registry: Arc<dyn Registry>) {
     if let Err(error) = registry.close().await {
         tracing::warn!(registry = registry.url(), %error, "closing registry failed");
     }
-}
-
-/// Step 3. Entering [`Phase::Rejecting`] (done by [`Steps::run`]) is the whole step:
-/// the provider filter reads the phase on every request and refuses from then on.
-async fn reject_new() -> StepOutcome {
-    StepOutcome::Completed
 }
 
 /// A span per step, named as the report names it, with the `outcome` field

@@ -19,6 +19,7 @@ mod channel;
 mod connection;
 mod error;
 mod message_size_status;
+mod peer;
 mod server;
 
 pub use call_bounds::CUT_AT_SHUTDOWN;

@@ -1,7 +1,7 @@
 //! Export tonic services on a TCP listener, and close them on the lifecycle's terms.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -125,6 +125,7 @@ impl Server {
             stop_accepting: CancellationToken::new(),
             signals: Arc::new(ConnectionSignals::default()),
             tracker: TaskTracker::new(),
+            close_began: OnceLock::new(),
         });
         let builder = http2_builder(&self.options);
         shared.tracker.spawn(accept_loop(
@@ -196,6 +197,9 @@ struct Shared {
     stop_accepting: CancellationToken,
     signals: Arc<ConnectionSignals>,
     tracker: TaskTracker,
+    /// The tallies when the close began (the first GOAWAY or the shutdown): what
+    /// [`ServerHandle::shutdown`] reports is counted from there.
+    close_began: OnceLock<ServerShutdown>,
 }
 
 /// Controls a serving [`Server`]: its address, its connections, and how it stops.
@@ -207,12 +211,18 @@ pub struct ServerHandle {
     shared: Arc<Shared>,
 }
 
-/// What happened to the connections of a server during [`ServerHandle::shutdown`].
+/// What happened to the connections of a server from the start of its close (the first
+/// of [`ServerHandle::goaway_plain_clients`], [`ServerHandle::goaway_all`] and
+/// [`ServerHandle::shutdown`]) to the end of [`ServerHandle::shutdown`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ServerShutdown {
     /// Connections that closed after the graceful GOAWAY exchange.
     pub closed_gracefully: usize,
-    /// Connections closed because the deadline passed first.
+    /// Connections closed by us with nothing in flight, without the end of the GOAWAY
+    /// exchange: their peer did not answer its PING within 100 ms, or ignored the
+    /// GOAWAY and kept the socket open. Nothing is lost by it.
+    pub closed_idle: usize,
+    /// Connections closed because the deadline passed first, with calls still on them.
     pub forced: usize,
     /// Connections closed at once because the peer had not sent a byte (no handshake).
     pub unused: usize,
@@ -263,20 +273,48 @@ impl ServerHandle {
         }
     }
 
+    /// Shutdown step 2: closes the listener (a new dial is refused at once, and a gRPC
+    /// client dials another instance), and from now on a call of a plain gRPC client —
+    /// one that is not an rpc consumer, and so reads no closing mark — makes its
+    /// connection start its graceful close (the first GOAWAY, with its PING): the call
+    /// is still served, the client opens no new stream on the connection. rpc
+    /// consumers' connections, and those of clients that stopped calling, stay as they
+    /// are until [`ServerHandle::goaway_all`].
+    pub fn goaway_plain_clients(&self) {
+        self.begin_close();
+        self.shared.signals.plain_clients_go.cancel();
+    }
+
+    /// Shutdown step 3: closes the listener and starts the graceful close of every
+    /// connection, so that no peer opens new streams while requests are refused.
+    pub fn goaway_all(&self) {
+        self.begin_close();
+        self.shared.signals.goaway.cancel();
+    }
+
+    /// Closes the listener, and notes the tallies the close is counted from (once).
+    fn begin_close(&self) {
+        self.shared.close_began.get_or_init(|| self.tallies());
+        self.shared.stop_accepting.cancel();
+    }
+
     /// Stops accepting and closes every connection gracefully, by `deadline`.
     ///
     /// In order: the listener is closed (new dials are refused); every connection that
-    /// has begun HTTP/2 gets the two-step GOAWAY and is awaited; connections whose peer
-    /// never sent a byte are closed at once. Calls still open [`CUT_LEAD`] before
-    /// `deadline` are ended with `UNAVAILABLE`, "provider shut down before the stream
-    /// ended", so their callers learn why (the lead lets those trailers reach them);
-    /// whatever connection is still open at `deadline` is then closed by force. Never
-    /// waits past `deadline`, whatever the peers do.
+    /// has begun HTTP/2 gets the two-step GOAWAY (unless it already has) and is awaited;
+    /// connections whose peer never sent a byte are closed at once, and so is every
+    /// connection with no call in flight once its peer has had 100 ms to answer its
+    /// GOAWAY's PING (a mute peer, or one that ignores the GOAWAY, holds nothing). Calls
+    /// still open [`CUT_LEAD`] before `deadline` are ended with `UNAVAILABLE`, "provider
+    /// shut down before the stream ended", so their callers learn why (the lead lets
+    /// those trailers reach them); whatever connection is still open at `deadline` is
+    /// then closed by force. Never waits past `deadline`, whatever the peers do.
     pub async fn shutdown(&self, deadline: Instant) -> ServerShutdown {
         let signals = &self.shared.signals;
-        let before = self.tallies();
-        self.shared.stop_accepting.cancel();
+        self.begin_close();
+        let before = self.shared.close_began.get().copied().unwrap_or_default();
         signals.goaway.cancel();
+        signals.close_idle.cancel();
         self.shared.tracker.close();
         let cut_at = deadline.checked_sub(CUT_LEAD).unwrap_or(deadline);
         let closed = |bound| tokio::time::timeout_at(bound, self.shared.tracker.wait());
@@ -290,10 +328,17 @@ impl ServerHandle {
         let after = self.tallies();
         ServerShutdown {
             closed_gracefully: after.closed_gracefully - before.closed_gracefully,
+            closed_idle: after.closed_idle - before.closed_idle,
             forced: after.forced - before.forced,
             unused: after.unused - before.unused,
             streams_cut: after.streams_cut - before.streams_cut,
         }
+    }
+
+    /// Requests refused with `REFUSED_STREAM` so far: requests of clients that are not
+    /// rpc consumers, sent once refusals had begun (see `peer.rs`).
+    pub fn refused_streams(&self) -> usize {
+        self.shared.signals.refused.load(Ordering::Relaxed)
     }
 
     /// Calls (streams) ended at a shutdown's bound so far.
@@ -314,6 +359,7 @@ impl ServerHandle {
         let signals = &self.shared.signals;
         ServerShutdown {
             closed_gracefully: signals.closed_gracefully.load(Ordering::Relaxed),
+            closed_idle: signals.closed_idle.load(Ordering::Relaxed),
             forced: signals.forced.load(Ordering::Relaxed),
             unused: signals.unused.load(Ordering::Relaxed),
             streams_cut: signals.cut.calls(),
