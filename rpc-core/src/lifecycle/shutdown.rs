@@ -55,8 +55,8 @@ impl Lifecycle {
             .run(Step::WaitForConsumers, self.wait_for_consumers(&deadline))
             .await;
         // 3. From now on a new request is refused with "closing, not executed", which
-        //    our consumers re-send elsewhere (other clients: REFUSED_STREAM); every
-        //    connection gets GOAWAY.
+        //    our consumers re-send elsewhere (other clients: REFUSED_STREAM); plain
+        //    clients' connections get GOAWAY.
         steps.run(Step::RejectNew, self.reject_new()).await;
         // 4. Let inbound requests in flight finish.
         steps
@@ -67,8 +67,8 @@ impl Lifecycle {
         steps
             .run(Step::DrainOutbound, self.drain(self.outbound(), &deadline))
             .await;
-        // 6. Close connections (ending the GOAWAY exchange; calls still open at the
-        //    bound are cut), channels, subscriptions and registries.
+        // 6. Close connections (GOAWAY; calls still open at the bound are cut),
+        //    channels, subscriptions and registries.
         steps
             .run(
                 Step::DestroyProtocols,
@@ -207,7 +207,7 @@ impl Lifecycle {
         // be refused in step 3: its next call sends its connection the first GOAWAY,
         // and with the listener closed it dials another instance, not this one again.
         for server in self.servers() {
-            server.goaway_plain_clients();
+            server.goaway_plain_clients_that_call();
         }
         let window = self.config().offline_request_window_timeout;
         let bound = deadline.bound(self.config().consumer_update_wait_time);
@@ -230,11 +230,11 @@ impl Lifecycle {
     }
 
     /// Step 3: refusals begin (entering [`Phase::Rejecting`], done by [`Steps::run`],
-    /// is what the provider filter reads on every request), and every connection gets
-    /// its first GOAWAY, so that no peer opens new streams while they would be refused.
+    /// is what the provider filter reads on every request), and every connection of a
+    /// plain client gets its first GOAWAY, so that it opens no new stream to be refused.
     async fn reject_new(&self) -> StepOutcome {
         for server in self.servers() {
-            server.goaway_all();
+            server.goaway_plain_clients();
         }
         StepOutcome::Completed
     }

@@ -43,7 +43,10 @@ pub(crate) struct ConnectionSignals {
     /// Cancelled when shutdown step 2 begins: from then on, a call of a plain client
     /// (not an rpc consumer) makes its connection start its graceful close.
     pub(crate) plain_clients_go: CancellationToken,
-    /// Cancelled when every connection must start its graceful close.
+    /// Cancelled when every connection that never carried an rpc consumer's call must
+    /// start its graceful close: shutdown step 3.
+    pub(crate) goaway_plain: CancellationToken,
+    /// Cancelled when every connection must start its graceful close: step 6.
     pub(crate) goaway: CancellationToken,
     /// Cancelled when connections whose graceful close has begun may be closed as soon
     /// as they carry no call (after [`PING_ANSWER_WAIT`]), whatever their peer does.
@@ -145,13 +148,22 @@ pub(crate) async fn serve<S, B>(
     signals.open.fetch_sub(1, Ordering::Relaxed);
 }
 
-/// Resolves when this connection must start its graceful close: every connection from
-/// shutdown step 3 on, and from step 2 on one whose plain client still calls (the
-/// closing mark did not move it; see `peer.rs`).
+/// Resolves when this connection must start its graceful close: from shutdown step 2
+/// on when its plain client still calls (the closing mark did not move it; see
+/// `peer.rs`), from step 3 on when it never carried an rpc consumer's call, and at the
+/// server's shutdown (step 6) in any case — when rpc consumers, who stopped choosing
+/// this instance at its closing mark, close theirs as they always did.
 async fn goaway_asked(signals: &ConnectionSignals, peer: &Peer) {
+    let plain = async {
+        signals.goaway_plain.cancelled().await;
+        if peer.reads_closing_mark() {
+            std::future::pending::<()>().await;
+        }
+    };
     tokio::select! {
         _ = signals.goaway.cancelled() => {}
         _ = peer.must_go() => {}
+        _ = plain => {}
     }
 }
 

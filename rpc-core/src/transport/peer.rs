@@ -11,7 +11,9 @@
 //!   graceful close (the first GOAWAY, see `connection.rs`) at once, and since the
 //!   listener is closed by then, the client dials another instance. A client that did
 //!   move away by other means (e.g. it watches the health service, NOT_SERVING from
-//!   step 1 on) sends nothing more, and its connection is left alone until step 3;
+//!   step 1 on) sends nothing more, and its connection is left alone until step 3,
+//!   when every connection that never carried an rpc consumer's call gets GOAWAY (rpc
+//!   consumers' connections get theirs in step 6, as they always did);
 //! - a request it sends once refusals have begun is refused with `REFUSED_STREAM`, not
 //!   with a gRPC status: RFC 9113 §8.7 makes that the proof that the request was not
 //!   processed, and gRPC clients retry such a stream by themselves ("transparent
@@ -24,7 +26,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -42,6 +44,8 @@ use crate::registry::BoxError;
 /// One connection's peer, as its requests show it.
 #[derive(Debug, Default)]
 pub(crate) struct Peer {
+    /// Set by the first request that carried [`CONSUMER`].
+    reads_closing_mark: AtomicBool,
     /// Cancelled by a call of a plain client once shutdown step 2 began: the connection
     /// must start its graceful close.
     must_go: CancellationToken,
@@ -50,6 +54,11 @@ pub(crate) struct Peer {
 }
 
 impl Peer {
+    /// Whether a request of this connection came from an rpc consumer.
+    pub(crate) fn reads_closing_mark(&self) -> bool {
+        self.reads_closing_mark.load(Ordering::Relaxed)
+    }
+
     /// Resolves once a call showed that this peer is not moved by the closing mark.
     pub(crate) async fn must_go(&self) {
         self.must_go.cancelled().await;
@@ -108,6 +117,9 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let from_consumer = request.headers().contains_key(&CONSUMER);
+        if from_consumer && !self.peer.reads_closing_mark() {
+            self.peer.reads_closing_mark.store(true, Ordering::Relaxed);
+        }
         // A health check is no call: a probe must not send its connection away.
         let is_call = !request.uri().path().starts_with(HEALTH_PATH_PREFIX);
         if !from_consumer && is_call && self.plain_clients_go.is_cancelled() {
@@ -264,10 +276,12 @@ mod tests {
             .and_then(h2::Error::reason);
         assert_eq!(reason, Some(h2::Reason::REFUSED_STREAM));
         assert_eq!(refused.load(Ordering::Relaxed), 1);
+        assert!(!peer.reads_closing_mark());
 
         let response = service.oneshot(request(true)).await.unwrap();
         assert!(response.headers().contains_key(&NOT_EXECUTED));
         assert_eq!(refused.load(Ordering::Relaxed), 1);
+        assert!(peer.reads_closing_mark());
     }
 
     #[tokio::test]

@@ -212,8 +212,8 @@ pub struct ServerHandle {
 }
 
 /// What happened to the connections of a server from the start of its close (the first
-/// of [`ServerHandle::goaway_plain_clients`], [`ServerHandle::goaway_all`] and
-/// [`ServerHandle::shutdown`]) to the end of [`ServerHandle::shutdown`].
+/// of [`ServerHandle::goaway_plain_clients_that_call`],
+/// [`ServerHandle::goaway_plain_clients`] and [`ServerHandle::shutdown`]) to the end of [`ServerHandle::shutdown`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ServerShutdown {
     /// Connections that closed after the graceful GOAWAY exchange.
@@ -279,17 +279,20 @@ impl ServerHandle {
     /// connection start its graceful close (the first GOAWAY, with its PING): the call
     /// is still served, the client opens no new stream on the connection. rpc
     /// consumers' connections, and those of clients that stopped calling, stay as they
-    /// are until [`ServerHandle::goaway_all`].
-    pub fn goaway_plain_clients(&self) {
+    /// are.
+    pub fn goaway_plain_clients_that_call(&self) {
         self.begin_close();
         self.shared.signals.plain_clients_go.cancel();
     }
 
     /// Shutdown step 3: closes the listener and starts the graceful close of every
-    /// connection, so that no peer opens new streams while requests are refused.
-    pub fn goaway_all(&self) {
+    /// connection that never carried an rpc consumer's call, so that no plain client
+    /// opens new streams while requests are refused. rpc consumers stopped choosing
+    /// this instance at its closing mark; their connections close in
+    /// [`ServerHandle::shutdown`], as before.
+    pub fn goaway_plain_clients(&self) {
         self.begin_close();
-        self.shared.signals.goaway.cancel();
+        self.shared.signals.goaway_plain.cancel();
     }
 
     /// Closes the listener, and notes the tallies the close is counted from (once).
