@@ -11,6 +11,7 @@
 
 mod child;
 mod fleet;
+mod memory;
 mod options;
 mod plan;
 mod plot;

@@ -9,6 +9,7 @@ use rpc::ShutdownReport;
 use rpc_testkit::load::{LoadRecord, Second};
 use serde::Serialize;
 
+use super::memory::peak_rss;
 use super::options::{Mode, Options, RollingError};
 use super::plan::restart_plan;
 
@@ -201,7 +202,9 @@ pub struct Summary {
     pub latency_steady_ms: Latency,
     /// Latency of requests sent while an instance was restarting.
     pub latency_during_restarts_ms: Latency,
-    /// Largest resident set size of this process during the run, in bytes (Linux).
+    /// Largest resident set size of this process during the run, in bytes (Linux: its
+    /// own `VmHWM`, not `getrusage`'s figure, which includes cargo's when run by
+    /// `cargo run`).
     pub peak_rss_bytes: Option<u64>,
     /// Per-second counts.
     pub per_second: Vec<Second>,
@@ -350,11 +353,4 @@ impl Summary {
         let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         std::fs::write(path, json)
     }
-}
-
-/// The process's peak resident set size, in bytes.
-fn peak_rss() -> Option<u64> {
-    // getrusage(2) reports the peak in KiB on Linux.
-    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok()?;
-    u64::try_from(usage.max_rss()).ok().map(|kib| kib * 1024)
 }
