@@ -37,6 +37,41 @@ async fn a_graceful_roll_loses_no_request() {
     assert!(summary.lossless());
 }
 
+/// Issue 15: one proxy and one provider, each the only instance of its role. With
+/// Kubernetes' default surge (25 % of 1, rounded up: 1) each replacement starts,
+/// registers and is known to consumers before the old instance stops, so no request
+/// finds the role empty: 0 failed (stopping first failed 802 of 4 000 here).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_instance_of_each_role_rolls_with_none_failed() {
+    let options = Options {
+        proxies: 1,
+        providers: 1,
+        duration: Duration::from_secs(8),
+        ..short(true)
+    };
+    let summary = rolling::run(options).await.expect("the run starts");
+    print!("{}", summary.table());
+    assert_eq!(summary.provider_order, Some(rolling::Order::StartThenStop));
+    assert_eq!(summary.proxy_order, Some(rolling::Order::StartThenStop));
+    assert_eq!(summary.failed, 0, "{:?}", summary.failure_samples);
+    assert_eq!(summary.restarts, 2);
+    assert!(summary.lossless());
+}
+
+/// `--max-surge 0 --max-unavailable 0` can replace nothing: refused before any load,
+/// as Kubernetes refuses it.
+#[tokio::test]
+async fn no_surge_and_no_unavailable_is_refused() {
+    let options = Options {
+        max_surge: rolling::Bound::Count(0),
+        max_unavailable: rolling::Bound::Percent(0),
+        ..short(true)
+    };
+    let error = rolling::run(options).await.expect_err("refused");
+    assert!(matches!(error, rolling::RollingError::Usage(_)), "{error}");
+    assert!(error.to_string().contains("both 0"), "{error}");
+}
+
 #[tokio::test]
 async fn processes_mode_refuses_the_in_process_registry() {
     let options = Options {

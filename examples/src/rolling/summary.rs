@@ -12,6 +12,8 @@ use serde::Serialize;
 use super::memory::peak_rss;
 use super::options::{Mode, Options, RollingError};
 use super::plan::restart_plan;
+use super::role::Role;
+use super::surge::Order;
 
 /// Latency percentiles, in milliseconds.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -186,6 +188,14 @@ pub struct Summary {
     pub registry: String,
     /// `in-process` or `processes`.
     pub mode: Mode,
+    /// `--max-surge` as given (`25%`, `1`).
+    pub max_surge: String,
+    /// `--max-unavailable` as given.
+    pub max_unavailable: String,
+    /// How each proxy was replaced: `start-then-stop` or `stop-then-start`.
+    pub proxy_order: Option<Order>,
+    /// How each provider was replaced.
+    pub provider_order: Option<Order>,
     /// Proxies in the chain.
     pub proxies: usize,
     /// Providers in the chain.
@@ -243,6 +253,10 @@ impl Summary {
                 .map(|u| u.redacted().to_owned())
                 .unwrap_or_else(|_| options.registry.clone()),
             mode: options.mode,
+            max_surge: options.max_surge.to_string(),
+            max_unavailable: options.max_unavailable.to_string(),
+            proxy_order: options.order(Role::Proxy).ok(),
+            provider_order: options.order(Role::Provider).ok(),
             proxies: options.proxies,
             providers: options.providers,
             payload_bytes: options.payload,
@@ -273,6 +287,15 @@ impl Summary {
             self.providers,
             self.registry,
             self.mode.name()
+        );
+        let order = |order: Option<Order>| order.map_or("-", Order::name);
+        let _ = writeln!(
+            out,
+            "  order     proxies {}, providers {} (--max-surge {}, --max-unavailable {})",
+            order(self.proxy_order),
+            order(self.provider_order),
+            self.max_surge,
+            self.max_unavailable
         );
         let _ = writeln!(
             out,
