@@ -127,7 +127,9 @@ async fn local_address_towards(bind: IpAddr, authority: &str) -> Option<IpAddr> 
         .await
         .ok()?
         .find(|addr| addr.is_ipv4() == bind.is_ipv4())?;
-    let socket = tokio::net::UdpSocket::bind(SocketAddr::new(bind, 0)).await.ok()?;
+    let socket = tokio::net::UdpSocket::bind(SocketAddr::new(bind, 0))
+        .await
+        .ok()?;
     socket.connect(target).await.ok()?;
     socket.local_addr().ok().map(|addr| addr.ip())
 }
@@ -175,7 +177,11 @@ mod tests {
         let route = Some(("10.9.0.1:2379".to_owned(), ip("10.1.2.4")));
         let chosen = choose(ip("0.0.0.0"), route, &eth0());
         assert_eq!(chosen.host, "10.1.2.4");
-        assert!(chosen.reason.contains("routes to the registry at 10.9.0.1:2379"));
+        assert!(
+            chosen
+                .reason
+                .contains("routes to the registry at 10.9.0.1:2379")
+        );
     }
 
     #[test]

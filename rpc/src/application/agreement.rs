@@ -160,7 +160,10 @@ mod tests {
             "{error}"
         );
         let error = check_agreement(&config, &[], &[]).unwrap_err();
-        assert!(error.to_string().ends_with("the code registers none"), "{error}");
+        assert!(
+            error.to_string().ends_with("the code registers none"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -187,6 +190,9 @@ mod tests {
             "{hint}"
         );
         assert_eq!(provided_instead(&provided[0], &provided), None);
-        assert_eq!(provided_instead(&ServiceKey::new("echo.Echo"), &provided), None);
+        assert_eq!(
+            provided_instead(&ServiceKey::new("echo.Echo"), &provided),
+            None
+        );
     }
 }

@@ -8,9 +8,10 @@
 //! `RUST_LOG` when set, else by [`DEFAULT_FILTER`].
 
 /// The filter used when `RUST_LOG` is not set: `info` for rpc's own crates (start-up,
-/// the advertised address, shutdown reports: a few lines per start and stop), `warn`
-/// for every other crate. nacos-sdk's own log is off: it reports the normal closing of
-/// its connections as errors, and the Nacos backend logs what matters itself.
+/// the advertised address, each phase change, the shutdown report: about a dozen lines
+/// per start and stop), `warn` for every other crate. nacos-sdk's own log is off: it
+/// reports the normal closing of its connections as errors, and the Nacos backend logs
+/// what matters itself.
 pub const DEFAULT_FILTER: &str =
     "warn,rpc=info,rpc_core=info,rpc_registry=info,rpc_cluster=info,rpc_filter=info,nacos_sdk=off";
 
