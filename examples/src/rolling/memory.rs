@@ -15,7 +15,9 @@ pub(crate) fn peak_rss() -> Option<u64> {
 
 /// The `VmHWM:    23456 kB` line of a `/proc/<pid>/status` text, in bytes.
 fn vm_hwm(status: &str) -> Option<u64> {
-    let line = status.lines().find_map(|line| line.strip_prefix("VmHWM:"))?;
+    let line = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))?;
     let kib = line.trim().strip_suffix("kB")?.trim().parse::<u64>().ok()?;
     Some(kib * 1024)
 }

@@ -72,7 +72,8 @@ pub async fn run(options: Options) -> Result<Summary, RollingError> {
     let started = Instant::now();
     let payload = bytes::Bytes::from(vec![b'x'; options.payload]);
 
-    let (proxy_order, provider_order) = (options.order(Role::Proxy)?, options.order(Role::Provider)?);
+    let (proxy_order, provider_order) =
+        (options.order(Role::Proxy)?, options.order(Role::Provider)?);
     let orders = move |role| match role {
         Role::Proxy => proxy_order,
         Role::Provider => provider_order,

@@ -153,14 +153,13 @@ impl Options {
     /// resolved for that role's count (see [`surge::order`]).
     ///
     /// # Errors
-    /// [`RollingError::Usage`] when both bounds are 0 for the role.
+    /// [`RollingError::Usage`] when both bounds are given as 0.
     pub fn order(&self, role: Role) -> Result<Order, RollingError> {
         let instances = match role {
             Role::Proxy => self.proxies,
             Role::Provider => self.providers,
         };
-        surge::order(instances, self.max_surge, self.max_unavailable)
-            .map_err(|message| RollingError::Usage(format!("{} instances: {message}", role.name())))
+        surge::order(instances, self.max_surge, self.max_unavailable).map_err(RollingError::Usage)
     }
 }
 

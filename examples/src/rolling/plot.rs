@@ -222,8 +222,14 @@ mod tests {
         let path = dir.path().join("run.svg");
         write_plot(&graceful_off_run(), &path).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
-        assert!(svg.contains("graceful OFF: 4 failed of 50000 sent"), "title");
-        assert!(svg.contains("failed requests / s"), "the right axis is labelled");
+        assert!(
+            svg.contains("graceful OFF: 4 failed of 50000 sent"),
+            "title"
+        );
+        assert!(
+            svg.contains("failed requests / s"),
+            "the right axis is labelled"
+        );
         // Two seconds with failures, plus the legend's dot.
         assert_eq!(svg.matches("<circle").count(), 3, "{svg}");
         // The dot of the single failure stands clear of the zero line: the right axis
@@ -238,6 +244,9 @@ mod tests {
             .collect();
         // The series' dots come first (seconds 3 and 6), the legend's last. SVG y grows
         // downwards.
-        assert!(ys[0] - ys[1] > 100.0, "1 and 3 failures are far apart: {ys:?}");
+        assert!(
+            ys[0] - ys[1] > 100.0,
+            "1 and 3 failures are far apart: {ys:?}"
+        );
     }
 }

@@ -4,8 +4,10 @@
 //!
 //! Kubernetes' Deployment defaults and rounding: 25 % each, the surge rounded up and the
 //! unavailable count rounded down, so one to three replicas get a surge of 1 and 0
-//! unavailable: the new pod starts, and must be ready, before an old one stops. Both 0
-//! is refused, as Kubernetes refuses it (nothing could ever be replaced).
+//! unavailable: the new pod starts, and must be ready, before an old one stops. Both
+//! given as 0 is refused, as Kubernetes' validation refuses it (nothing could ever be
+//! replaced); when percentages only *round* to 0 both (`--max-surge 0` with 25 % of one
+//! instance), one instance may be unavailable, as Kubernetes' `ResolveFenceposts` does.
 //!
 //! The tool restarts one instance at a time, which stays within both bounds whenever
 //! either is at least 1: with a surge it starts the replacement (registered, ready, and
@@ -28,6 +30,11 @@ impl Bound {
     /// Kubernetes' default for both bounds: 25 %.
     pub const DEFAULT: Bound = Bound::Percent(25);
 
+    /// Whether the bound is given as zero (`0` or `0%`), whatever the instances.
+    pub fn is_zero(self) -> bool {
+        matches!(self, Bound::Count(0) | Bound::Percent(0))
+    }
+
     /// The bound for a role of `instances` instances; percentages rounded up (`up`, the
     /// surge) or down (the unavailable count).
     pub fn resolve(self, instances: usize, up: bool) -> usize {
@@ -35,7 +42,11 @@ impl Bound {
             Bound::Count(count) => count as usize,
             Bound::Percent(percent) => {
                 let scaled = instances * percent as usize;
-                if up { scaled.div_ceil(100) } else { scaled / 100 }
+                if up {
+                    scaled.div_ceil(100)
+                } else {
+                    scaled / 100
+                }
             }
         }
     }
@@ -92,21 +103,19 @@ impl Order {
 /// The order for a role of `instances` instances, or why the bounds cannot work.
 ///
 /// # Errors
-/// Both bounds resolve to 0 (Kubernetes: "may not be 0 when maxSurge is 0").
-pub fn order(
-    instances: usize,
-    max_surge: Bound,
-    max_unavailable: Bound,
-) -> Result<Order, String> {
-    let surge = max_surge.resolve(instances, true);
-    let unavailable = max_unavailable.resolve(instances, false);
-    match (surge, unavailable) {
-        (0, 0) => Err(format!(
-            "--max-surge {max_surge} and --max-unavailable {max_unavailable} are both 0 for \
-             {instances} instance(s): nothing could be replaced (Kubernetes refuses this too)"
-        )),
-        (0, _) => Ok(Order::StopThenStart),
-        _ => Ok(Order::StartThenStop),
+/// Both bounds given as 0 (Kubernetes: "may not be 0 when maxSurge is 0").
+pub fn order(instances: usize, max_surge: Bound, max_unavailable: Bound) -> Result<Order, String> {
+    if max_surge.is_zero() && max_unavailable.is_zero() {
+        return Err(format!(
+            "--max-surge {max_surge} and --max-unavailable {max_unavailable} are both 0: \
+             nothing could be replaced (Kubernetes refuses this too)"
+        ));
+    }
+    // Both only rounding to 0 leaves one instance unavailable, as in Kubernetes.
+    if max_surge.resolve(instances, true) == 0 {
+        Ok(Order::StopThenStart)
+    } else {
+        Ok(Order::StartThenStop)
     }
 }
 
@@ -148,7 +157,12 @@ mod tests {
             order(1, Bound::Count(0), Bound::Count(1)),
             Ok(Order::StopThenStart)
         );
-        let error = order(3, Bound::Count(0), Bound::DEFAULT).unwrap_err();
+        let error = order(3, Bound::Count(0), Bound::Percent(0)).unwrap_err();
         assert!(error.contains("both 0"), "{error}");
+        // 25 % of 3 rounds down to 0: one may be unavailable, as Kubernetes resolves it.
+        assert_eq!(
+            order(3, Bound::Count(0), Bound::DEFAULT),
+            Ok(Order::StopThenStart)
+        );
     }
 }
