@@ -121,7 +121,11 @@ async fn a_reference_that_misses_the_provided_version_says_what_is_provided() {
     let mut builder = common::builder_with(config, &hub, Duration::ZERO);
     let _own = GreeterClient::new(builder.reference("helloworld.Greeter"));
     builder.service(GreeterServer::new(GreeterProvider));
-    let error = builder.start().await.err().expect("no provider of version \"\"");
+    let error = builder
+        .start()
+        .await
+        .err()
+        .expect("no provider of version \"\"");
     assert!(
         matches!(error, ApplicationError::NoMatchingProvider { .. }),
         "{error:?}"
@@ -169,7 +173,12 @@ const LOGGING_CHILD: &str = "FIRST_HOUR_LOGGING_CHILD";
 /// stdout and stderr.
 fn run_logging_child(mode: &str) -> (String, String) {
     let output = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "logging_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "logging_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(LOGGING_CHILD, mode)
         .env_remove("RUST_LOG")
         .output()
@@ -209,7 +218,10 @@ async fn logging_child() {
 #[test]
 fn start_up_installs_a_default_subscriber_to_stderr() {
     let (_, stderr) = run_logging_child("default");
-    assert!(stderr.contains("advertising providers at 127.0.0.1"), "{stderr}");
+    assert!(
+        stderr.contains("advertising providers at 127.0.0.1"),
+        "{stderr}"
+    );
     assert!(stderr.contains("graceful shutdown finished"), "{stderr}");
 }
 

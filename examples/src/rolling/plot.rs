@@ -24,23 +24,21 @@ pub fn write_plot(summary: &Summary, path: &Path) -> Result<(), String> {
         summary.failed, summary.sent, summary.proxies, summary.providers
     );
 
-    let peak_rate = summary
-        .per_second
-        .iter()
-        .map(|s| s.sent)
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
+    // The largest per-second `value`, at least `floor`.
+    let peak = |value: fn(&rpc_testkit::load::Second) -> u64, floor: u64| {
+        summary
+            .per_second
+            .iter()
+            .map(value)
+            .max()
+            .unwrap_or(0)
+            .max(floor) as f64
+    };
+    let peak_rate = peak(|s| s.sent, 1);
     // Failures get their own axis (right): a few a second would sit on the zero line of
     // a 0–5 000 axis and look like none, and showing that difference is why the plot
-    // exists. The axis reaches at least 5, so 1 failure is a fifth of its height.
-    let peak_failed = summary
-        .per_second
-        .iter()
-        .map(|s| s.failed)
-        .max()
-        .unwrap_or(0)
-        .max(4) as f64;
+    // exists. The axis reaches at least 5 (4 × 1.25), so 1 failure is a fifth of it.
+    let peak_failed = peak(|s| s.failed, 4);
     let mut rate = ChartBuilder::on(&upper)
         .caption(title, ("sans-serif", 20))
         .margin(10)

@@ -127,26 +127,28 @@ mod tests {
         vec![ServiceKey::new("helloworld.Greeter")]
     }
 
+    /// A typo in a provided service and the wrong case in a reference: each names the
+    /// key, the file and the closest name the code registered.
     #[test]
-    fn a_typo_in_a_provided_service_names_the_key_the_file_and_the_closest_name() {
-        let config = config("provider:\n  services:\n    helloworld.Gretter: { weight: 5 }\n");
-        let error = check_agreement(&config, &greeter(), &[]).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "app.yaml: key `provider.services.helloworld.Gretter`: names no service this \
-             application provides; did you mean `helloworld.Greeter`?"
-        );
-    }
-
-    #[test]
-    fn a_reference_in_the_wrong_case_is_refused_with_the_right_spelling() {
-        let config = config("consumer:\n  references:\n    helloworld.greeter: { timeout: 1ms }\n");
-        let error = check_agreement(&config, &[], &greeter()).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "app.yaml: key `consumer.references.helloworld.greeter`: names no reference this \
-             application makes; did you mean `helloworld.Greeter`?"
-        );
+    fn a_misspelt_name_is_refused_with_the_right_spelling() {
+        let cases = [
+            (
+                "provider:\n  services:\n    helloworld.Gretter: { weight: 5 }\n",
+                (greeter(), Vec::new()),
+                "app.yaml: key `provider.services.helloworld.Gretter`: names no service this \
+                 application provides; did you mean `helloworld.Greeter`?",
+            ),
+            (
+                "consumer:\n  references:\n    helloworld.greeter: { timeout: 1ms }\n",
+                (Vec::new(), greeter()),
+                "app.yaml: key `consumer.references.helloworld.greeter`: names no reference \
+                 this application makes; did you mean `helloworld.Greeter`?",
+            ),
+        ];
+        for (yaml, (services, references), expected) in cases {
+            let error = check_agreement(&config(yaml), &services, &references).unwrap_err();
+            assert_eq!(error.to_string(), expected);
+        }
     }
 
     #[test]
