@@ -34,8 +34,8 @@ pub enum ApplicationError {
     /// likely the two were meant to agree. Start-up was undone.
     #[error("{source}; {hint}")]
     NoMatchingProvider {
-        /// The [`StartError::NoProvider`].
-        source: StartError,
+        /// The [`StartError::NoProvider`] (boxed: it is large, and this error is rare).
+        source: Box<StartError>,
         /// What this application provides instead, and what to set.
         hint: String,
     },

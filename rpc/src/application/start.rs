@@ -114,7 +114,7 @@ impl ApplicationBuilder {
         };
         match hint {
             Some(hint) => ApplicationError::NoMatchingProvider {
-                source: error,
+                source: Box::new(error),
                 hint,
             },
             None => ApplicationError::Start(error),
