@@ -212,8 +212,9 @@ impl Unreachability {
     /// 3s (connect_timeout)`, `is unreachable`.
     fn describe(self, timeout: Duration) -> String {
         match self {
-            Self::Refused => "refused the connection (is the server running at that address?)"
-                .to_owned(),
+            Self::Refused => {
+                "refused the connection (is the server running at that address?)".to_owned()
+            }
             Self::TimedOut => format!("did not answer within {timeout:?} (connect_timeout)"),
             Self::Failed => "is unreachable".to_owned(),
         }
@@ -298,6 +299,9 @@ mod tests {
         assert!(refused.contains("refused the connection"), "{refused}");
         assert!(!refused.contains("3s"), "{refused}");
         let timed_out = unreachable(Unreachability::TimedOut, "no answer".into());
-        assert!(timed_out.contains("did not answer within 3s"), "{timed_out}");
+        assert!(
+            timed_out.contains("did not answer within 3s"),
+            "{timed_out}"
+        );
     }
 }

@@ -150,7 +150,7 @@ pub(crate) fn validate(options: &Options) -> Result<(), RollingError> {
 
 impl Options {
     /// How an instance of `role` is replaced, from `max_surge` and `max_unavailable`
-    /// resolved for that role's count (see [`surge::order`]).
+    /// resolved for that role's count, as Kubernetes resolves them (see `surge.rs`).
     ///
     /// # Errors
     /// [`RollingError::Usage`] when both bounds are given as 0.

@@ -53,7 +53,10 @@ impl ShutdownConfig {
     /// # Errors
     /// The key (as the configuration file spells it, e.g. `timeout`) and what is wrong.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        for (key, value) in [("timeout", self.timeout), ("step_timeout", self.step_timeout)] {
+        for (key, value) in [
+            ("timeout", self.timeout),
+            ("step_timeout", self.step_timeout),
+        ] {
             if value.is_zero() {
                 return Err((
                     key,

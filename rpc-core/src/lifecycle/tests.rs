@@ -118,7 +118,12 @@ async fn a_consumer_only_application_skips_waiting_for_consumers() {
     );
     assert_eq!(report.total, ms(0));
     assert_eq!(report.exit_code(), 0, "skipping is not forcing");
-    assert!(report.to_string().contains("wait-for-consumers=0ms (skipped)"), "{report}");
+    assert!(
+        report
+            .to_string()
+            .contains("wait-for-consumers=0ms (skipped)"),
+        "{report}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

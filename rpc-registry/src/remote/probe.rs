@@ -18,7 +18,10 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
 /// `error`, with its cause set to [`Unreachability::Refused`] when it is an
 /// [`RegistryError::Unreachable`] of another cause and every one of `endpoints`
 /// (`host:port`) refuses a TCP connection now.
-pub(crate) async fn refine_unreachable(error: RegistryError, endpoints: &[String]) -> RegistryError {
+pub(crate) async fn refine_unreachable(
+    error: RegistryError,
+    endpoints: &[String],
+) -> RegistryError {
     match error {
         RegistryError::Unreachable {
             url,

@@ -171,10 +171,12 @@ mod tests {
             Failure::TimedOut(bound),
             Failure::Failed("down".to_owned()),
         ]
-        .map(|failure| match failure.into_connect_error("x://h", bound, refused) {
-            RegistryError::Unreachable { cause, .. } => cause,
-            other => panic!("{other}"),
-        });
+        .map(
+            |failure| match failure.into_connect_error("x://h", bound, refused) {
+                RegistryError::Unreachable { cause, .. } => cause,
+                other => panic!("{other}"),
+            },
+        );
         assert_eq!(
             causes,
             [

@@ -23,9 +23,8 @@ impl ApplicationBuilder {
     /// everything in order (see [`Lifecycle::start`](rpc_core::Lifecycle::start)).
     ///
     /// First, unless `application.logging` is false or the application installed a
-    /// global `tracing` subscriber itself, installs the default one (see
-    /// [`install_default_subscriber`](super::logging)): `RUST_LOG`, else `info` for
-    /// rpc's crates and `warn` for the rest, to stderr.
+    /// global `tracing` subscriber itself, installs the default one: stderr, filtered by
+    /// `RUST_LOG`, else `info` for rpc's crates and `warn` for the rest.
     ///
     /// A reference to a service this same application provides (same interface, group
     /// and version) is not waited for by the `check`: its provider is this process,
