@@ -6,11 +6,12 @@
 #
 # 1. installs what the tests need and is missing: etcd, ZooKeeper (Debian packages),
 #    rnacos (a Nacos-compatible server, `cargo install`, 15-25 min the first time), and a
-#    Python venv in .venv with grpcio for the interop test;
+#    Python venv in .venv with grpcio for the interop test and kubernetes-validate for
+#    the deploy/kubernetes manifests;
 # 2. starts etcd, ZooKeeper and rnacos on free loopback ports (scripts/registries.sh) and
-#    exports RPC_TEST_ETCD_URL, RPC_TEST_ZOOKEEPER_URL, RPC_TEST_NACOS_URL and
-#    RPC_TEST_PYTHON, which the tests read (RPC_TEST_REQUIRE_REGISTRIES=1 makes a missing
-#    server a failure rather than a skip);
+#    exports RPC_TEST_ETCD_URL, RPC_TEST_ZOOKEEPER_URL, RPC_TEST_NACOS_URL,
+#    RPC_TEST_PYTHON and RPC_TEST_KUBERNETES_VALIDATE, which the tests read
+#    (RPC_TEST_REQUIRE_REGISTRIES=1 makes a missing server a failure rather than a skip);
 # 3. runs `cargo test --workspace`, then stops exactly the servers it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +54,14 @@ install_python() {
         $python -m pip install -q grpcio==1.85.3 grpcio-tools==1.85.1 grpcio-health-checking==1.85.1 >&2
     fi
     export RPC_TEST_PYTHON="$PWD/$python"
+    # kubernetes-validate ships the Kubernetes API schemas (1.25 to 1.37 in this
+    # version), so the manifests in deploy/kubernetes are validated offline.
+    local validate=.venv/bin/kubernetes-validate
+    if ! [[ -x $validate ]] || [[ $($validate --version 2>/dev/null) != *1.37.0* ]]; then
+        say "installing kubernetes-validate into .venv"
+        $python -m pip install -q kubernetes-validate==1.37.0 >&2
+    fi
+    export RPC_TEST_KUBERNETES_VALIDATE="$PWD/$validate"
 }
 
 install_packages

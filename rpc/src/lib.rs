@@ -25,13 +25,15 @@
 //! Start-up subscribes references, binds listeners, runs readiness gates and only then
 //! registers. SIGTERM (or [`Application::before_shutdown`]) runs the seven-step graceful
 //! shutdown: unregister, wait for consumers, reject new requests as retryable, drain
-//! inbound, drain outbound, close protocols, run callbacks.
+//! inbound, drain outbound, close protocols, run callbacks. Under systemd (`Type=notify`)
+//! every application reports its phases to the service manager (see [`systemd`]).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod application;
 pub mod config;
+pub mod systemd;
 
 pub use application::{Application, ApplicationBuilder, ApplicationError, ReferenceChannel};
 pub use config::{Config, ConfigError, ConfigFormat};

@@ -5,7 +5,6 @@
 //!
 //! `cargo run --bin greeter-provider -- --config examples/config/provider.yaml`
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Parser;
@@ -48,13 +47,5 @@ async fn main() {
             std::process::exit(1);
         }
     };
-    // A closed stdout (the parent stopped reading) must not turn into a panic.
-    let mut stdout = std::io::stdout();
-    if let Some(addr) = app.local_addr() {
-        let _ = writeln!(stdout, "listening on {addr}");
-        let _ = stdout.flush();
-    }
-    let report = app.wait().await;
-    let _ = writeln!(stdout, "shutdown {report}");
-    std::process::exit(report.exit_code());
+    std::process::exit(rpc_examples::serving::until_stopped(&app).await);
 }

@@ -24,6 +24,7 @@ pub use builder::ApplicationBuilder;
 pub use error::ApplicationError;
 
 use crate::config::Config;
+use crate::systemd::NotifierFinished;
 
 /// The channel a reference gives application code: the consumer filters over the
 /// cluster. Generated clients take it unchanged: `GreeterClient::new(channel)`.
@@ -35,6 +36,8 @@ pub struct Application {
     pub(super) lifecycle: Lifecycle,
     pub(super) local_addr: Option<SocketAddr>,
     pub(super) references: Vec<ClusterChannel>,
+    /// When systemd has been told every phase (see [`crate::systemd`]).
+    pub(super) systemd: NotifierFinished,
 }
 
 impl Application {
@@ -69,15 +72,25 @@ impl Application {
     }
 
     /// The BeforeShutdown hook: runs the graceful shutdown sequence once (later calls
-    /// await the same run) and returns its report.
+    /// await the same run) and returns its report (under systemd, once `stopped` has
+    /// been told to it).
     pub fn before_shutdown(&self) -> impl Future<Output = ShutdownReport> + Send + 'static {
-        self.lifecycle.before_shutdown()
+        let shutdown = self.lifecycle.before_shutdown();
+        let systemd = self.systemd.clone();
+        async move {
+            let report = shutdown.await;
+            systemd.wait().await;
+            report
+        }
     }
 
     /// Waits until the shutdown sequence (started by a signal or by
-    /// [`Application::before_shutdown`]) has finished.
+    /// [`Application::before_shutdown`]) has finished (under systemd, and `stopped` has
+    /// been told to it).
     pub async fn wait(&self) -> ShutdownReport {
-        self.lifecycle.wait().await
+        let report = self.lifecycle.wait().await;
+        self.systemd.wait().await;
+        report
     }
 
     /// Registers a callback for the last shutdown step (see [`Lifecycle::on_shutdown`]).

@@ -58,6 +58,8 @@ impl ApplicationBuilder {
             gates: std::mem::take(&mut self.gates),
             registries: registries.values().cloned().collect(),
         };
+        // Under systemd (Type=notify) every phase from here on is told to it.
+        let systemd = crate::systemd::notify_phases(&self.lifecycle);
         if let Err(error) = self.lifecycle.start(plan).await {
             return Err(self.explain(error));
         }
@@ -68,6 +70,7 @@ impl ApplicationBuilder {
                 .first()
                 .map(|server| server.local_addr()),
             lifecycle: self.lifecycle,
+            systemd,
             references: self
                 .references
                 .into_iter()
