@@ -49,8 +49,9 @@ impl Lifecycle {
             .run(Step::Unregister, self.unregister(&deadline, &mut report))
             .await;
         // 2. Give consumers time to drop this instance: until no request came for one
-        //    offline window, at most consumer_update_wait_time. Clients that read no
-        //    closing mark get GOAWAY now, and the listener closes.
+        //    offline window, at most consumer_update_wait_time. Skipped when this
+        //    application exports no service: no consumer can be sending to it. The
+        //    listener closes, and a client that reads no closing mark gets GOAWAY.
         steps
             .run(Step::WaitForConsumers, self.wait_for_consumers(&deadline))
             .await;
@@ -200,8 +201,16 @@ impl Lifecycle {
     }
 
     /// Step 2: until one offline window without a request, at most
-    /// `consumer_update_wait_time`.
+    /// `consumer_update_wait_time`; [`StepOutcome::Skipped`] at once when the application
+    /// serves no listener (a consumer-only application has no consumers to wait for).
     async fn wait_for_consumers(&self, deadline: &Deadline) -> StepOutcome {
+        if self.inner.parts.lock().servers.is_empty() {
+            tracing::info!(
+                app = %self.name(),
+                "no service exported: no consumer to wait for, step skipped"
+            );
+            return StepOutcome::Skipped;
+        }
         let start = Instant::now();
         // A client that reads no closing mark would keep sending until the bound, and
         // be refused in step 3: its next call sends its connection the first GOAWAY,
