@@ -204,10 +204,17 @@ async fn peers_that_never_finish_the_goaway_exchange_hold_nothing() {
         started.elapsed().as_millis()
     );
     assert_eq!(report.connections_forced, 0, "{report}");
-    assert_eq!(report.exit_code(), 0, "closing an idle connection loses nothing");
+    assert_eq!(
+        report.exit_code(),
+        0,
+        "closing an idle connection loses nothing"
+    );
     let destroy = report.step(Step::DestroyProtocols).unwrap();
     assert_eq!(destroy.outcome, rpc::StepOutcome::Completed, "{report}");
-    assert!(report.connections_idle >= 1, "the mute peer was closed idle: {report}");
+    assert!(
+        report.connections_idle >= 1,
+        "the mute peer was closed idle: {report}"
+    );
     assert_eq!(server.open_connections(), 0);
     ignoring.abort();
 }

@@ -11,11 +11,12 @@
 //!
 //! Two kinds of peers are moved away differently. rpc consumers read the closing mark
 //! (step 1 on) and re-send a "not executed" refusal elsewhere (step 3 on). Plain gRPC
-//! clients read neither: the listener closes when step 2 begins, and a plain client's
-//! call from then on sends its connection the first GOAWAY, so it opens no new stream
-//! here and dials elsewhere; a request of theirs that still comes once refusals began
+//! clients read neither: from step 2 on a plain client's call sends its connection the
+//! first GOAWAY, so it opens no new stream here, and a connection it dials again is not
+//! given HTTP/2's SETTINGS before it sends a request, which gRPC's own clients wait
+//! for: they call elsewhere. A request of theirs that still comes once refusals began
 //! is refused with REFUSED_STREAM, which gRPC clients retry by themselves
-//! (`transport/peer.rs`).
+//! (`transport/{peer,socket}.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -50,8 +51,8 @@ impl Lifecycle {
             .await;
         // 2. Give consumers time to drop this instance: until no request came for one
         //    offline window, at most consumer_update_wait_time. Skipped when this
-        //    application exports no service: no consumer can be sending to it. The
-        //    listener closes, and a client that reads no closing mark gets GOAWAY.
+        //    application exports no service: no consumer can be sending to it. A client
+        //    that reads no closing mark gets GOAWAY at its next call.
         steps
             .run(Step::WaitForConsumers, self.wait_for_consumers(&deadline))
             .await;
@@ -214,7 +215,7 @@ impl Lifecycle {
         let start = Instant::now();
         // A client that reads no closing mark would keep sending until the bound, and
         // be refused in step 3: its next call sends its connection the first GOAWAY,
-        // and with the listener closed it dials another instance, not this one again.
+        // and the connection it dials again is held back until it calls elsewhere.
         for server in self.servers() {
             server.goaway_plain_clients_that_call();
         }

@@ -21,6 +21,7 @@ mod error;
 mod message_size_status;
 mod peer;
 mod server;
+mod socket;
 
 pub use call_bounds::CUT_AT_SHUTDOWN;
 pub use channel::{ChannelOptions, connect_lazy};

@@ -78,8 +78,9 @@ impl Peer {
 pub(crate) struct PeerService<S> {
     inner: S,
     peer: Arc<Peer>,
-    /// The server's signal that shutdown step 2 began.
-    plain_clients_go: CancellationToken,
+    /// The server's signal that shutdown step 2 began; `None` for a connection accepted
+    /// after it (see `PeerService::new`).
+    plain_clients_go: Option<CancellationToken>,
     /// The server's count of streams refused with `REFUSED_STREAM`.
     refused: Arc<AtomicUsize>,
 }
@@ -87,10 +88,15 @@ pub(crate) struct PeerService<S> {
 impl<S> PeerService<S> {
     /// Wraps `inner` for the connection of `peer`; `plain_clients_go` is cancelled when
     /// shutdown step 2 begins, `refused` counts the server's refused streams.
+    ///
+    /// A connection accepted once step 2 began has no `plain_clients_go`: it got past
+    /// the hold (`socket.rs`) by calling without waiting for the server's SETTINGS, so
+    /// its client is not one of gRPC's own, and a GOAWAY would only make it dial this
+    /// address again (tonic's channel does). It is served, and refused from step 3 on.
     pub(crate) fn new(
         inner: S,
         peer: Arc<Peer>,
-        plain_clients_go: CancellationToken,
+        plain_clients_go: Option<CancellationToken>,
         refused: Arc<AtomicUsize>,
     ) -> Self {
         Self {
@@ -122,7 +128,11 @@ where
         }
         // A health check is no call: a probe must not send its connection away.
         let is_call = !request.uri().path().starts_with(HEALTH_PATH_PREFIX);
-        if !from_consumer && is_call && self.plain_clients_go.is_cancelled() {
+        let step_two = self
+            .plain_clients_go
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled);
+        if !from_consumer && is_call && step_two {
             self.peer.must_go.cancel();
         }
         PeerFuture {
@@ -260,12 +270,7 @@ mod tests {
     async fn a_refusal_reaches_a_consumer_as_a_status_and_others_as_refused_stream() {
         let peer = Arc::new(Peer::default());
         let refused = Arc::new(AtomicUsize::new(0));
-        let service = PeerService::new(
-            refusing(),
-            peer.clone(),
-            CancellationToken::new(),
-            refused.clone(),
-        );
+        let service = PeerService::new(refusing(), peer.clone(), None, refused.clone());
 
         let Err(error) = service.clone().oneshot(request(false)).await else {
             panic!("a plain client's request is refused with an error, not answered");
@@ -291,7 +296,12 @@ mod tests {
         let answering = service_fn(|_request: Request<()>| async {
             Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
         });
-        let service = PeerService::new(answering, peer.clone(), step_two.clone(), Arc::default());
+        let service = PeerService::new(
+            answering,
+            peer.clone(),
+            Some(step_two.clone()),
+            Arc::default(),
+        );
         service.clone().oneshot(request(false)).await.unwrap();
         assert!(!peer.must_go.is_cancelled(), "before step 2 nothing moves");
         step_two.cancel();
@@ -315,12 +325,7 @@ mod tests {
         let answering = service_fn(|_request: Request<()>| async {
             Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
         });
-        let service = PeerService::new(
-            answering,
-            peer.clone(),
-            CancellationToken::new(),
-            Arc::default(),
-        );
+        let service = PeerService::new(answering, peer.clone(), None, Arc::default());
         let response = service.oneshot(request(true)).await.unwrap();
         assert_eq!(peer.calls.current(), 1, "the body is still held");
         drop(response);

@@ -1,8 +1,8 @@
 //! Export tonic services on a TCP listener, and close them on the lifecycle's terms.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -224,7 +224,8 @@ pub struct ServerShutdown {
     pub closed_idle: usize,
     /// Connections closed because the deadline passed first, with calls still on them.
     pub forced: usize,
-    /// Connections closed at once because the peer had not sent a byte (no handshake).
+    /// Connections closed at once because the peer had not begun HTTP/2 with us: it had
+    /// not sent a byte, or (accepted during the shutdown) not a request.
     pub unused: usize,
     /// Calls (typically streams) still open at the bound, ended with `UNAVAILABLE`,
     /// "provider shut down before the stream ended" ([`super::CUT_AT_SHUTDOWN`]).
@@ -273,20 +274,21 @@ impl ServerHandle {
         }
     }
 
-    /// Shutdown step 2: closes the listener (a new dial is refused at once, and a gRPC
-    /// client dials another instance), and from now on a call of a plain gRPC client —
-    /// one that is not an rpc consumer, and so reads no closing mark — makes its
-    /// connection start its graceful close (the first GOAWAY, with its PING): the call
-    /// is still served, the client opens no new stream on the connection. rpc
+    /// Shutdown step 2: from now on a call of a plain gRPC client — one that is not an
+    /// rpc consumer, and so reads no closing mark — makes its connection start its
+    /// graceful close (the first GOAWAY, with its PING): the call is still served, the
+    /// client opens no new stream on the connection; and a new connection is held back
+    /// from HTTP/2 until its peer sends a request, so a gRPC client that dials again
+    /// (and waits for the server's SETTINGS first) calls another instance. rpc
     /// consumers' connections, and those of clients that stopped calling, stay as they
-    /// are.
+    /// are; the listener stays open (see `socket.rs`).
     pub fn goaway_plain_clients_that_call(&self) {
         self.begin_close();
         self.shared.signals.plain_clients_go.cancel();
     }
 
-    /// Shutdown step 3: closes the listener and starts the graceful close of every
-    /// connection that never carried an rpc consumer's call, so that no plain client
+    /// Shutdown step 3: starts the graceful close of every connection that never
+    /// carried an rpc consumer's call, so that no plain client
     /// opens new streams while requests are refused. rpc consumers stopped choosing
     /// this instance at its closing mark; their connections close in
     /// [`ServerHandle::shutdown`], as before.
@@ -295,17 +297,17 @@ impl ServerHandle {
         self.shared.signals.goaway_plain.cancel();
     }
 
-    /// Closes the listener, and notes the tallies the close is counted from (once).
+    /// Notes the tallies the close is counted from (once).
     fn begin_close(&self) {
         self.shared.close_began.get_or_init(|| self.tallies());
-        self.shared.stop_accepting.cancel();
     }
 
     /// Stops accepting and closes every connection gracefully, by `deadline`.
     ///
     /// In order: the listener is closed (new dials are refused); every connection that
     /// has begun HTTP/2 gets the two-step GOAWAY (unless it already has) and is awaited;
-    /// connections whose peer never sent a byte are closed at once, and so is every
+    /// connections whose peer never sent a byte (or, accepted during the shutdown, no
+    /// request) are closed at once, and so is every
     /// connection with no call in flight once its peer has had 100 ms to answer its
     /// GOAWAY's PING (a mute peer, or one that ignores the GOAWAY, holds nothing). Calls
     /// still open [`CUT_LEAD`] before `deadline` are ended with `UNAVAILABLE`, "provider
@@ -316,6 +318,7 @@ impl ServerHandle {
         let signals = &self.shared.signals;
         self.begin_close();
         let before = self.shared.close_began.get().copied().unwrap_or_default();
+        self.shared.stop_accepting.cancel();
         signals.goaway.cancel();
         signals.close_idle.cancel();
         self.shared.tracker.close();
