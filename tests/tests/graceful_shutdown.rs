@@ -10,6 +10,7 @@ use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use rpc::registry::MemoryHub;
 use rpc::{Application, ReferenceChannel, Step};
+use rpc_testkit::peers::StubbornPeers;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
@@ -164,34 +165,11 @@ async fn peers_that_never_finish_the_goaway_exchange_hold_nothing() {
     let mut config = common::config("provider");
     config.graceful_shutdown.step_timeout = Duration::from_secs(10);
     let provider = common::echo_provider(&hub, 0, config).await;
-    let addr = provider.local_addr().unwrap();
-    let preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
-
-    // Sends the preface, then reads only the server's SETTINGS: never answers a PING.
-    let mut mute = tokio::net::TcpStream::connect(addr).await.unwrap();
-    mute.write_all(preface).await.unwrap();
-    let mut settings = [0u8; 9];
-    mute.read_exact(&mut settings).await.unwrap();
-    assert_eq!(settings[3], 0x4, "a SETTINGS frame");
-    // Sends the preface and shuts its writing side: half-closed.
-    let mut half = tokio::net::TcpStream::connect(addr).await.unwrap();
-    half.write_all(preface).await.unwrap();
-    half.shutdown().await.unwrap();
-    // Never sends a byte.
-    let _silent = tokio::net::TcpStream::connect(addr).await.unwrap();
-    // An HTTP/2 client that answers PINGs (h2 does by itself) but opens no stream and
-    // never closes: it ignores the GOAWAY.
-    let socket = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (_send, connection) = h2::client::handshake(socket).await.unwrap();
-    let ignoring = tokio::spawn(connection);
-    // An idle tonic client that made one call.
-    let mut tonic = EchoClient::connect(format!("http://{addr}")).await.unwrap();
-    tonic.echo(echo(0)).await.unwrap();
-
+    let peers = StubbornPeers::connect(provider.local_addr().unwrap()).await;
     let server = provider.lifecycle().servers()[0].clone();
     tokio::time::timeout(Duration::from_secs(10), async {
         // The half-closed connection may have ended already.
-        while server.open_connections() < 4 {
+        while server.open_connections() < StubbornPeers::CONNECTIONS - 1 {
             tokio::task::yield_now().await;
         }
     })
@@ -216,5 +194,5 @@ async fn peers_that_never_finish_the_goaway_exchange_hold_nothing() {
         "the mute peer was closed idle: {report}"
     );
     assert_eq!(server.open_connections(), 0);
-    ignoring.abort();
+    drop(peers);
 }

@@ -178,8 +178,9 @@ impl Lifecycle {
     }
 
     /// Registers a callback for shutdown step 7. Callbacks run exactly once, in
-    /// registration order, each bounded by the time left of `timeout`; a panic is caught
-    /// and logged.
+    /// registration order, within `callback_timeout` (kept out of `timeout` for them, so
+    /// they run even when the drains used every bound), each allowed an equal share of
+    /// what is left when it starts; a panic is caught and logged.
     pub fn on_shutdown<F, Fut>(&self, callback: F)
     where
         F: FnOnce() -> Fut + Send + 'static,

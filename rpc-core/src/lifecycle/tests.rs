@@ -207,6 +207,29 @@ async fn drains_end_when_the_counters_reach_zero_or_at_the_step_bound() {
     assert_eq!(report.exit_code(), 1);
 }
 
+/// Issue 12, rule 1: a drain that reaches its bound loses nothing yet. A request still
+/// in flight then that ends during step 6 was not cut: the stop is clean.
+#[tokio::test(start_paused = true)]
+async fn a_request_that_ends_during_step_six_is_not_forced() {
+    let lifecycle = started(config()).await;
+    let inbound = lifecycle.inbound().acquire();
+    let release = tokio::spawn(async move {
+        // The window ends at 0.5 s, the drain's bound at 3.5 s; this ends at 4 s.
+        tokio::time::sleep(ms(4_000)).await;
+        drop(inbound);
+    });
+    let report = lifecycle.before_shutdown().await;
+    release.await.unwrap();
+    assert_eq!(
+        outcome(&report, Step::DrainInbound),
+        (ms(3_000), StepOutcome::TimedOut)
+    );
+    assert_eq!(outcome(&report, Step::DestroyProtocols).0, ms(500));
+    assert_eq!(report.inbound_left, 0);
+    assert!(!report.forced(), "{report}");
+    assert_eq!(report.exit_code(), 0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_whole_sequence_is_bounded_by_timeout() {
     let lifecycle = started(ShutdownConfig {

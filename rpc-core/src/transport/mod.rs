@@ -3,9 +3,11 @@
 //! The server side is a small accept loop over hyper's HTTP/2 connection (the same parts
 //! tonic's own server uses), written here because graceful offline needs what tonic's
 //! `serve_with_shutdown` does not give: a bound on how long connections may take to close,
-//! the two-step GOAWAY on every connection at the moment the lifecycle chooses, and
-//! closing connections that never completed the HTTP/2 handshake ourselves instead of
-//! waiting for the peer. Every call is bounded by the caller's deadline and by the
+//! the two-step GOAWAY on each connection at the moment the lifecycle chooses for its
+//! kind of peer (a plain gRPC client early, an rpc consumer last; `peer.rs`), a
+//! connection dialled during the shutdown held back until it calls (`socket.rs`), and
+//! closing ourselves connections that never completed the HTTP/2 handshake or carry
+//! nothing, instead of waiting for the peer. Every call is bounded by the caller's deadline and by the
 //! server's drain bound, and ends at either with a status that says so
 //! ([`CUT_AT_SHUTDOWN`]; see `call_bounds.rs`).
 //!
