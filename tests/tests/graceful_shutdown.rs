@@ -11,7 +11,6 @@ use proto::echo::echo_client::EchoClient;
 use rpc::registry::MemoryHub;
 use rpc::{Application, ReferenceChannel, Step};
 use rpc_testkit::peers::StubbornPeers;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 async fn consumer(hub: &MemoryHub, delay: Duration) -> (Application, EchoClient<ReferenceChannel>) {

@@ -90,12 +90,12 @@ pub(crate) async fn serve<S, B>(
 }
 
 /// The life of one connection; returns the tally its end counts in.
-async fn serve_until_closed<'a, S, B>(
+async fn serve_until_closed<S, B>(
     mut stream: TcpStream,
     service: S,
     builder: http2::Builder<TokioExecutor>,
-    signals: &'a ConnectionSignals,
-) -> &'a AtomicUsize
+    signals: &ConnectionSignals,
+) -> &AtomicUsize
 where
     S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send + 'static,
