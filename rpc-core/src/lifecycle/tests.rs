@@ -294,6 +294,7 @@ async fn an_unreachable_registry_cannot_hold_up_unregistering() {
     ));
     let plan = StartPlan {
         exports: vec![Export {
+            listener: None,
             bind: "127.0.0.1:0".parse().unwrap(),
             advertise_host: None,
             options: Default::default(),
