@@ -261,8 +261,9 @@ impl Lifecycle {
     }
 
     /// Installs SIGTERM/SIGINT handlers that start the sequence (a second signal
-    /// interrupts it) and a SIGHUP handler that only logs, so SIGHUP does not end the
-    /// process. Done by start-up when `internal_signal` is true.
+    /// interrupts it), a SIGUSR2 handler that starts a hot upgrade
+    /// ([`Lifecycle::upgrade`]), and a SIGHUP handler that only logs, so SIGHUP does not
+    /// end the process. Done by start-up when `internal_signal` is true.
     ///
     /// # Errors
     /// The operating system's error if a handler cannot be installed.

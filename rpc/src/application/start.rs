@@ -22,6 +22,13 @@ impl ApplicationBuilder {
     /// [`ApplicationError`] naming the registry, address, reference or step that failed;
     /// what had started is undone.
     pub async fn start(mut self) -> Result<Application, ApplicationError> {
+        if self.upgrade.is_check() {
+            // A hot upgrade's configuration check: what can be known without starting
+            // anything (the file loaded and validated already).
+            self.export()?;
+            return Err(ApplicationError::Checked);
+        }
+        let predecessor = self.upgrade.predecessor()?;
         let registries = self.connect_registries().await?;
         let reference_registry = self.reference_registry(&registries)?;
         let references: Vec<(Arc<dyn ManagedReference>, bool)> = self
@@ -32,7 +39,10 @@ impl ApplicationBuilder {
                 (Arc::new(reference) as Arc<dyn ManagedReference>, *check)
             })
             .collect();
-        let exports = self.export()?;
+        let mut exports = self.export()?;
+        if let Some(export) = exports.first_mut() {
+            crate::upgrade::inherit(export, predecessor.as_ref());
+        }
         let plan = StartPlan {
             references,
             check_timeout: self.config.consumer.check_timeout,
@@ -42,7 +52,10 @@ impl ApplicationBuilder {
         };
         // Under systemd (Type=notify) every phase from here on is told to it.
         let systemd = crate::systemd::notify_phases(&self.lifecycle);
+        self.upgrade
+            .configure(&self.lifecycle, &self.config.upgrade);
         self.lifecycle.start(plan).await?;
+        crate::upgrade::serving(&self.lifecycle, &self.config.upgrade, predecessor).await;
         Ok(Application {
             metrics: self.metrics,
             local_addr: self
@@ -140,6 +153,7 @@ impl ApplicationBuilder {
             })
             .collect();
         Ok(vec![Export {
+            listener: None,
             bind: SocketAddr::new(ip, protocol.port),
             advertise_host: protocol.advertise_host.clone(),
             options: self.server_options.clone(),

@@ -65,6 +65,26 @@ impl Lifecycle {
         }
     }
 
+    /// After a failed start: registers every instance again, so that registrations a
+    /// killed new process had taken over (same ids: the key moved to its lease, the
+    /// znode to its session, the Nacos instance to its connection) are this process's
+    /// again before its session ends. Registering an instance again is idempotent.
+    pub(super) async fn register_again(&self) {
+        let registrations = self.inner.parts.lock().registrations.clone();
+        let registers = registrations.iter().map(|(registry, instance)| async move {
+            if let Err(error) = registry.register(instance).await {
+                tracing::warn!(instance = %instance.id, registry = registry.url(), %error, "registering again after a failed upgrade failed");
+            }
+        });
+        let bound = self.config().step_timeout;
+        if tokio::time::timeout(bound, join_all(registers))
+            .await
+            .is_err()
+        {
+            tracing::warn!(?bound, "registering again after a failed upgrade timed out");
+        }
+    }
+
     /// Step 6: GOAWAY and the connections' drain (bounded by `step_timeout`, streams
     /// cut at the bound as in the shutdown), then this process's own outbound calls,
     /// then references and registry clients closed.

@@ -360,6 +360,9 @@ impl Lifecycle {
         if let Some(successor) = run.successor.take() {
             let tail = successor.abandon().await;
             run.add_reason_detail(&tail);
+            // It may have registered our instances before it failed, moving them to its
+            // session or lease, which ends with it: take them back.
+            self.register_again().await;
         }
         run.report.result = UpgradeResult::Failed;
         self.inner.upgrade.gate.failed();
