@@ -169,7 +169,10 @@ impl fmt::Display for ShutdownReport {
         if let Some(pid) = self.handed_over_to {
             write!(f, "handed over to pid {pid}, ")?;
         }
-        write!(f, "{state} in {} ms:", self.total.as_millis())?;
+        write!(f, "{state} in {} ms", self.total.as_millis())?;
+        if !self.steps.is_empty() {
+            f.write_str(":")?;
+        }
         for step in &self.steps {
             let mark = match step.outcome {
                 StepOutcome::Completed => "",
