@@ -41,6 +41,7 @@ pub use lifecycle::{
 };
 pub use registry::{
     BoxError, Registry, RegistryError, Snapshot, SnapshotOrigin, Subscription, SubscriptionId,
+    Unreachability,
 };
 pub use rejections::RejectionCounter;
 pub use service_key::ServiceKey;

@@ -206,6 +206,9 @@ fn base_config(name: &str, signals: bool) -> Config {
     let mut config = Config::default();
     config.application.name = name.to_owned();
     config.graceful_shutdown.internal_signal = signals;
+    // The tool sets up its own logging (warn by default: its output is the table);
+    // dozens of instances logging their start and stop at info would bury it.
+    config.application.logging = false;
     config
 }
 

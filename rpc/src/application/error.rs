@@ -38,6 +38,16 @@ pub enum ApplicationError {
     /// is missing or unusable.
     #[error("hot upgrade: {0}")]
     Upgrade(String),
+    /// A reference found no provider at start-up ([`StartError::NoProvider`]) while this
+    /// application provides the same interface under another group or version: most
+    /// likely the two were meant to agree. Start-up was undone.
+    #[error("{source}; {hint}")]
+    NoMatchingProvider {
+        /// The [`StartError::NoProvider`] (boxed: it is large, and this error is rare).
+        source: Box<StartError>,
+        /// What this application provides instead, and what to set.
+        hint: String,
+    },
 }
 
 impl ApplicationError {

@@ -5,8 +5,11 @@
 //! references; its start (start.rs) connects the registries and hands the lifecycle a
 //! start plan; [`Application`] (here) is what runs afterwards.
 
+mod advertise;
+mod agreement;
 mod builder;
 mod error;
+mod logging;
 mod start;
 
 use std::future::Future;
