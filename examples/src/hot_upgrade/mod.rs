@@ -46,13 +46,18 @@ pub async fn run(options: Options) -> Result<Summary, String> {
     let config_path = dir.path().join("provider.yaml");
     let behaviour = dir.path().join("behaviour");
     let pid_file = dir.path().join("provider.pid");
-    std::fs::write(&config_path, provider_config(&options, &pid_file)).map_err(|e| e.to_string())?;
+    std::fs::write(&config_path, provider_config(&options, &pid_file))
+        .map_err(|e| e.to_string())?;
     std::fs::write(&behaviour, "good").map_err(|e| e.to_string())?;
 
     let generations =
         Generations::start(&options.executable, &config_path, &behaviour, pid_file).await?;
     let addr = generations.addr().to_owned();
-    let port: u16 = addr.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let port: u16 = addr
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
     let first = generations.current().ok_or("no pid file")?;
     let fds_before = fd_count(first).unwrap_or(0);
     let mut records = vec![GenerationRecord {
@@ -68,7 +73,12 @@ pub async fn run(options: Options) -> Result<Summary, String> {
     };
     let counts = Arc::new(ProbeCounts::default());
     probes::spawn_connector(addr.clone(), options.connect_every, counts.clone());
-    probes::spawn_streams(client.clone(), options.streams, options.stream_length, counts.clone());
+    probes::spawn_streams(
+        client.clone(),
+        options.streams,
+        options.stream_length,
+        counts.clone(),
+    );
 
     let started = Instant::now();
     let warmup = (options.duration / 6).max(Duration::from_millis(500));
@@ -83,7 +93,10 @@ pub async fn run(options: Options) -> Result<Summary, String> {
                     name: "load".into(),
                     count: 1,
                 };
-                client.say_hello(request).await.map(|r| r.into_inner().provider)
+                client
+                    .say_hello(request)
+                    .await
+                    .map(|r| r.into_inner().provider)
             }
         },
         |load| {
@@ -98,7 +111,11 @@ pub async fn run(options: Options) -> Result<Summary, String> {
                 for n in 0..options.upgrades {
                     tokio::time::sleep_until(started + warmup + interval * n as u32).await;
                     let bad = n == 0 && options.child != ChildBehaviour::Good;
-                    let kind = if bad { child_word(options.child) } else { "good" };
+                    let kind = if bad {
+                        child_word(options.child)
+                    } else {
+                        "good"
+                    };
                     let _ = std::fs::write(&behaviour, kind);
                     load.set_restarting(true);
                     let outcome = upgrade_once(&options, &generations, port, bad).await;
@@ -209,7 +226,10 @@ async fn consumer(
     config.registries = [("main".to_owned(), rpc::config::RegistryConfig { url })].into();
     let mut builder = Application::builder(config);
     let client = GreeterClient::new(builder.reference(SERVICE));
-    let app = builder.start().await.map_err(|e| format!("consumer: {e}"))?;
+    let app = builder
+        .start()
+        .await
+        .map_err(|e| format!("consumer: {e}"))?;
     Ok((app, client))
 }
 
@@ -237,7 +257,9 @@ async fn upgrade_once(
         let deadline = Instant::now() + decided;
         while failed_upgrades(&generations.lines()) == failed_before {
             if Instant::now() > deadline {
-                return Err(format!("the failed upgrade was not reported within {decided:?}"));
+                return Err(format!(
+                    "the failed upgrade was not reported within {decided:?}"
+                ));
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -249,8 +271,14 @@ async fn upgrade_once(
         listening_inode: listening_inode(new, port),
         exit_code: None,
     };
-    if generations.wait_exit(old, Duration::from_secs(30)).await.is_none() {
-        return Err(format!("generation {old} did not exit within 30 s after handing over"));
+    if generations
+        .wait_exit(old, Duration::from_secs(30))
+        .await
+        .is_none()
+    {
+        return Err(format!(
+            "generation {old} did not exit within 30 s after handing over"
+        ));
     }
     Ok(Some(record))
 }
@@ -281,7 +309,10 @@ fn upgrade_reports(lines: &[String]) -> Vec<UpgradeReport> {
 }
 
 fn failed_upgrades(lines: &[String]) -> usize {
-    upgrade_reports(lines).iter().filter(|r| !r.succeeded()).count()
+    upgrade_reports(lines)
+        .iter()
+        .filter(|r| !r.succeeded())
+        .count()
 }
 
 /// Waits (bounded) until `pid` has `target` descriptors again (its clients' connections
@@ -308,7 +339,13 @@ fn spawn_progress(load: load::Load, counts: Arc<ProbeCounts>) {
             }
             let (elapsed, sent, ok, failed, p99) = load.with_record(|r| {
                 let second = r.seconds.len().saturating_sub(2);
-                (r.started.elapsed().as_secs(), r.sent, r.succeeded, r.failed(), r.p99_ms(second))
+                (
+                    r.started.elapsed().as_secs(),
+                    r.sent,
+                    r.succeeded,
+                    r.failed(),
+                    r.p99_ms(second),
+                )
             });
             eprintln!(
                 "[{elapsed:>3}s] sent {sent:>7} ok {ok:>7} failed {failed:>4} | connections {} refused {} | streams {} cut {} | p99 {p99:.1} ms",

@@ -72,7 +72,9 @@ pub fn spawn_connector(addr: String, every: Duration, counts: Arc<ProbeCounts>) 
                     count: 1,
                 };
                 if let Err(status) = GreeterClient::new(channel).say_hello(request).await {
-                    counts.connection_calls_failed.fetch_add(1, Ordering::Relaxed);
+                    counts
+                        .connection_calls_failed
+                        .fetch_add(1, Ordering::Relaxed);
                     counts.sample(format!("call on a new connection: {status}"));
                 }
             });
@@ -154,8 +156,13 @@ pub struct Absence {
 /// # Errors
 /// When the registry cannot be reached or subscribed to.
 pub async fn watch_registry(url: &str, service: ServiceKey) -> Result<Arc<Mutex<Absence>>, String> {
-    let registry = rpc::registry::connect(url).await.map_err(|e| e.to_string())?;
-    let mut subscription = registry.subscribe(&service).await.map_err(|e| e.to_string())?;
+    let registry = rpc::registry::connect(url)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut subscription = registry
+        .subscribe(&service)
+        .await
+        .map_err(|e| e.to_string())?;
     let absence = Arc::new(Mutex::new(Absence::default()));
     let record = absence.clone();
     tokio::spawn(async move {
@@ -183,6 +190,9 @@ pub async fn watch_registry(url: &str, service: ServiceKey) -> Result<Arc<Mutex<
 impl Absence {
     /// The total, counting a gap still open now.
     pub fn total_now(&self) -> Duration {
-        self.total + self.missing_since.map_or(Duration::ZERO, |since| since.elapsed())
+        self.total
+            + self
+                .missing_since
+                .map_or(Duration::ZERO, |since| since.elapsed())
     }
 }

@@ -29,7 +29,10 @@ pub struct SlowStreams;
 
 #[tonic::async_trait]
 impl Greeter for SlowStreams {
-    async fn say_hello(&self, request: Request<HelloRequest>) -> Result<Response<HelloReply>, Status> {
+    async fn say_hello(
+        &self,
+        request: Request<HelloRequest>,
+    ) -> Result<Response<HelloReply>, Status> {
         Ok(Response::new(HelloReply {
             message: format!("Hello, {}!", request.into_inner().name),
             provider: std::process::id().to_string(),
@@ -79,9 +82,14 @@ pub async fn run_provider(config: &Path, behaviour: &Path) -> i32 {
         }
     };
     if Role::current() == Role::Successor {
-        match std::fs::read_to_string(behaviour).unwrap_or_default().trim() {
+        match std::fs::read_to_string(behaviour)
+            .unwrap_or_default()
+            .trim()
+        {
             "fail" => {
-                eprintln!("hot-upgrade provider: this build is broken (--child fail): exiting before ready");
+                eprintln!(
+                    "hot-upgrade provider: this build is broken (--child fail): exiting before ready"
+                );
                 return 1;
             }
             "hang" => {
@@ -109,7 +117,10 @@ pub async fn run_provider(config: &Path, behaviour: &Path) -> i32 {
     if let Some(last) = app.lifecycle().last_upgrade()
         && report.handed_over_to.is_some()
     {
-        say(&format!("upgrade {}", serde_json::to_string(&last).unwrap_or_default()));
+        say(&format!(
+            "upgrade {}",
+            serde_json::to_string(&last).unwrap_or_default()
+        ));
     }
     say(&format!("shutdown {report}"));
     report.exit_code()
@@ -125,7 +136,10 @@ fn report_upgrades(app: &Application) {
             let last = lifecycle.last_upgrade();
             if last.is_some() && last != told {
                 if let Some(report) = &last {
-                    say(&format!("upgrade {}", serde_json::to_string(report).unwrap_or_default()));
+                    say(&format!(
+                        "upgrade {}",
+                        serde_json::to_string(report).unwrap_or_default()
+                    ));
                 }
                 told = last;
             }

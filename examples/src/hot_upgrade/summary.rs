@@ -141,22 +141,92 @@ impl Summary {
     pub fn table(&self) -> String {
         let mut out = String::new();
         let yes = |ok: bool| if ok { "yes" } else { "NO" };
-        let _ = writeln!(out, "hot-upgrade: {} upgrades by {:?}, child {:?}, registry {}", self.upgrades_planned, self.trigger, self.child, self.registry.as_deref().unwrap_or("none (direct address)"));
+        let _ = writeln!(
+            out,
+            "hot-upgrade: {} upgrades by {:?}, child {:?}, registry {}",
+            self.upgrades_planned,
+            self.trigger,
+            self.child,
+            self.registry.as_deref().unwrap_or("none (direct address)")
+        );
         let _ = writeln!(out, "| measure | value |");
         let _ = writeln!(out, "|---|---|");
         let rows: Vec<(&str, String)> = vec![
-            ("requests sent / ok / failed", format!("{} / {} / {}", self.sent, self.succeeded, self.failed)),
+            (
+                "requests sent / ok / failed",
+                format!("{} / {} / {}", self.sent, self.succeeded, self.failed),
+            ),
             ("failed by code", format!("{:?}", self.failed_by_code)),
-            ("new connections / refused / failed calls", format!("{} / {} / {}", self.connections_attempted, self.connections_refused, self.connection_calls_failed)),
-            ("server streams opened / cut", format!("{} / {}", self.streams_opened, self.streams_cut)),
-            ("upgrades succeeded / failed / planned", format!("{} / {} / {}", self.upgrades, self.upgrades_failed, self.upgrades_planned)),
-            ("p50 / p99 steady (ms)", format!("{:.2} / {:.2}", self.latency_steady_ms.p50, self.latency_steady_ms.p99)),
-            ("p50 / p99 during upgrades (ms)", format!("{:.2} / {:.2} (bound {:.1})", self.latency_during_upgrades_ms.p50, self.latency_during_upgrades_ms.p99, self.p99_bound_ms())),
-            ("same listening socket (inode) in every generation", format!("{} ({:?})", yes(self.same_socket()), self.generations.first().and_then(|g| g.listening_inode))),
-            ("generations (pid: exit code)", self.generations.iter().map(|g| format!("{}: {}", g.pid, g.exit_code.map_or("serving".to_owned(), |c| c.to_string()))).collect::<Vec<_>>().join(", ")),
-            ("provider processes at the end / zombies", format!("{} / {}", self.processes_at_end, self.zombies)),
-            ("provider fds before / after", format!("{} / {}", self.fds_before, self.fds_after)),
-            ("instance missing from the registry (ms)", format!("{:.0}", self.registry_absent_ms)),
+            (
+                "new connections / refused / failed calls",
+                format!(
+                    "{} / {} / {}",
+                    self.connections_attempted,
+                    self.connections_refused,
+                    self.connection_calls_failed
+                ),
+            ),
+            (
+                "server streams opened / cut",
+                format!("{} / {}", self.streams_opened, self.streams_cut),
+            ),
+            (
+                "upgrades succeeded / failed / planned",
+                format!(
+                    "{} / {} / {}",
+                    self.upgrades, self.upgrades_failed, self.upgrades_planned
+                ),
+            ),
+            (
+                "p50 / p99 steady (ms)",
+                format!(
+                    "{:.2} / {:.2}",
+                    self.latency_steady_ms.p50, self.latency_steady_ms.p99
+                ),
+            ),
+            (
+                "p50 / p99 during upgrades (ms)",
+                format!(
+                    "{:.2} / {:.2} (bound {:.1})",
+                    self.latency_during_upgrades_ms.p50,
+                    self.latency_during_upgrades_ms.p99,
+                    self.p99_bound_ms()
+                ),
+            ),
+            (
+                "same listening socket (inode) in every generation",
+                format!(
+                    "{} ({:?})",
+                    yes(self.same_socket()),
+                    self.generations.first().and_then(|g| g.listening_inode)
+                ),
+            ),
+            (
+                "generations (pid: exit code)",
+                self.generations
+                    .iter()
+                    .map(|g| {
+                        format!(
+                            "{}: {}",
+                            g.pid,
+                            g.exit_code.map_or("serving".to_owned(), |c| c.to_string())
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            (
+                "provider processes at the end / zombies",
+                format!("{} / {}", self.processes_at_end, self.zombies),
+            ),
+            (
+                "provider fds before / after",
+                format!("{} / {}", self.fds_before, self.fds_after),
+            ),
+            (
+                "instance missing from the registry (ms)",
+                format!("{:.0}", self.registry_absent_ms),
+            ),
             ("lossless", yes(self.lossless()).to_owned()),
         ];
         for (name, value) in rows {
