@@ -63,8 +63,7 @@ impl Generations {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let (addr_tx, addr_rx) = tokio::sync::oneshot::channel();
         tokio::spawn(read_lines(stdout, lines.clone(), addr_tx));
-        let exits = Arc::new(Mutex::new(BTreeMap::new()));
-        tokio::spawn(reap(exits.clone()));
+        let exits = reaped();
         let addr = tokio::time::timeout(START_TIMEOUT, addr_rx)
             .await
             .map_err(|_| format!("the provider printed no address within {START_TIMEOUT:?}"))?
@@ -157,8 +156,26 @@ async fn read_lines(
     }
 }
 
-/// Reaps every child (and adopted orphan) of this process as it exits.
-async fn reap(exits: Arc<Mutex<BTreeMap<i32, i32>>>) {
+/// The exit codes of every child (and adopted orphan) of this process, reaped by one
+/// thread for the whole process (every run in it shares it: `waitpid(-1)` would
+/// otherwise let one run's reaper take another's exits).
+fn reaped() -> Arc<Mutex<BTreeMap<i32, i32>>> {
+    static EXITS: std::sync::OnceLock<Arc<Mutex<BTreeMap<i32, i32>>>> = std::sync::OnceLock::new();
+    EXITS
+        .get_or_init(|| {
+            let exits = Arc::new(Mutex::new(BTreeMap::new()));
+            let record = exits.clone();
+            std::thread::Builder::new()
+                .name("hot-upgrade-reaper".into())
+                .spawn(move || reap(&record))
+                .expect("spawn the reaper thread");
+            exits
+        })
+        .clone()
+}
+
+/// Reaps every child of this process as it exits, forever.
+fn reap(exits: &Mutex<BTreeMap<i32, i32>>) {
     loop {
         loop {
             match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
@@ -172,7 +189,7 @@ async fn reap(exits: Arc<Mutex<BTreeMap<i32, i32>>>) {
                 Ok(_) => {}
             }
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

@@ -152,6 +152,8 @@ pub async fn run(options: Options) -> Result<Summary, String> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let at_end = processes_of(&marker);
+    // Read before the last generation is stopped: its shutdown unregisters, as it must.
+    let registry_absent_ms = absence.map_or(0.0, |a| a.lock().total_now().as_secs_f64() * 1e3);
     let exits = generations.exits();
     for record in &mut records {
         record.exit_code = exits.get(&record.pid).copied();
@@ -179,7 +181,7 @@ pub async fn run(options: Options) -> Result<Summary, String> {
         upgrades_failed: details.iter().filter(|r| !r.succeeded()).count(),
         upgrades_planned: options.upgrades,
         upgrade_details: details,
-        registry_absent_ms: absence.map_or(0.0, |a| a.lock().total_now().as_secs_f64() * 1e3),
+        registry_absent_ms,
         registry: options.registry.clone(),
         trigger: options.trigger,
         child: options.child,
