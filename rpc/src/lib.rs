@@ -28,6 +28,10 @@
 //! inbound, drain outbound, close protocols, run callbacks. Under systemd (`Type=notify`)
 //! every application reports its phases to the service manager (see [`systemd`]).
 //!
+//! SIGUSR2 (or [`Application::upgrade`]) replaces the binary in place: the new one
+//! starts on the same listening socket, registers the same instances, and only then
+//! does the old one stop accepting, drain and exit (see [`upgrade`]).
+//!
 //! Every call is timed into Prometheus histograms and traced with a `tracing` span on
 //! both sides; [`Application::metrics`] gives the application's metrics, whose
 //! [`Metrics::encode`] is the text `GET /metrics` serves (see [`observe`]).
@@ -39,13 +43,15 @@ mod application;
 pub mod config;
 pub mod observe;
 pub mod systemd;
+pub mod upgrade;
 
 pub use application::{Application, ApplicationBuilder, ApplicationError};
 pub use config::{Config, ConfigError, ConfigFormat};
 pub use observe::{Metrics, ReferenceChannel};
 pub use rpc_cluster::ClusterError;
 pub use rpc_core::lifecycle::{
-    Interrupt, Phase, ShutdownConfig, ShutdownReport, StartError, Step, StepOutcome,
+    Interrupt, Phase, ShutdownConfig, ShutdownReport, StartError, Step, StepOutcome, UpgradeConfig,
+    UpgradeReport,
 };
 pub use rpc_core::{Instance, Lifecycle, RegistryError, ServiceKey, Unreachability};
 

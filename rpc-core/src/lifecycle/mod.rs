@@ -1,5 +1,6 @@
 //! The lifecycle manager: graceful online (start order) and graceful offline (the
-//! seven-step shutdown sequence), phases, signals and the BeforeShutdown hook.
+//! seven-step shutdown sequence), the hot upgrade (`upgrade/`), phases, signals and the
+//! BeforeShutdown hook.
 //!
 //! Deploys cause two kinds of failed requests: a request sent to an instance that cannot
 //! serve it, and a request whose process is killed while serving it. Start-up prevents
@@ -27,6 +28,7 @@ mod span_tests;
 mod startup;
 #[cfg(test)]
 mod tests;
+mod upgrade;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -46,6 +48,10 @@ pub use report::{Interrupt, ShutdownReport, Step, StepOutcome, StepReport};
 pub use startup::{
     BoxHttpService, Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan,
 };
+pub use upgrade::{
+    Handoff, Refusal, Spawner, Successor, UpgradeConfig, UpgradeCounts, UpgradeListener,
+    UpgradeReport, UpgradeResult, UpgradeStep,
+};
 
 use crate::Instance;
 use crate::activity::RequestClock;
@@ -55,6 +61,7 @@ use crate::rejections::RejectionCounter;
 use crate::transport::ServerHandle;
 use callbacks::Callbacks;
 use phase::PhaseCell;
+use upgrade::{AtShutdown, UpgradeState};
 
 /// One application's lifecycle: its phase, its in-flight counters, what it started, and
 /// the shutdown sequence that stops it.
@@ -89,6 +96,8 @@ struct Inner {
     /// Every server ever started, including those shutdown has closed, so that counts
     /// observers read (GOAWAYs sent) never go back.
     served: Mutex<Vec<ServerHandle>>,
+    /// The hot upgrade: one at a time, its steps, its counts.
+    upgrade: UpgradeState,
 }
 
 /// What start-up created and shutdown must undo.
@@ -124,6 +133,7 @@ impl Lifecycle {
                 interrupt: Mutex::new(None),
                 shutdown_steps: Mutex::new(Vec::new()),
                 served: Mutex::new(Vec::new()),
+                upgrade: UpgradeState::new(),
             }),
         }
     }
@@ -200,6 +210,14 @@ impl Lifecycle {
     /// # Panics
     /// When first called outside a tokio runtime (the sequence is spawned on it).
     pub fn before_shutdown(&self) -> impl Future<Output = ShutdownReport> + Send + 'static {
+        // After a hot upgrade's hand-over this process is draining already, and will
+        // exit: the instance belongs to the new process, whose own sequence a shutdown
+        // is for. An upgrade before its hand-over is stopped (its new process killed).
+        if self.inner.upgrade.gate.shutdown() == AtShutdown::HandedOver {
+            tracing::info!(app = %self.name(), "shutdown asked for after the hand-over: draining already");
+            let this = self.clone();
+            return async move { this.wait().await }.boxed();
+        }
         // Asked to stop while still starting: start-up is cut short and undone, and the
         // sequence (below) then finds nothing left to stop.
         if self.phase() < Phase::Serving {
@@ -220,7 +238,7 @@ impl Lifecycle {
             .boxed()
             .shared()
         });
-        shared.clone()
+        shared.clone().boxed()
     }
 
     /// Waits until a shutdown (started by a signal or by [`Lifecycle::before_shutdown`])
@@ -243,8 +261,9 @@ impl Lifecycle {
     }
 
     /// Installs SIGTERM/SIGINT handlers that start the sequence (a second signal
-    /// interrupts it) and a SIGHUP handler that only logs, so SIGHUP does not end the
-    /// process. Done by start-up when `internal_signal` is true.
+    /// interrupts it), a SIGUSR2 handler that starts a hot upgrade
+    /// ([`Lifecycle::upgrade`]), and a SIGHUP handler that only logs, so SIGHUP does not
+    /// end the process. Done by start-up when `internal_signal` is true.
     ///
     /// # Errors
     /// The operating system's error if a handler cannot be installed.

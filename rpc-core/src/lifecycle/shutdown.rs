@@ -130,8 +130,8 @@ impl Lifecycle {
             .send_replace(Some(ShutdownReport::default()));
     }
 
-    /// Takes out what step 6 (or an abort) closes.
-    fn take_protocols(&self) -> Protocols {
+    /// Takes out what step 6 (or an abort, or the hot upgrade's drain) closes.
+    pub(super) fn take_protocols(&self) -> Protocols {
         let mut parts = self.inner.parts.lock();
         Protocols {
             servers: std::mem::take(&mut parts.servers),
@@ -285,15 +285,15 @@ impl Lifecycle {
 }
 
 /// What step 6 closes: listeners and connections, references, registries.
-struct Protocols {
-    servers: Vec<ServerHandle>,
+pub(super) struct Protocols {
+    pub(super) servers: Vec<ServerHandle>,
     references: Vec<Arc<dyn ManagedReference>>,
     registries: Vec<Arc<dyn Registry>>,
 }
 
 impl Protocols {
     /// Closes the references' channels and subscriptions, then the registries.
-    async fn release(&self) {
+    pub(super) async fn release(&self) {
         join_all(self.references.iter().map(|reference| reference.close())).await;
         join_all(
             self.registries

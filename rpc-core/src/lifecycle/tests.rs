@@ -34,6 +34,7 @@ fn provider_plan() -> StartPlan {
     ));
     StartPlan {
         exports: vec![Export {
+            listener: None,
             bind: "127.0.0.1:0".parse().unwrap(),
             advertise_host: None,
             options: Default::default(),

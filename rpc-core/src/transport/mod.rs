@@ -18,10 +18,12 @@ mod call_bounds;
 mod channel;
 mod connection;
 mod error;
+mod inherit;
 mod message_size_status;
 mod server;
 
 pub use call_bounds::CUT_AT_SHUTDOWN;
 pub use channel::{ChannelOptions, connect_lazy};
 pub use error::TransportError;
+pub use inherit::{ADMIN_LISTENER, GRPC_LISTENER, InheritedListeners, LISTEN_FDS_START, ListenFds};
 pub use server::{CUT_LEAD, ConnectionCounts, Server, ServerHandle, ServerOptions, ServerShutdown};

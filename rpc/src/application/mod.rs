@@ -16,6 +16,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 
 use rpc_cluster::ClusterChannel;
+use rpc_core::lifecycle::UpgradeReport;
 use rpc_core::{Lifecycle, Phase, ShutdownReport};
 use tokio::sync::watch;
 
@@ -93,6 +94,18 @@ impl Application {
         let report = self.lifecycle.wait().await;
         self.systemd.wait().await;
         report
+    }
+
+    /// Starts a hot upgrade (what SIGUSR2 does): a new process of this binary takes over
+    /// on the same listening socket and the same registrations, then this one drains
+    /// and exits ([`Application::wait`] returns). Resolves when the outcome is decided;
+    /// refused at once while another upgrade runs, while the previous generation
+    /// drains, or while shutting down. See [`crate::upgrade`].
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn upgrade(&self) -> impl Future<Output = UpgradeReport> + Send + 'static {
+        self.lifecycle.upgrade()
     }
 
     /// Registers a callback for the last shutdown step (see [`Lifecycle::on_shutdown`]).

@@ -47,10 +47,20 @@ impl ApplicationBuilder {
             .map(|(channel, _)| channel.directory().service().clone())
             .collect();
         check_agreement(&self.config, &self.services, &reference_keys)?;
+        if self.upgrade.is_check() {
+            // A hot upgrade's configuration check: what can be known without starting
+            // anything (the file loaded and validated already; config and code agree).
+            self.export().await?;
+            return Err(ApplicationError::Checked);
+        }
+        let predecessor = self.upgrade.predecessor()?;
         let registries = self.connect_registries().await?;
         let reference_registry = self.reference_registry(&registries)?;
         let references = self.managed_references(&reference_registry);
-        let exports = self.export().await?;
+        let mut exports = self.export().await?;
+        if let Some(export) = exports.first_mut() {
+            crate::upgrade::inherit(export, predecessor.as_ref());
+        }
         let plan = StartPlan {
             references,
             check_timeout: self.config.consumer.check_timeout,
@@ -60,9 +70,12 @@ impl ApplicationBuilder {
         };
         // Under systemd (Type=notify) every phase from here on is told to it.
         let systemd = crate::systemd::notify_phases(&self.lifecycle);
+        self.upgrade
+            .configure(&self.lifecycle, &self.config.upgrade);
         if let Err(error) = self.lifecycle.start(plan).await {
             return Err(self.explain(error));
         }
+        crate::upgrade::serving(&self.lifecycle, &self.config.upgrade, predecessor).await;
         Ok(Application {
             metrics: self.metrics,
             local_addr: self
@@ -219,6 +232,7 @@ impl ApplicationBuilder {
             })
             .collect();
         Ok(vec![Export {
+            listener: None,
             bind: SocketAddr::new(ip, protocol.port),
             advertise_host: Some(advertised.host),
             options: self.server_options.clone(),

@@ -20,6 +20,7 @@
 //!   internal_signal: true
 //! metrics: { enabled: true }
 //! tracing: { enabled: true, otlp_endpoint: "http://127.0.0.1:4317" }   # endpoint: `otlp` feature
+//! upgrade: { ready_timeout: 30s, pid_file: /run/greeter/pid }   # binary: default this one
 //! ```
 //!
 //! Every key can be overridden from the environment as `RPC_<SECTION>__<KEY>` (variables
@@ -37,6 +38,7 @@ mod validate;
 use std::collections::BTreeMap;
 
 use rpc_core::ShutdownConfig;
+use rpc_core::lifecycle::UpgradeConfig;
 use serde::{Deserialize, Serialize};
 
 pub use crate::observe::{MetricsConfig, TracingConfig};
@@ -67,6 +69,8 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Spans per call, and their OTLP export.
     pub tracing: TracingConfig,
+    /// The hot upgrade (a new binary on the same socket): see `rpc::upgrade`.
+    pub upgrade: UpgradeConfig,
     /// Where this configuration came from (see [`Config::origin`]).
     #[serde(skip)]
     origin: String,
@@ -100,6 +104,7 @@ impl Default for Config {
             graceful_shutdown: ShutdownConfig::default(),
             metrics: MetricsConfig::default(),
             tracing: TracingConfig::default(),
+            upgrade: UpgradeConfig::default(),
             origin: BUILT_IN_CODE.to_owned(),
         }
     }
@@ -178,6 +183,19 @@ graceful_shutdown:
             Duration::from_millis(500)
         );
         assert_eq!(config.registries["main"].url, "etcd://127.0.0.1:2379");
+    }
+
+    #[test]
+    fn the_upgrade_section_reads_durations_and_paths() {
+        let config = yaml("upgrade:\n  ready_timeout: 45s\n  pid-file: /run/x.pid\n").unwrap();
+        assert_eq!(config.upgrade.ready_timeout, Duration::from_secs(45));
+        assert_eq!(
+            config.upgrade.pid_file.as_deref(),
+            Some(std::path::Path::new("/run/x.pid"))
+        );
+        assert_eq!(config.upgrade.binary, None);
+        let (key, _) = invalid_key("upgrade:\n  ready_timeout: soon\n");
+        assert_eq!(key, "upgrade.ready_timeout");
     }
 
     #[test]
