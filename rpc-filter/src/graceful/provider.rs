@@ -196,6 +196,7 @@ mod tests {
         rpc_core::lifecycle::StartPlan {
             exports: vec![rpc_core::lifecycle::Export {
                 bind: "127.0.0.1:0".parse().unwrap(),
+                listener: None,
                 advertise_host: None,
                 options: Default::default(),
                 service,
