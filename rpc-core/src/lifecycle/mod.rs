@@ -17,6 +17,7 @@ mod config;
 mod deadline;
 mod handles;
 mod phase;
+mod probes;
 mod report;
 mod sequence;
 mod shutdown;
@@ -26,6 +27,9 @@ mod span_tests;
 mod startup;
 #[cfg(test)]
 mod tests;
+mod traffic;
+#[cfg(test)]
+mod traffic_tests;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -41,19 +45,23 @@ use tracing::Instrument;
 pub use config::ShutdownConfig;
 pub use handles::{ConsumerHandles, ProviderHandles};
 pub use phase::{Phase, PhaseReader};
+pub use probes::{Probe, ProbeAnswer};
 pub use report::{Interrupt, ShutdownReport, Step, StepOutcome, StepReport};
 pub use startup::{
     Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan,
 };
+pub use traffic::{Registration, TrafficChange, TrafficError};
 
-use crate::Instance;
 use crate::activity::RequestClock;
 use crate::inflight::InflightCounter;
+use crate::offline_services::OfflineServices;
 use crate::registry::Registry;
 use crate::rejections::RejectionCounter;
 use crate::transport::ServerHandle;
+use crate::{Instance, ServiceKey};
 use callbacks::Callbacks;
 use phase::PhaseCell;
+use shutdown::Closer;
 
 /// One application's lifecycle: its phase, its in-flight counters, what it started, and
 /// the shutdown sequence that stops it.
@@ -83,16 +91,29 @@ struct Inner {
     /// Cancelled when shutdown is asked for while start-up is still under way.
     start_cancel: CancellationToken,
     interrupt: Mutex<Option<Interrupt>>,
+    /// The provided services manually offline, shared with the provider filter.
+    offline: OfflineServices,
+    /// Held by a manual offline or online for its whole run, and by shutdown step 1
+    /// before it withdraws the registrations: one change at a time, none behind the
+    /// shutdown's back (see `traffic.rs`).
+    traffic: tokio::sync::Mutex<()>,
 }
 
 /// What start-up created and shutdown must undo.
 #[derive(Default)]
 struct Parts {
     registrations: Vec<(Arc<dyn Registry>, Instance)>,
+    /// Registrations withdrawn by a manual offline, kept to be registered again.
+    withdrawn: Vec<(Arc<dyn Registry>, Instance)>,
+    /// The services the application provides.
+    provided: Vec<ServiceKey>,
     servers: Vec<ServerHandle>,
     references: Vec<Arc<dyn ManagedReference>>,
     registries: Vec<Arc<dyn Registry>>,
     health_names: Vec<String>,
+    /// What the composition root started beside the lifecycle (the admin endpoint),
+    /// closed last in step 6 (see [`Lifecycle::close_in_step_6`]).
+    closers: Vec<Closer>,
 }
 
 impl Lifecycle {
@@ -116,6 +137,8 @@ impl Lifecycle {
                 force: CancellationToken::new(),
                 start_cancel: CancellationToken::new(),
                 interrupt: Mutex::new(None),
+                offline: OfflineServices::new(),
+                traffic: tokio::sync::Mutex::new(()),
             }),
         }
     }

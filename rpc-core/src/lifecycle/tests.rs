@@ -383,3 +383,39 @@ async fn shutdown_of_a_lifecycle_never_started_returns_at_once() {
     assert!(report.steps.is_empty());
     assert_eq!(lifecycle.phase(), Phase::Stopped);
 }
+
+/// What the composition root hands step 6 (the admin endpoint) is closed there, while
+/// the phase is `destroying`, after the drains; a failed or aborted start-up closes it
+/// too.
+#[tokio::test(start_paused = true)]
+async fn step_6_closes_what_it_was_handed_and_so_does_an_abort() {
+    let lifecycle = started(config()).await;
+    let closed_in = Arc::new(Mutex::new(None));
+    {
+        let closed_in = closed_in.clone();
+        let phases = lifecycle.watch_phase();
+        lifecycle.close_in_step_6(move || async move {
+            *closed_in.lock() = Some(*phases.borrow());
+        });
+    }
+    assert_eq!(*closed_in.lock(), None);
+    lifecycle.before_shutdown().await;
+    assert_eq!(*closed_in.lock(), Some(Phase::Destroying));
+
+    let lifecycle = Lifecycle::new("test", config());
+    let closed = Arc::new(AtomicUsize::new(0));
+    {
+        let closed = closed.clone();
+        lifecycle.close_in_step_6(move || async move {
+            closed.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    let mut plan = StartPlan::default();
+    plan.references
+        .push((Arc::new(NeverReady(ServiceKey::new("a.B"))), true));
+    plan.check_timeout = ms(100);
+    assert!(lifecycle.start(plan).await.is_err());
+    assert_eq!(closed.load(Ordering::SeqCst), 1, "start-up undone");
+    lifecycle.abort().await;
+    assert_eq!(closed.load(Ordering::SeqCst), 1, "at most once");
+}
