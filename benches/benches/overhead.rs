@@ -103,6 +103,7 @@ async fn ours() -> (EchoClient<rpc::ReferenceChannel>, Vec<Application>) {
         let mut config = Config::default();
         config.application.name = name.to_owned();
         config.graceful_shutdown.internal_signal = false;
+        config.admin.enabled = false;
         config
     };
     let mut provider = Application::builder(config("provider"));
@@ -167,7 +168,9 @@ async fn main() {
             "rpc-client" => {
                 // Our consumer against a plain tonic server.
                 let addr = plain_server().await;
-                let mut builder = Application::builder(Config::default());
+                let mut config = Config::default();
+                config.admin.enabled = false;
+                let mut builder = Application::builder(config);
                 builder.registry(
                     "default",
                     Arc::new(rpc::registry::StaticRegistry::new(vec![(

@@ -27,10 +27,13 @@
 //! shutdown: unregister, wait for consumers, reject new requests as retryable, drain
 //! inbound, drain outbound, close protocols, run callbacks. Under systemd (`Type=notify`)
 //! every application reports its phases to the service manager (see [`systemd`]).
+//! Every application also answers on its [`admin`] endpoint (loopback port 22222 by
+//! default): probes, manual offline/online, status, a status page.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admin;
 mod application;
 pub mod config;
 pub mod systemd;

@@ -1,5 +1,6 @@
 //! A greeter provider run from a configuration file, as a service would be deployed:
-//! it prints its bound address, serves until SIGTERM or SIGINT, runs the graceful
+//! it prints its bound address (`listening on ADDR`) and its admin endpoint's (`admin
+//! listening on ADDR`), serves until SIGTERM, SIGINT or `POST /shutdown`, runs the graceful
 //! shutdown sequence, prints the report and exits with its code (0 clean, 1 forced,
 //! 130 / 143 after a second SIGINT / SIGTERM).
 //!
@@ -52,8 +53,11 @@ async fn main() {
     let mut stdout = std::io::stdout();
     if let Some(addr) = app.local_addr() {
         let _ = writeln!(stdout, "listening on {addr}");
-        let _ = stdout.flush();
     }
+    if let Some(addr) = app.admin_addr() {
+        let _ = writeln!(stdout, "admin listening on {addr}");
+    }
+    let _ = stdout.flush();
     let report = app.wait().await;
     let _ = writeln!(stdout, "shutdown {report}");
     std::process::exit(report.exit_code());

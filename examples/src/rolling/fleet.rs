@@ -206,6 +206,8 @@ fn base_config(name: &str, signals: bool) -> Config {
     let mut config = Config::default();
     config.application.name = name.to_owned();
     config.graceful_shutdown.internal_signal = signals;
+    // Many instances on one host: each admin endpoint on a free port.
+    config.admin.port = 0;
     config
 }
 

@@ -3,6 +3,7 @@
 use rpc_core::RegistryError;
 use rpc_core::lifecycle::StartError;
 
+use crate::admin::AdminError;
 use crate::config::ConfigError;
 
 /// Why an application could not be built or started.
@@ -29,4 +30,7 @@ pub enum ApplicationError {
     /// Start-up failed (and was undone).
     #[error(transparent)]
     Start(#[from] StartError),
+    /// The admin endpoint could not start (its message names the `admin.*` key).
+    #[error(transparent)]
+    Admin(#[from] AdminError),
 }

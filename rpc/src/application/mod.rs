@@ -5,6 +5,7 @@
 //! references; its start (start.rs) connects the registries and hands the lifecycle a
 //! start plan; [`Application`] (here) is what runs afterwards.
 
+mod admin;
 mod builder;
 mod error;
 mod start;
@@ -32,6 +33,7 @@ pub type ReferenceChannel = ConsumerGraceful<ClusterChannel>;
 pub struct Application {
     pub(super) lifecycle: Lifecycle,
     pub(super) local_addr: Option<SocketAddr>,
+    pub(super) admin_addr: Option<SocketAddr>,
     pub(super) references: Vec<ClusterChannel>,
     /// When systemd has been told every phase (see [`crate::systemd`]).
     pub(super) systemd: NotifierFinished,
@@ -51,6 +53,11 @@ impl Application {
     /// The address providers listen on, if the application provides any service.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local_addr
+    }
+
+    /// The address the admin endpoint listens on, unless `admin.enabled` is false.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     /// The current phase.

@@ -21,7 +21,23 @@ impl ApplicationBuilder {
     /// # Errors
     /// [`ApplicationError`] naming the registry, address, reference or step that failed;
     /// what had started is undone.
-    pub async fn start(mut self) -> Result<Application, ApplicationError> {
+    pub async fn start(self) -> Result<Application, ApplicationError> {
+        // The admin endpoint first: its probes answer during the rest of start-up.
+        let admin_addr = self.start_admin()?;
+        let lifecycle = self.lifecycle.clone();
+        let started = self.start_parts(admin_addr).await;
+        if started.is_err() {
+            // Closes the admin endpoint, and anything else still open (a failed
+            // `Lifecycle::start` has already undone its own part).
+            lifecycle.abort().await;
+        }
+        started
+    }
+
+    async fn start_parts(
+        mut self,
+        admin_addr: Option<SocketAddr>,
+    ) -> Result<Application, ApplicationError> {
         let registries = self.connect_registries().await?;
         let reference_registry = self.reference_registry(&registries)?;
         let references: Vec<(Arc<dyn ManagedReference>, bool)> = self
@@ -44,6 +60,7 @@ impl ApplicationBuilder {
         let systemd = crate::systemd::notify_phases(&self.lifecycle);
         self.lifecycle.start(plan).await?;
         Ok(Application {
+            admin_addr,
             local_addr: self
                 .lifecycle
                 .servers()

@@ -45,7 +45,13 @@ impl Config {
             )?;
         }
         nested("consumer.blacklist", self.consumer.blacklist.validate())?;
-        nested("consumer.directory", self.consumer.directory.validate())
+        nested("consumer.directory", self.consumer.directory.validate())?;
+        if self.admin.enabled {
+            self.admin
+                .bind_addr()
+                .map_err(|(key, message)| (key.to_owned(), message))?;
+        }
+        Ok(())
     }
 
     pub(super) fn with_defaults(mut self) -> Result<Self, ConfigError> {
