@@ -7,7 +7,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.bytes(["."]);
     tonic_prost_build::configure().compile_with_config(
         config,
-        &["proto/greeter.proto", "proto/echo.proto"],
+        &[
+            "proto/greeter.proto",
+            "proto/echo.proto",
+            "proto/interop/test.proto",
+        ],
         &["proto"],
     )?;
     Ok(())

@@ -18,6 +18,13 @@ pub mod echo {
     tonic::include_proto!("echo");
 }
 
+/// `grpc.testing`: gRPC's interoperability test services (`TestService`,
+/// `UnimplementedService`) and their messages, for the interop server and client.
+#[allow(missing_docs)]
+pub mod interop {
+    tonic::include_proto!("grpc.testing");
+}
+
 /// Path of the directory that holds the `.proto` sources, for tools that need them
 /// (for example the Python interop test, which generates its own stubs).
 pub const PROTO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/proto");

@@ -6,11 +6,13 @@ use std::task::{Context, Poll};
 use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use rpc_core::BoxError;
+use rpc_core::metadata::grpc_timeout;
 use tonic::body::Body as TonicBody;
 use tower_service::Service;
 
 use crate::call::{self, Call};
 use crate::config::{BlacklistConfig, ReferenceConfig};
+use crate::deadline;
 use crate::directory::Directory;
 use crate::stack::ReferenceStack;
 use crate::stats::ClusterCounts;
@@ -109,6 +111,12 @@ impl Service<Request<TonicBody>> for ClusterChannel {
 
     fn call(&mut self, request: Request<TonicBody>) -> Self::Future {
         self.stack.stats.note_call();
-        call::run(Call::new(self.stack.clone(), request))
+        // The caller's deadline bounds the whole call, streams included (deadline.rs).
+        let deadline = grpc_timeout(request.headers());
+        let call = call::run(Call::new(self.stack.clone(), request));
+        match deadline {
+            Some(limit) => deadline::bound(call, limit),
+            None => call,
+        }
     }
 }

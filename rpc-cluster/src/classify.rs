@@ -138,6 +138,16 @@ pub(crate) fn classify_response(response: Response<TonicBody>) -> Outcome {
 
 /// Classifies a transport error; `sent` tells whether the request body was polled.
 pub(crate) fn classify_error(error: BoxError, sent: bool) -> Failure {
+    // tonic's channel enforces the caller's `grpc-timeout` itself while it waits for the
+    // response headers; its expiry is the call's deadline, not a broken connection.
+    if sources(&*error).any(|e| e.is::<tonic::TimeoutExpired>()) {
+        return Failure::status(
+            FailureKind::Timeout,
+            tonic::Status::deadline_exceeded(format!(
+                "the call's deadline (grpc-timeout) passed before the response: {error}"
+            )),
+        );
+    }
     let kind = if refused_by_goaway(&*error) {
         FailureKind::Rejected
     } else if !sent || certainly_not_sent(&*error) {
@@ -234,6 +244,14 @@ mod tests {
             classify_error(Box::new(reset), true).kind,
             FailureKind::Transport
         );
+    }
+
+    #[test]
+    fn the_channels_own_deadline_is_a_timeout_not_a_transport_failure() {
+        let failure = classify_error(Box::new(tonic::TimeoutExpired(())), true);
+        assert_eq!(failure.kind, FailureKind::Timeout);
+        let response = failure.response.unwrap();
+        assert_eq!(response.headers().get(&GRPC_STATUS).unwrap(), "4");
     }
 
     #[test]

@@ -28,7 +28,8 @@
 //! (`failback_queue.rs`) and the source of each call's random numbers (`rng.rs`) — is
 //! one `ReferenceStack` (`stack.rs`). One call across its attempts is a `Call`
 //! (`call/mod.rs`). What an attempt's result means is `classify.rs`; a request body kept
-//! for replay is `replay.rs`; settings are `config/`; the lifecycle's handle on a
+//! for replay is `replay.rs`; the caller's deadline over the whole call, streams
+//! included, is `deadline.rs`; settings are `config/`; the lifecycle's handle on a
 //! reference is `reference.rs`. No file imports one above it: strategies know nothing
 //! of calls or channels, and the failback queue nothing of calls.
 //!
@@ -44,6 +45,7 @@ mod call;
 mod channel;
 mod classify;
 pub mod config;
+mod deadline;
 mod directory;
 mod error;
 mod ewma;

@@ -2,9 +2,14 @@
 //!
 //! A unary request (and any request whose body is complete when the call starts) is
 //! buffered up to `max_replay_bytes` and replayed to each attempt. A body still
-//! streaming is sent once; it can go to another instance only if the first attempt
-//! never polled it — then nothing of it left this process, which is exactly the rule
-//! "streaming calls are retried only if nothing was sent".
+//! streaming is sent once: it belongs to the first attempt that takes a frame from it.
+//! Until then nothing of it left this process, so a later attempt may have it — which
+//! is exactly the rule "a stream is re-sent elsewhere only if nothing of it was sent":
+//! a stream a closing provider refused at once, before the caller's first message,
+//! goes to another instance like a unary call; one that sent a message never does.
+//! An attempt only *polling* the body (HTTP/2 clients poll right after the headers)
+//! takes nothing, and once the call moves on to a new attempt, the older ones can no
+//! longer take it.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -30,8 +35,17 @@ pub(crate) enum RequestBody {
         data: Frames,
         trailers: Option<HeaderMap>,
     },
-    /// Still streaming: the first attempt to poll it owns it.
-    Streaming(Arc<Mutex<Option<Prefixed>>>),
+    /// Still streaming: the first attempt to take a frame from it owns it.
+    Streaming(Arc<Mutex<StreamSlot>>),
+}
+
+/// A streaming body not sent yet, and which attempt may send it.
+#[derive(Debug)]
+pub(crate) struct StreamSlot {
+    /// `None` once an attempt took it.
+    body: Option<Prefixed>,
+    /// The latest attempt's number: only that attempt may take the body.
+    latest: u64,
 }
 
 /// Chunks read while capturing; a unary request's single chunk stays inline.
@@ -121,18 +135,21 @@ impl RequestBody {
     }
 
     fn streaming(data: Chunks, rest: TonicBody) -> Self {
-        Self::Streaming(Arc::new(Mutex::new(Some(Prefixed {
-            prefix: data.into_iter().map(Frame::data).collect(),
-            rest,
-        }))))
+        Self::Streaming(Arc::new(Mutex::new(StreamSlot {
+            body: Some(Prefixed {
+                prefix: data.into_iter().map(Frame::data).collect(),
+                rest,
+            }),
+            latest: 0,
+        })))
     }
 
     /// Whether another attempt can be sent (always when buffered; when streaming, only
-    /// while no attempt has polled the body).
+    /// while no attempt has taken a frame of the body).
     pub(crate) fn replayable(&self) -> bool {
         match self {
             Self::Buffered { .. } => true,
-            Self::Streaming(slot) => slot.lock().is_some(),
+            Self::Streaming(slot) => slot.lock().body.is_some(),
         }
     }
 
@@ -147,11 +164,13 @@ impl RequestBody {
                 trailers: trailers.clone(),
             },
             Self::Streaming(slot) => {
-                if slot.lock().is_none() {
-                    return None;
-                }
+                let mut shared = slot.lock();
+                shared.body.as_ref()?;
+                // From now on the earlier attempts can no longer take the body.
+                shared.latest += 1;
                 Source::Shared {
                     slot: slot.clone(),
+                    attempt: shared.latest,
                     taken: None,
                 }
             }
@@ -182,7 +201,9 @@ enum Source {
         trailers: Option<HeaderMap>,
     },
     Shared {
-        slot: Arc<Mutex<Option<Prefixed>>>,
+        slot: Arc<Mutex<StreamSlot>>,
+        /// This attempt's number (see [`StreamSlot::latest`]).
+        attempt: u64,
         taken: Option<Prefixed>,
     },
 }
@@ -213,17 +234,27 @@ impl Body for AttemptBody {
                 }
                 Poll::Ready(trailers.take().map(|t| Ok(Frame::trailers(t))))
             }
-            Source::Shared { slot, taken } => {
-                if taken.is_none() {
-                    *taken = slot.lock().take();
+            Source::Shared {
+                slot,
+                attempt,
+                taken,
+            } => {
+                if let Some(prefixed) = taken.as_mut() {
+                    return prefixed.poll_next(cx);
                 }
-                let Some(prefixed) = taken.as_mut() else {
+                let mut shared = slot.lock();
+                if shared.latest != *attempt {
+                    return Poll::Ready(Some(Err(Status::internal(
+                        "request body belongs to a later attempt",
+                    ))));
+                }
+                let Some(prefixed) = shared.body.as_mut() else {
                     return Poll::Ready(Some(Err(Status::internal("request body already sent"))));
                 };
-                if let Some(frame) = prefixed.prefix.pop_front() {
-                    return Poll::Ready(Some(Ok(frame)));
-                }
-                Pin::new(&mut prefixed.rest).poll_frame(cx)
+                // Nothing ready to send: the body stays shared, as nothing of it left.
+                let frame = std::task::ready!(prefixed.poll_next(cx));
+                *taken = shared.body.take();
+                Poll::Ready(frame)
             }
         }
     }
@@ -241,6 +272,16 @@ impl Body for AttemptBody {
 
     // No exact size hint: hyper would add a content-length header to every request,
     // which gRPC does not use (tonic's own request bodies give none either).
+}
+
+impl Prefixed {
+    /// The next frame: the captured ones first, then the rest of the caller's body.
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        if let Some(frame) = self.prefix.pop_front() {
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        Pin::new(&mut self.rest).poll_frame(cx)
+    }
 }
 
 /// A body that fails with the error its source failed with.
@@ -300,6 +341,33 @@ mod tests {
         assert_eq!(collect(second).await, b"ab");
         assert!(!body.replayable());
         assert!(body.attempt().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_stream_polled_with_nothing_to_send_can_still_go_elsewhere_but_not_twice() {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Status>>(4);
+        let body =
+            RequestBody::capture(TonicBody::new(StreamBody::new(tokio_stream_from(rx))), 1024);
+        let (mut first, sent) = body.attempt().unwrap();
+        // Polled right after the headers, as HTTP/2 clients do: nothing to send yet.
+        assert!(futures_util::poll!(first.frame()).is_pending());
+        assert!(
+            sent.was_sent(),
+            "polled, so a transport error may have reached it"
+        );
+        assert!(
+            body.replayable(),
+            "nothing of it left: another attempt may have it"
+        );
+        // The call moves on (the first attempt was refused); the first attempt, still
+        // alive in its connection task, can no longer take the message that comes now.
+        let (second, _) = body.attempt().unwrap();
+        tx.send(Ok(Frame::data(Bytes::from("m")))).await.unwrap();
+        let stale = first.frame().await.unwrap();
+        assert!(stale.is_err(), "the older attempt is fenced off");
+        drop(tx);
+        assert_eq!(collect(second).await, b"m");
+        assert!(!body.replayable(), "sent: never replayed");
     }
 
     #[tokio::test]

@@ -37,31 +37,83 @@ pub const CLOSING_VALUE: HeaderValue = HeaderValue::from_static("1");
 /// The value of [`NOT_EXECUTED`] when the provider is shutting down.
 pub const NOT_EXECUTED_CLOSING: HeaderValue = HeaderValue::from_static("closing");
 
-/// The caller's deadline from the [`GRPC_TIMEOUT`] header, if it has a valid one.
+/// A [`GRPC_TIMEOUT`] value that is not 1 to 8 digits and a unit.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("malformed grpc-timeout `{0}` (expected 1 to 8 digits and one of H M S m u n)")]
+pub struct MalformedTimeout(pub String);
+
+/// The caller's deadline from the [`GRPC_TIMEOUT`] header, read strictly.
 ///
-/// The value is an integer followed by one unit letter (gRPC over HTTP/2, "Timeout"):
-/// `H` hours, `M` minutes, `S` seconds, `m` milliseconds, `u` microseconds,
-/// `n` nanoseconds; `500m` is half a second. `None` when the header is absent or
-/// malformed; a huge value saturates rather than overflowing. Consumers read it to
-/// bound each attempt by the smaller of the caller's deadline and their own timeout.
+/// gRPC over HTTP/2 ("Requests") defines the value as at most 8 ASCII digits followed
+/// by one unit: `H` hours, `M` minutes, `S` seconds, `m` milliseconds, `u`
+/// microseconds, `n` nanoseconds; `500m` is half a second. Providers answer a malformed
+/// value with `INTERNAL`, as grpc-go's server does (the spec names no status for it),
+/// rather than ignore a deadline the caller believes it set.
+///
+/// # Errors
+/// [`MalformedTimeout`] when the header is present but not a valid timeout.
+pub fn read_grpc_timeout(headers: &HeaderMap) -> Result<Option<Duration>, MalformedTimeout> {
+    let Some(value) = headers.get(&GRPC_TIMEOUT) else {
+        return Ok(None);
+    };
+    let malformed = || MalformedTimeout(String::from_utf8_lossy(value.as_bytes()).into_owned());
+    let Some((&unit, digits)) = value.as_bytes().split_last() else {
+        return Err(malformed());
+    };
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return Err(malformed());
+    }
+    // At most 8 digits: always fits, and never overflows below.
+    let amount = digits
+        .iter()
+        .fold(0u64, |n, digit| n * 10 + u64::from(digit - b'0'));
+    Ok(Some(match unit {
+        b'H' => Duration::from_secs(amount * 3600),
+        b'M' => Duration::from_secs(amount * 60),
+        b'S' => Duration::from_secs(amount),
+        b'm' => Duration::from_millis(amount),
+        b'u' => Duration::from_micros(amount),
+        b'n' => Duration::from_nanos(amount),
+        _ => return Err(malformed()),
+    }))
+}
+
+/// The caller's deadline from the [`GRPC_TIMEOUT`] header, if it has a valid one
+/// ([`read_grpc_timeout`]); `None` when the header is absent or malformed. Consumers read
+/// it to bound each attempt by the smaller of the caller's deadline and their own
+/// timeout, and the whole call by the caller's deadline.
 pub fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(&GRPC_TIMEOUT)?.to_str().ok()?;
-    let (amount, unit) = value.split_at(value.len().checked_sub(1)?);
-    let amount: u64 = amount.parse().ok()?;
-    Some(match unit {
-        "H" => Duration::from_secs(amount.saturating_mul(3600)),
-        "M" => Duration::from_secs(amount.saturating_mul(60)),
-        "S" => Duration::from_secs(amount),
-        "m" => Duration::from_millis(amount),
-        "u" => Duration::from_micros(amount),
-        "n" => Duration::from_nanos(amount),
-        _ => return None,
-    })
+    read_grpc_timeout(headers).ok().flatten()
+}
+
+/// The status of a call whose deadline of `limit` (its `grpc-timeout`) passed.
+pub fn deadline_exceeded(limit: Duration) -> tonic::Status {
+    tonic::Status::deadline_exceeded(format!(
+        "the call's deadline ({} ms, grpc-timeout) passed",
+        limit.as_millis()
+    ))
+}
+
+/// Trailers that end a gRPC response with `status` (`grpc-status`, `grpc-message`), for
+/// a response body cut short (a deadline, a shutdown). Should the message not encode
+/// (never one of ours), the code alone still says what happened.
+pub fn status_trailers(status: &tonic::Status) -> HeaderMap {
+    let mut trailers = HeaderMap::new();
+    if status.add_header(&mut trailers).is_err() {
+        trailers.insert(GRPC_STATUS, HeaderValue::from(status.code() as i32));
+    }
+    trailers
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn read(value: &str) -> Result<Option<Duration>, MalformedTimeout> {
+        let mut headers = HeaderMap::new();
+        headers.insert(GRPC_TIMEOUT, value.parse().unwrap());
+        read_grpc_timeout(&headers)
+    }
 
     #[test]
     fn grpc_timeout_header_is_read() {
@@ -73,5 +125,34 @@ mod tests {
         assert_eq!(grpc_timeout(&headers), Some(Duration::from_secs(3)));
         headers.insert(GRPC_TIMEOUT, "x".parse().unwrap());
         assert_eq!(grpc_timeout(&headers), None);
+    }
+
+    #[test]
+    fn every_unit_and_the_longest_value_are_read() {
+        assert_eq!(read_grpc_timeout(&HeaderMap::new()), Ok(None));
+        assert_eq!(read("1000u"), Ok(Some(Duration::from_millis(1))));
+        assert_eq!(read("2M"), Ok(Some(Duration::from_secs(120))));
+        assert_eq!(
+            read("99999999H"),
+            Ok(Some(Duration::from_secs(99_999_999 * 3600)))
+        );
+        assert_eq!(read("7n"), Ok(Some(Duration::from_nanos(7))));
+    }
+
+    #[test]
+    fn malformed_values_are_errors() {
+        for value in [
+            "",
+            "S",
+            "10",
+            "10s",
+            "123456789m",
+            "-5S",
+            "1.5S",
+            " 5S",
+            "5 S",
+        ] {
+            assert!(read(value).is_err(), "{value:?}");
+        }
     }
 }

@@ -1,12 +1,10 @@
 //! A greeter provider run from a configuration file, as a service would be deployed:
-//! it prints its bound address (`listening on ADDR`) and its admin endpoint's (`admin
-//! listening on ADDR`), serves until SIGTERM, SIGINT or `POST /shutdown`, runs the graceful
+//! it prints its bound address, serves until SIGTERM or SIGINT, runs the graceful
 //! shutdown sequence, prints the report and exits with its code (0 clean, 1 forced,
 //! 130 / 143 after a second SIGINT / SIGTERM).
 //!
 //! `cargo run --bin greeter-provider -- --config examples/config/provider.yaml`
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Parser;
@@ -49,16 +47,5 @@ async fn main() {
             std::process::exit(1);
         }
     };
-    // A closed stdout (the parent stopped reading) must not turn into a panic.
-    let mut stdout = std::io::stdout();
-    if let Some(addr) = app.local_addr() {
-        let _ = writeln!(stdout, "listening on {addr}");
-    }
-    if let Some(addr) = app.admin_addr() {
-        let _ = writeln!(stdout, "admin listening on {addr}");
-    }
-    let _ = stdout.flush();
-    let report = app.wait().await;
-    let _ = writeln!(stdout, "shutdown {report}");
-    std::process::exit(report.exit_code());
+    std::process::exit(rpc_examples::serving::until_stopped(&app).await);
 }

@@ -93,6 +93,10 @@ pub struct ShutdownReport {
     pub connections_closed: usize,
     /// Connections closed by force when the bound passed.
     pub connections_forced: usize,
+    /// Calls (typically streams) still open at the bound of step 6, ended with
+    /// `UNAVAILABLE`, "provider shut down before the stream ended".
+    #[serde(default)]
+    pub streams_cut: usize,
     /// Callbacks that panicked or did not finish in time.
     pub callbacks_failed: usize,
     /// Set when a second signal skipped the rest of the sequence.
@@ -100,14 +104,16 @@ pub struct ShutdownReport {
 }
 
 impl ShutdownReport {
-    /// Whether anything had to be cut short: requests left in flight, connections closed
-    /// by force, a callback that failed, or a second signal. A step that merely used its
+    /// Whether anything had to be cut short: requests left in flight, streams ended at
+    /// the bound, connections closed by force, a callback that failed, or a second
+    /// signal. A step that merely used its
     /// full wait (e.g. consumers kept sending until `consumer_update_wait_time`) loses
     /// nothing and does not count.
     pub fn forced(&self) -> bool {
         self.inbound_left > 0
             || self.outbound_left > 0
             || self.connections_forced > 0
+            || self.streams_cut > 0
             || self.callbacks_failed > 0
             || self.interrupted_by.is_some()
     }
@@ -150,7 +156,11 @@ impl fmt::Display for ShutdownReport {
             self.outbound_left,
             self.connections_closed,
             self.connections_forced
-        )
+        )?;
+        if self.streams_cut > 0 {
+            write!(f, " streams_cut={}", self.streams_cut)?;
+        }
+        Ok(())
     }
 }
 

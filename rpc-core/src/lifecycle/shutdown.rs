@@ -264,12 +264,14 @@ impl Lifecycle {
         for connections in closed {
             report.connections_closed += connections.closed_gracefully;
             report.connections_forced += connections.forced;
+            report.streams_cut += connections.streams_cut;
         }
         let release = protocols.release();
         let outcome = deadline
             .wait(release, deadline.bound(self.config().step_timeout))
             .await;
-        if report.connections_forced > 0 && outcome == StepOutcome::Completed {
+        let cut_short = report.connections_forced > 0 || report.streams_cut > 0;
+        if cut_short && outcome == StepOutcome::Completed {
             StepOutcome::TimedOut
         } else {
             outcome

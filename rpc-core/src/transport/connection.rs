@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpConnectInfo;
 use tower::{Service, ServiceExt};
 
+use super::call_bounds::{CallBounds, ShutdownCut};
 use crate::registry::BoxError;
 
 /// Signals and tallies shared by a server and all of its connections.
@@ -37,6 +38,8 @@ pub(crate) struct ConnectionSignals {
     pub(crate) forced: AtomicUsize,
     /// Connections closed without GOAWAY because the peer never sent a byte.
     pub(crate) unused: AtomicUsize,
+    /// Cut at the drain bound: calls still open end with `UNAVAILABLE`.
+    pub(crate) cut: Arc<ShutdownCut>,
 }
 
 /// Serves `stream` with `service` until the connection ends or the signals end it.
@@ -63,6 +66,7 @@ pub(crate) async fn serve<S, B>(
         request.extensions_mut().insert(info.clone());
         request
     });
+    let service = CallBounds::new(service, signals.cut.clone());
     let heard_from_peer = Arc::new(AtomicBool::new(false));
     let io = TokioIo::new(FirstRead::new(stream, heard_from_peer.clone()));
     let conn = builder.serve_connection(io, TowerToHyperService::new(service));

@@ -5,18 +5,23 @@
 //! `serve_with_shutdown` does not give: a bound on how long connections may take to close,
 //! the two-step GOAWAY on every connection at the moment the lifecycle chooses, and
 //! closing connections that never completed the HTTP/2 handshake ourselves instead of
-//! waiting for the peer.
+//! waiting for the peer. Every call is bounded by the caller's deadline and by the
+//! server's drain bound, and ends at either with a status that says so
+//! ([`CUT_AT_SHUTDOWN`]; see `call_bounds.rs`).
 //!
 //! Every accepted and dialled socket has `TCP_NODELAY`: measured on a 2-core machine,
 //! tonic over loopback without it did 6.8k requests/s with p99 44 ms at 16 concurrent
 //! calls, with it 35k requests/s and p99 0.7 ms (Nagle's algorithm holds back the small
 //! frames of HTTP/2).
 
+mod call_bounds;
 mod channel;
 mod connection;
 mod error;
+mod message_size_status;
 mod server;
 
+pub use call_bounds::CUT_AT_SHUTDOWN;
 pub use channel::{ChannelOptions, connect_lazy};
 pub use error::TransportError;
-pub use server::{Server, ServerHandle, ServerOptions, ServerShutdown};
+pub use server::{CUT_LEAD, Server, ServerHandle, ServerOptions, ServerShutdown};

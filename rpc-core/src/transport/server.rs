@@ -20,6 +20,12 @@ use super::TransportError;
 use super::connection::{self, ConnectionSignals};
 use crate::registry::BoxError;
 
+/// How long before a shutdown's bound the calls still open are ended with a status:
+/// time for their trailers to reach the peers before connections are closed by force.
+/// 100 ms: writing a trailers frame on an open connection takes well under 1 ms, so
+/// this covers a loaded machine, and is small next to `step_timeout` (default 3 s).
+pub const CUT_LEAD: Duration = Duration::from_millis(100);
+
 /// HTTP/2 settings of an exported server. The defaults are hyper's (and so tonic's).
 #[derive(Clone, Debug)]
 pub struct ServerOptions {
@@ -210,6 +216,9 @@ pub struct ServerShutdown {
     pub forced: usize,
     /// Connections closed at once because the peer had not sent a byte (no handshake).
     pub unused: usize,
+    /// Calls (typically streams) still open at the bound, ended with `UNAVAILABLE`,
+    /// "provider shut down before the stream ended" ([`super::CUT_AT_SHUTDOWN`]).
+    pub streams_cut: usize,
 }
 
 impl ServerHandle {
@@ -227,27 +236,38 @@ impl ServerHandle {
     ///
     /// In order: the listener is closed (new dials are refused); every connection that
     /// has begun HTTP/2 gets the two-step GOAWAY and is awaited; connections whose peer
-    /// never sent a byte are closed at once; whatever is still open at `deadline` is
-    /// closed by force. Never waits past `deadline`, whatever the peers do.
+    /// never sent a byte are closed at once. Calls still open [`CUT_LEAD`] before
+    /// `deadline` are ended with `UNAVAILABLE`, "provider shut down before the stream
+    /// ended", so their callers learn why (the lead lets those trailers reach them);
+    /// whatever connection is still open at `deadline` is then closed by force. Never
+    /// waits past `deadline`, whatever the peers do.
     pub async fn shutdown(&self, deadline: Instant) -> ServerShutdown {
         let signals = &self.shared.signals;
         let before = self.tallies();
         self.shared.stop_accepting.cancel();
         signals.goaway.cancel();
         self.shared.tracker.close();
-        if tokio::time::timeout_at(deadline, self.shared.tracker.wait())
-            .await
-            .is_err()
-        {
-            signals.force.cancel();
-            self.shared.tracker.wait().await;
+        let cut_at = deadline.checked_sub(CUT_LEAD).unwrap_or(deadline);
+        let closed = |bound| tokio::time::timeout_at(bound, self.shared.tracker.wait());
+        if closed(cut_at).await.is_err() {
+            signals.cut.cut();
+            if closed(deadline).await.is_err() {
+                signals.force.cancel();
+                self.shared.tracker.wait().await;
+            }
         }
         let after = self.tallies();
         ServerShutdown {
             closed_gracefully: after.closed_gracefully - before.closed_gracefully,
             forced: after.forced - before.forced,
             unused: after.unused - before.unused,
+            streams_cut: after.streams_cut - before.streams_cut,
         }
+    }
+
+    /// Calls (streams) ended at a shutdown's bound so far.
+    pub fn streams_cut(&self) -> usize {
+        self.shared.signals.cut.calls()
     }
 
     /// Closes the listener and every connection at once, dropping requests in flight:
@@ -265,6 +285,7 @@ impl ServerHandle {
             closed_gracefully: signals.closed_gracefully.load(Ordering::Relaxed),
             forced: signals.forced.load(Ordering::Relaxed),
             unused: signals.unused.load(Ordering::Relaxed),
+            streams_cut: signals.cut.calls(),
         }
     }
 }
