@@ -28,7 +28,7 @@ pub(crate) struct Status {
     phase_ms: u64,
     /// Every phase entered, with when, counted from the first.
     phases: Vec<PhaseEntry>,
-    probes: BTreeMap<&'static str, ProbeView>,
+    probes: Probes,
     /// Provided services that are manually offline.
     offline: Vec<String>,
     /// The providers' listeners.
@@ -43,6 +43,14 @@ pub(crate) struct Status {
 struct PhaseEntry {
     phase: String,
     at_ms: u64,
+}
+
+/// The three probes' answers, in the order they matter at start-up.
+#[derive(Serialize)]
+struct Probes {
+    live: ProbeView,
+    startup: ProbeView,
+    ready: ProbeView,
 }
 
 #[derive(Serialize)]
@@ -118,14 +126,11 @@ impl Status {
             phase: lifecycle.phase().to_string(),
             phase_ms,
             phases,
-            probes: [
-                ("live", Probe::Live),
-                ("startup", Probe::Startup),
-                ("ready", Probe::Ready),
-            ]
-            .into_iter()
-            .map(|(name, probe)| (name, ProbeView::from(lifecycle.probe(probe))))
-            .collect(),
+            probes: Probes {
+                live: lifecycle.probe(Probe::Live).into(),
+                startup: lifecycle.probe(Probe::Startup).into(),
+                ready: lifecycle.probe(Probe::Ready).into(),
+            },
             offline: lifecycle
                 .offline_services()
                 .iter()
