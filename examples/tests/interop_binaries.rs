@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use rpc_examples::interop::case::{Case, Verdict, parse_line};
+use rpc_testkit::interop::case::{Case, Verdict, parse_line};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_interop-server");
 const CLIENT: &str = env!("CARGO_BIN_EXE_interop-client");

@@ -2,13 +2,16 @@
 //!
 //! What the examples, the cross-crate tests and the benchmarks of `rpc` share, kept out
 //! of the framework: none of `rpc-core`, `rpc-registry`, `rpc-cluster`, `rpc-filter`,
-//! `rpc` or `proto` depends on this crate, and it depends on none of them but the
-//! generated stubs (`proto`).
+//! `rpc` or `proto` depends on this crate. It uses the generated stubs (`proto`) and,
+//! for the interop client and server, `rpc` itself.
 //!
 //! - [`load`]: the open-loop load generator (fixed rate, no coordinated omission,
 //!   bounded requests in flight) and the record of a run.
 //! - [`services`]: the demo providers, [`services::GreeterProvider`] and
 //!   [`services::EchoProvider`].
+//! - [`interop`]: gRPC's interop test service, served by an `rpc` provider, and the
+//!   interop client calling through an `rpc` reference (the `interop-server` and
+//!   `interop-client` examples and the interop tests run this code).
 //! - [`measure`]: the latency histogram every measurement uses, throughput and
 //!   percentiles of a run, medians of repeated runs.
 //! - [`init_logging`]: the `tracing` subscriber the example binaries install.
@@ -19,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod http;
+pub mod interop;
 pub mod load;
 mod logging;
 pub mod measure;

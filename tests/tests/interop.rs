@@ -23,10 +23,10 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use rpc::registry::MemoryHub;
-use rpc_examples::interop::case::{Case, Verdict, parse_line};
-use rpc_examples::interop::client::{client_config, connect};
-use rpc_examples::interop::procedures;
-use rpc_examples::interop::server;
+use rpc_testkit::interop::case::{Case, Verdict, parse_line};
+use rpc_testkit::interop::client::{client_config, connect};
+use rpc_testkit::interop::procedures;
+use rpc_testkit::interop::server;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio::time::{Instant, timeout};

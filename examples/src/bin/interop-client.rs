@@ -11,9 +11,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use rpc::core::format_authority;
-use rpc_examples::interop::case::{Case, Verdict, line};
-use rpc_examples::interop::client::{client_config, connect};
-use rpc_examples::interop::procedures;
+use rpc_testkit::interop::case::{Case, Verdict, line};
+use rpc_testkit::interop::client::{client_config, connect};
+use rpc_testkit::interop::procedures;
 
 /// Run gRPC interop test cases against a grpc.testing.TestService server.
 #[derive(Debug, Parser)]

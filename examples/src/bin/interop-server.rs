@@ -7,7 +7,7 @@
 use clap::Parser;
 use rpc::config::RegistryConfig;
 use rpc::{Application, Config};
-use rpc_examples::interop::server;
+use rpc_testkit::interop::server;
 
 /// Serve grpc.testing.TestService (the interop test server).
 #[derive(Debug, Parser)]
