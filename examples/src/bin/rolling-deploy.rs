@@ -59,6 +59,10 @@ struct Args {
     /// every instance is a child process restarted by a real SIGTERM.
     #[arg(long, value_enum, default_value_t = Mode::InProcess)]
     mode: Mode,
+    /// Watch every instance's admin endpoint: poll `GET /ready` every 100 ms and show
+    /// in the table and the plot when each one was ready and not ready.
+    #[arg(long)]
+    admin: bool,
     /// Write the summary as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -110,6 +114,7 @@ async fn main() {
         registry_delay: args.registry_delay,
         max_outstanding: args.max_outstanding,
         mode: args.mode,
+        admin: args.admin,
         progress: !args.quiet,
         ..Options::default()
     };

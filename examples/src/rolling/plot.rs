@@ -1,9 +1,11 @@
-//! The SVG timeline of a run: rate, failures and p99 per second, a marker per restart.
+//! The SVG timeline of a run: rate, failures and p99 per second, a marker per restart,
+//! and with `--admin` each instance's readiness (`readiness_plot.rs`).
 
 use std::path::Path;
 
 use plotters::prelude::*;
 
+use super::readiness_plot;
 use super::summary::Summary;
 
 /// Writes the SVG timeline of `summary` to `path`.
@@ -11,9 +13,11 @@ use super::summary::Summary;
 /// # Errors
 /// The drawing or I/O error as text.
 pub fn write_plot(summary: &Summary, path: &Path) -> Result<(), String> {
-    let root = SVGBackend::new(path, (1200, 700)).into_drawing_area();
+    let readiness_height = readiness_plot::height(summary);
+    let root = SVGBackend::new(path, (1200, 700 + readiness_height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let (upper, lower) = root.split_vertically(430);
+    let (charts, readiness) = root.split_vertically(700);
+    let (upper, lower) = charts.split_vertically(430);
     let seconds = summary.per_second.len().max(1) as f64;
     let graceful = if summary.graceful { "on" } else { "off" };
     let title = format!(
@@ -94,6 +98,7 @@ pub fn write_plot(summary: &Summary, path: &Path) -> Result<(), String> {
         .background_style(WHITE.mix(0.8))
         .draw()
         .map_err(|e| e.to_string())?;
+    readiness_plot::draw(&readiness, summary, seconds)?;
     root.present().map_err(|e| e.to_string())
 }
 

@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::options::{Mode, Options, RollingError};
 use super::plan::restart_plan;
+use super::readiness::{self, ReadinessRecord};
 
 /// Latency percentiles, in milliseconds.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -205,6 +206,9 @@ pub struct Summary {
     pub peak_rss_bytes: Option<u64>,
     /// Per-second counts.
     pub per_second: Vec<Second>,
+    /// With `--admin`: each instance's readiness as its admin endpoint told it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readiness: Vec<ReadinessRecord>,
 }
 
 impl Summary {
@@ -250,6 +254,7 @@ impl Summary {
             latency_during_restarts_ms: Latency::of(&record.during_restart),
             peak_rss_bytes: peak_rss(),
             per_second: record.seconds,
+            readiness: Vec::new(),
         }
     }
 
@@ -326,6 +331,7 @@ impl Summary {
                 restart.at_s, restart.instance, restart.stop_ms
             );
         }
+        readiness::write_table(&self.readiness, &mut out);
         if let Some(rss) = self.peak_rss_bytes {
             let _ = writeln!(out, "  peak RSS  {:.1} MiB", rss as f64 / (1024.0 * 1024.0));
         }
