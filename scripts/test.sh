@@ -14,7 +14,8 @@
 #    RPC_TEST_PYTHON, RPC_TEST_KUBERNETES_VALIDATE and RPC_TEST_CHROMIUM, which the tests
 #    read (RPC_TEST_REQUIRE_REGISTRIES=1 and RPC_TEST_REQUIRE_BROWSER=1 make a missing
 #    server or browser a failure rather than a skip);
-# 3. runs `cargo test --workspace`, then stops exactly the servers it started.
+# 3. runs `cargo test --workspace`, then rpc's tests with its `otlp` feature, then stops
+#    exactly the servers it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -86,5 +87,10 @@ export RPC_TEST_REQUIRE_REGISTRIES=1
 if (($#)); then
     cargo test --no-fail-fast "$@"
 else
-    cargo test --workspace --no-fail-fast
+    status=0
+    cargo test --workspace --no-fail-fast || status=$?
+    # The OTLP export test needs rpc's `otlp` feature, which the workspace build leaves
+    # off (it is off by default for users too).
+    cargo test -p rpc --features otlp --no-fail-fast || status=$?
+    exit "$status"
 fi

@@ -1,20 +1,28 @@
-//! Overhead of the whole rpc stack over plain tonic.
+//! Overhead of the whole rpc stack over plain tonic, and of its metrics and traces.
 //!
-//! Both sides serve the same echo service on loopback over one HTTP/2 connection:
+//! Every stack serves the same echo service on loopback over one HTTP/2 connection:
 //! - plain: tonic's `Server` and a tonic `Channel`;
 //! - rpc: an `Application` provider (provider filters, health service) found through the
 //!   in-process registry by an `Application` consumer (directory, P2C, failover,
-//!   blacklist, consumer filters).
+//!   blacklist, consumer filters), with metrics and tracing on (the default);
+//! - rpc-off: the same with `metrics.enabled` and `tracing.enabled` false.
 //!
-//! They run alternately in this process, in back-to-back pairs, at 1, 16 and 64
-//! concurrent calls (closed loop). Each stack's median run is printed, and the median of
-//! the per-pair ratios (a pair shares the machine's conditions, so this resists noise
-//! from other tenants). The last line is `overhead: qps_ratio=X p99_ratio=Y` for 16
-//! concurrent calls.
+//! "Tracing on" is measured as a service runs it in production: a subscriber installed
+//! for the whole run logs at INFO (to nowhere), so the DEBUG call and attempt spans are
+//! built only as far as the span macros' interest check. Metrics on means every call is
+//! timed on both sides and every attempt once more.
 //!
-//! Environment: `OVERHEAD_MILLIS` per run (default 1500), `OVERHEAD_ROUNDS` pairs per
-//! concurrency (default 7), `OVERHEAD_PROFILE=plain|rpc|rpc-client|rpc-server` to run
-//! one configuration for 3 s at `OVERHEAD_PROFILE_CALLS` (default 16) calls for a
+//! They run alternately in this process, in back-to-back triples (the order rotates),
+//! at 1, 16 and 64 concurrent calls (closed loop). Each stack's median run is printed,
+//! and the medians of the per-triple ratios (a triple shares the machine's conditions,
+//! so this resists noise from other tenants): rpc against plain, and rpc against
+//! rpc-off. The last two lines are `overhead: qps_ratio=X p99_ratio=Y` (rpc / plain)
+//! and `observability: qps_ratio=X p99_ratio=Y` (metrics and tracing on / off), both for
+//! 16 concurrent calls.
+//!
+//! Environment: `OVERHEAD_MILLIS` per run (default 1500), `OVERHEAD_ROUNDS` triples per
+//! concurrency (default 7), `OVERHEAD_PROFILE=plain|rpc|rpc-off|rpc-client|rpc-server`
+//! to run one configuration for 3 s at `OVERHEAD_PROFILE_CALLS` (default 16) calls for a
 //! profiler, printing CPU time per request (`rpc-client`: our consumer against tonic's
 //! server; `rpc-server`: tonic's client against our provider).
 
@@ -97,13 +105,17 @@ async fn plain_client(addr: std::net::SocketAddr) -> EchoClient<tonic::transport
     EchoClient::new(channel)
 }
 
-async fn ours() -> (EchoClient<rpc::ReferenceChannel>, Vec<Application>) {
+/// A provider and a consumer on an in-process registry, with metrics and tracing on or
+/// off on both.
+async fn ours(observed: bool) -> (EchoClient<rpc::ReferenceChannel>, Vec<Application>) {
     let hub = MemoryHub::new();
     let config = |name: &str| {
         let mut config = Config::default();
         config.application.name = name.to_owned();
         config.graceful_shutdown.internal_signal = false;
         config.admin.enabled = false;
+        config.metrics.enabled = observed;
+        config.tracing.enabled = observed;
         config
     };
     let mut provider = Application::builder(config("provider"));
@@ -130,23 +142,119 @@ fn cpu_time() -> Duration {
     micros(usage.user_time()) + micros(usage.system_time())
 }
 
+/// The median run of each stack and the medians of the per-triple ratios, for one
+/// concurrency.
+struct Row {
+    plain: Measured,
+    on: Measured,
+    off: Measured,
+    /// rpc / plain: (qps, p50, p99).
+    over_plain: (f64, f64, f64),
+    /// rpc / rpc-off: (qps, p50, p99).
+    on_over_off: (f64, f64, f64),
+}
+
+/// `(qps, p50, p99)` of `a` divided by those of `b`.
+fn ratios(a: &Measured, b: &Measured) -> (f64, f64, f64) {
+    (
+        a.qps / b.qps,
+        a.p50_us as f64 / b.p50_us as f64,
+        a.p99_us as f64 / b.p99_us as f64,
+    )
+}
+
+/// The median of each of the three figures.
+fn median_of(triples: &[(f64, f64, f64)]) -> (f64, f64, f64) {
+    let each =
+        |pick: fn(&(f64, f64, f64)) -> f64| median(&triples.iter().map(pick).collect::<Vec<_>>());
+    (each(|t| t.0), each(|t| t.1), each(|t| t.2))
+}
+
+/// The median of each figure of `runs` (each on its own, as a summary row).
+fn median_run(runs: &[Measured]) -> Measured {
+    let each = |pick: fn(&Measured) -> f64| median(&runs.iter().map(pick).collect::<Vec<_>>());
+    Measured {
+        qps: each(|m| m.qps),
+        p50_us: each(|m| m.p50_us as f64) as u64,
+        p99_us: each(|m| m.p99_us as f64) as u64,
+    }
+}
+
+/// `rounds` back-to-back triples of runs at `concurrency`, the order rotating.
+async fn row<P, O, F>(
+    plain: P,
+    on: O,
+    off: F,
+    concurrency: usize,
+    seconds: Duration,
+    rounds: usize,
+) -> Row
+where
+    P: Fn() -> BoxedCall + Clone + Send + 'static,
+    O: Fn() -> BoxedCall + Clone + Send + 'static,
+    F: Fn() -> BoxedCall + Clone + Send + 'static,
+{
+    let mut runs: [Vec<Measured>; 3] = Default::default();
+    let (mut over_plain, mut on_over_off) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let mut triple: [Option<Measured>; 3] = Default::default();
+        for slot in (0..3).map(|k| (round + k) % 3) {
+            triple[slot] = Some(match slot {
+                0 => drive(plain.clone(), concurrency, seconds).await,
+                1 => drive(on.clone(), concurrency, seconds).await,
+                _ => drive(off.clone(), concurrency, seconds).await,
+            });
+        }
+        let [Some(p), Some(n), Some(f)] = triple else {
+            unreachable!("every slot of a triple runs")
+        };
+        over_plain.push(ratios(&n, &p));
+        on_over_off.push(ratios(&n, &f));
+        for (all, run) in runs.iter_mut().zip([p, n, f]) {
+            all.push(run);
+        }
+    }
+    Row {
+        plain: median_run(&runs[0]),
+        on: median_run(&runs[1]),
+        off: median_run(&runs[2]),
+        over_plain: median_of(&over_plain),
+        on_over_off: median_of(&on_over_off),
+    }
+}
+
+/// One call of a stack, boxed so the three stacks share one type.
+type BoxedCall = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
+
 #[tokio::main]
 async fn main() {
+    // What "tracing on" means here (see the module docs): a subscriber that logs at INFO.
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(std::io::sink)
+        .init();
     let seconds = Duration::from_millis(env_u64("OVERHEAD_MILLIS", 1_500));
     let rounds = env_u64("OVERHEAD_ROUNDS", 7) as usize;
     let plain_stub = plain().await;
-    let (our_client, _apps) = ours().await;
-    let plain = move || {
+    let (our_client, _apps) = ours(true).await;
+    let (quiet_client, _quiet_apps) = ours(false).await;
+    let plain = move || -> BoxedCall {
         let mut client = plain_stub.clone();
-        async move {
+        Box::pin(async move {
             client.echo(request()).await.expect("plain echo succeeds");
-        }
+        })
     };
-    let ours = move || {
+    let ours = move || -> BoxedCall {
         let mut client = our_client.clone();
-        async move {
+        Box::pin(async move {
             client.echo(request()).await.expect("rpc echo succeeds");
-        }
+        })
+    };
+    let quiet = move || -> BoxedCall {
+        let mut client = quiet_client.clone();
+        Box::pin(async move {
+            client.echo(request()).await.expect("rpc-off echo succeeds");
+        })
     };
     if let Ok(stack) = std::env::var("OVERHEAD_PROFILE") {
         let seconds = Duration::from_secs(3);
@@ -154,6 +262,7 @@ async fn main() {
         let cpu_before = cpu_time();
         let measured = match stack.as_str() {
             "plain" => drive(plain, profile_calls, seconds).await,
+            "rpc-off" => drive(quiet, profile_calls, seconds).await,
             "rpc-server" => {
                 // A plain tonic client against our provider.
                 let client = plain_client(_apps[1].local_addr().unwrap()).await;
@@ -197,64 +306,56 @@ async fn main() {
         );
         return;
     }
-    // Warm both: connections, allocator, P2C estimates.
+    // Warm all three: connections, allocator, P2C estimates, every method's series.
     drive(plain.clone(), 16, Duration::from_secs(1)).await;
     drive(ours.clone(), 16, Duration::from_secs(1)).await;
+    drive(quiet.clone(), 16, Duration::from_secs(1)).await;
 
     println!(
         "{:>11} {:>6} {:>10} {:>9} {:>9}",
         "stack", "calls", "qps", "p50 µs", "p99 µs"
     );
-    let mut last = (0.0, 0.0);
+    let mut at_16 = None;
     for concurrency in CONCURRENCY {
-        let mut plain_runs = Vec::new();
-        let mut our_runs = Vec::new();
-        // Pairs of back-to-back runs: a pair sees the same machine conditions, so
-        // the median of the per-pair ratios resists noise from other tenants.
-        let mut pair_ratios = Vec::new();
-        for round in 0..rounds {
-            let (plain_run, our_run) = if round % 2 == 0 {
-                let plain_run = drive(plain.clone(), concurrency, seconds).await;
-                (plain_run, drive(ours.clone(), concurrency, seconds).await)
-            } else {
-                let our_run = drive(ours.clone(), concurrency, seconds).await;
-                (drive(plain.clone(), concurrency, seconds).await, our_run)
-            };
-            pair_ratios.push((
-                our_run.qps / plain_run.qps,
-                our_run.p50_us as f64 / plain_run.p50_us as f64,
-                our_run.p99_us as f64 / plain_run.p99_us as f64,
-            ));
-            plain_runs.push(plain_run);
-            our_runs.push(our_run);
+        let row = row(
+            plain.clone(),
+            ours.clone(),
+            quiet.clone(),
+            concurrency,
+            seconds,
+            rounds,
+        )
+        .await;
+        for (name, run) in [
+            ("plain tonic", &row.plain),
+            ("rpc", &row.on),
+            ("rpc-off", &row.off),
+        ] {
+            println!(
+                "{name:>11} {concurrency:>6} {:>10.0} {:>9} {:>9}",
+                run.qps, run.p50_us, run.p99_us
+            );
         }
-        let summarize = |runs: &[Measured]| {
-            (
-                median(&runs.iter().map(|m| m.qps).collect::<Vec<_>>()),
-                median(&runs.iter().map(|m| m.p50_us as f64).collect::<Vec<_>>()),
-                median(&runs.iter().map(|m| m.p99_us as f64).collect::<Vec<_>>()),
-            )
-        };
-        let (plain_qps, plain_p50, plain_p99) = summarize(&plain_runs);
-        let (our_qps, our_p50, our_p99) = summarize(&our_runs);
-        println!(
-            "{:>11} {concurrency:>6} {plain_qps:>10.0} {plain_p50:>9.0} {plain_p99:>9.0}",
-            "plain tonic"
-        );
-        println!(
-            "{:>11} {concurrency:>6} {our_qps:>10.0} {our_p50:>9.0} {our_p99:>9.0}",
-            "rpc"
-        );
-        let qps_ratio = median(&pair_ratios.iter().map(|r| r.0).collect::<Vec<_>>());
-        let p50_ratio = median(&pair_ratios.iter().map(|r| r.1).collect::<Vec<_>>());
-        let p99_ratio = median(&pair_ratios.iter().map(|r| r.2).collect::<Vec<_>>());
-        println!(
-            "{:>11} {concurrency:>6} qps_ratio={qps_ratio:.3} p50_ratio={p50_ratio:.3} p99_ratio={p99_ratio:.3} (median of {rounds} paired runs)",
-            "ratio"
-        );
+        for (name, (qps, p50, p99)) in [
+            ("rpc/plain", row.over_plain),
+            ("rpc/rpc-off", row.on_over_off),
+        ] {
+            println!(
+                "{name:>11} {concurrency:>6} qps_ratio={qps:.3} p50_ratio={p50:.3} p99_ratio={p99:.3} (median of {rounds} triples)"
+            );
+        }
         if concurrency == 16 {
-            last = (qps_ratio, p99_ratio);
+            at_16 = Some((row.over_plain, row.on_over_off));
         }
     }
-    println!("overhead: qps_ratio={:.3} p99_ratio={:.3}", last.0, last.1);
+    if let Some((over_plain, on_over_off)) = at_16 {
+        println!(
+            "overhead: qps_ratio={:.3} p99_ratio={:.3}",
+            over_plain.0, over_plain.2
+        );
+        println!(
+            "observability: qps_ratio={:.3} p99_ratio={:.3}",
+            on_over_off.0, on_over_off.2
+        );
+    }
 }

@@ -14,6 +14,7 @@ use crate::call::{self, Call};
 use crate::config::{BlacklistConfig, ReferenceConfig};
 use crate::deadline;
 use crate::directory::Directory;
+use crate::observe::AttemptObserver;
 use crate::stack::ReferenceStack;
 use crate::stats::ClusterCounts;
 
@@ -51,6 +52,25 @@ impl ClusterChannel {
     /// the seed; calls made before keep the choices they drew.
     pub fn with_seed(self, seed: u64) -> Self {
         self.stack.rngs.set_seed(seed);
+        self
+    }
+
+    /// This channel with `observer` told of every attempt of its calls (e.g. a histogram
+    /// of attempt durations). Clones share it. Set it once, before calls are made: a
+    /// second observer is ignored (with a warning).
+    pub fn with_attempt_observer(self, observer: Arc<dyn AttemptObserver>) -> Self {
+        if self.stack.attempt_observer.set(observer).is_err() {
+            tracing::warn!(service = %self.stack.directory.service(), "an attempt observer was already set; the new one is ignored");
+        }
+        self
+    }
+
+    /// This channel with (`true`, the default) or without a `tracing` span per attempt
+    /// (see `call/observe.rs`). Clones share the setting.
+    pub fn with_attempt_spans(self, on: bool) -> Self {
+        self.stack
+            .attempt_spans
+            .store(on, std::sync::atomic::Ordering::Relaxed);
         self
     }
 

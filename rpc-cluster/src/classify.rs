@@ -33,6 +33,31 @@ pub enum FailureKind {
 }
 
 impl FailureKind {
+    /// Every kind, in the order of [`FailureKind::index`].
+    pub const ALL: [FailureKind; 5] = [
+        Self::Rejected,
+        Self::NotSent,
+        Self::Unavailable,
+        Self::Transport,
+        Self::Timeout,
+    ];
+
+    /// The kind's position in [`FailureKind::ALL`], for per-kind counters.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The kind in snake case (`not_sent`, ...), as metrics and traces label it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Rejected => "rejected",
+            Self::NotSent => "not_sent",
+            Self::Unavailable => "unavailable",
+            Self::Transport => "transport",
+            Self::Timeout => "timeout",
+        }
+    }
+
     /// Whether the request may have been executed by the provider.
     pub fn maybe_executed(self) -> bool {
         matches!(self, Self::Unavailable | Self::Transport | Self::Timeout)
@@ -252,6 +277,13 @@ mod tests {
         assert_eq!(failure.kind, FailureKind::Timeout);
         let response = failure.response.unwrap();
         assert_eq!(response.headers().get(&GRPC_STATUS).unwrap(), "4");
+    }
+
+    #[test]
+    fn every_kind_is_listed_at_its_index() {
+        for (index, kind) in FailureKind::ALL.into_iter().enumerate() {
+            assert_eq!(kind.index(), index, "{}", kind.as_str());
+        }
     }
 
     #[test]

@@ -191,6 +191,12 @@ impl Invoker {
         self.health.is_closing(now)
     }
 
+    /// Whether the blacklist has ejected the instance until a time after `now` (an
+    /// instance whose ejection ended and awaits its probe is not ejected any more).
+    pub fn is_ejected(&self, now: Instant) -> bool {
+        self.health.ejected(now)
+    }
+
     pub(crate) fn health(&self) -> &InstanceHealth {
         &self.health
     }

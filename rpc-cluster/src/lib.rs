@@ -30,7 +30,8 @@
 //! (`call/mod.rs`). What an attempt's result means is `classify.rs`; a request body kept
 //! for replay is `replay.rs`; the caller's deadline over the whole call, streams
 //! included, is `deadline.rs`; settings are `config/`; the lifecycle's handle on a
-//! reference is `reference.rs`. No file imports one above it: strategies know nothing
+//! reference is `reference.rs`; what an attempt tells metrics is `observe.rs` (its span
+//! is made in `call/observe.rs`). No file imports one above it: strategies know nothing
 //! of calls or channels, and the failback queue nothing of calls.
 //!
 //! Written here, not taken from tower's balancer, because the behaviour is the product:
@@ -53,6 +54,7 @@ mod failback_queue;
 mod health;
 mod invoker;
 pub mod loadbalance;
+mod observe;
 mod reference;
 mod replay;
 mod retry_budget;
@@ -72,5 +74,6 @@ pub use directory::{Applied, Directory};
 pub use error::ClusterError;
 pub use health::Availability;
 pub use invoker::{Invoker, InvokerStats};
+pub use observe::AttemptObserver;
 pub use reference::ClusterReference;
 pub use stats::ClusterCounts;

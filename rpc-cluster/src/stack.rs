@@ -1,13 +1,15 @@
 //! What every call of one reference shares: its layers, from the strategy down to the
 //! directory, and the channel's own accounts of what its calls did.
 
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
 
 use crate::blacklist::Blacklist;
 use crate::config::{BlacklistConfig, LoadBalanceKind, ReferenceConfig};
 use crate::directory::Directory;
 use crate::failback_queue::FailbackQueue;
 use crate::loadbalance::{self, LoadBalance};
+use crate::observe::AttemptObserver;
 use crate::retry_budget::RetryBudget;
 use crate::rng::RngSource;
 use crate::stats::ClusterStats;
@@ -19,8 +21,8 @@ use crate::strategy::{self, Strategy};
 /// The layers, in the order a request meets them: the cluster `strategy`, the
 /// `directory` of instances, the `blacklist` that keeps failing and closing ones out,
 /// the `load_balance` that picks one. The accounts: the `retry_budget` (only for a
-/// strategy that retries), the `stats`, the `failback` queue and the source of each
-/// call's random numbers.
+/// strategy that retries), the `stats`, the `failback` queue, the source of each call's
+/// random numbers, and the observer told of each attempt, if any.
 #[derive(Debug)]
 pub(crate) struct ReferenceStack {
     pub(crate) strategy: Box<dyn Strategy>,
@@ -35,6 +37,11 @@ pub(crate) struct ReferenceStack {
     pub(crate) stats: ClusterStats,
     pub(crate) failback: FailbackQueue,
     pub(crate) rngs: RngSource,
+    /// Set once, before calls are made (`ClusterChannel::with_attempt_observer`); unset,
+    /// an attempt costs one atomic load for it.
+    pub(crate) attempt_observer: OnceLock<Arc<dyn AttemptObserver>>,
+    /// Whether attempts open spans (on unless tracing is turned off).
+    pub(crate) attempt_spans: AtomicBool,
 }
 
 impl ReferenceStack {
@@ -57,6 +64,8 @@ impl ReferenceStack {
             stats: ClusterStats::default(),
             failback: FailbackQueue::new(config.failback.clone()),
             rngs: RngSource::default(),
+            attempt_observer: OnceLock::new(),
+            attempt_spans: AtomicBool::new(true),
             directory,
             config,
         }

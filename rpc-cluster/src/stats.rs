@@ -3,12 +3,14 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::blacklist::BlacklistCounts;
+use crate::classify::FailureKind;
 
 /// Live counters of one reference.
 #[derive(Debug, Default)]
 pub(crate) struct ClusterStats {
     calls: AtomicU64,
-    retries: AtomicU64,
+    /// By the kind of failure that led to the retry ([`FailureKind::index`]).
+    retries: [AtomicU64; FailureKind::ALL.len()],
     reroutes: AtomicU64,
     budget_exhausted: AtomicU64,
     no_provider: AtomicU64,
@@ -22,6 +24,9 @@ pub struct ClusterCounts {
     pub calls: u64,
     /// Failover retries (attempts after the first that may have cost the provider work).
     pub retries: u64,
+    /// The same retries by the kind of failure that led to each, indexed by
+    /// [`FailureKind::index`] (see [`ClusterCounts::retries_after`]).
+    pub retries_by_kind: [u64; FailureKind::ALL.len()],
     /// Requests a closing provider refused and that went to another instance.
     pub reroutes: u64,
     /// Retries not made because the retry budget was empty.
@@ -34,11 +39,23 @@ pub struct ClusterCounts {
     pub blacklist: BlacklistCounts,
 }
 
+impl ClusterCounts {
+    /// Retries made after a failure of `kind`.
+    pub fn retries_after(&self, kind: FailureKind) -> u64 {
+        self.retries_by_kind[kind.index()]
+    }
+}
+
 impl ClusterStats {
     pub(crate) fn counts(&self, blacklist: BlacklistCounts) -> ClusterCounts {
+        let retries_by_kind = self
+            .retries
+            .each_ref()
+            .map(|count| count.load(Ordering::Relaxed));
         ClusterCounts {
             calls: self.calls.load(Ordering::Relaxed),
-            retries: self.retries.load(Ordering::Relaxed),
+            retries: retries_by_kind.iter().sum(),
+            retries_by_kind,
             reroutes: self.reroutes.load(Ordering::Relaxed),
             budget_exhausted: self.budget_exhausted.load(Ordering::Relaxed),
             no_provider: self.no_provider.load(Ordering::Relaxed),
@@ -50,8 +67,8 @@ impl ClusterStats {
     pub(crate) fn note_call(&self) {
         self.calls.fetch_add(1, Ordering::Relaxed);
     }
-    pub(crate) fn note_retry(&self) {
-        self.retries.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn note_retry(&self, after: FailureKind) {
+        self.retries[after.index()].fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn note_reroute(&self) {
         self.reroutes.fetch_add(1, Ordering::Relaxed);

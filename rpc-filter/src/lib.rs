@@ -9,8 +9,19 @@
 //!   on.
 //! - [`graceful::ConsumerGracefulLayer`]: the consumer side — counts outbound calls until
 //!   their response body ends, and refuses new calls once outbound has been drained.
+//! - [`metrics::CallMetricsLayer`]: call durations by service, method and gRPC status,
+//!   into Prometheus histograms, on either side.
+//! - [`trace::CallTraceLayer`]: one `tracing` span per call, on either side.
+//!
+//! The last two watch a call until its response body ends with [`call_end`].
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod call_end;
 pub mod graceful;
+mod grpc_path;
+pub mod metrics;
+pub mod trace;
+
+pub use grpc_path::split_path;

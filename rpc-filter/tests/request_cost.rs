@@ -13,39 +13,15 @@ use http::{Request, Response};
 use rpc_core::{Lifecycle, ShutdownConfig};
 use rpc_filter::graceful::{ConsumerGracefulLayer, ProviderGracefulLayer};
 use tonic::body::Body;
-use tower::{Service, ServiceExt, service_fn};
+use tower::service_fn;
 use tower_layer::Layer;
+
+mod common;
+
+use common::allocations_per_request;
 
 #[global_allocator]
 static ALLOCATOR: dhat::Alloc = dhat::Alloc;
-
-const REQUESTS: u64 = 1_000;
-
-/// Heap blocks allocated per request sent to `service` (cloned per request), after a
-/// warm-up; the response is dropped before the next request.
-fn allocations_per_request<S, RB>(runtime: &tokio::runtime::Runtime, service: S) -> u64
-where
-    S: Service<Request<Body>, Response = Response<RB>, Error = Infallible> + Clone,
-{
-    runtime.block_on(async {
-        let send = |service: S| async move {
-            let response = service
-                .oneshot(Request::new(Body::empty()))
-                .await
-                .unwrap_or_else(|never| match never {});
-            drop(response);
-        };
-        for _ in 0..100 {
-            send(service.clone()).await;
-        }
-        let before = dhat::HeapStats::get().total_blocks;
-        for _ in 0..REQUESTS {
-            send(service.clone()).await;
-        }
-        let after = dhat::HeapStats::get().total_blocks;
-        (after - before).div_ceil(REQUESTS)
-    })
-}
 
 #[test]
 fn the_filters_add_one_allocation_on_the_provider_and_none_on_the_consumer() {

@@ -29,6 +29,10 @@
 //! every application reports its phases to the service manager (see [`systemd`]).
 //! Every application also answers on its [`admin`] endpoint (loopback port 22222 by
 //! default): probes, manual offline/online, status, a status page.
+//!
+//! Every call is timed into Prometheus histograms and traced with a `tracing` span on
+//! both sides; [`Application::metrics`] gives the application's metrics, whose
+//! [`Metrics::encode`] is the text `GET /metrics` serves (see [`observe`]).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -36,10 +40,12 @@
 pub mod admin;
 mod application;
 pub mod config;
+pub mod observe;
 pub mod systemd;
 
-pub use application::{Application, ApplicationBuilder, ApplicationError, ReferenceChannel};
+pub use application::{Application, ApplicationBuilder, ApplicationError};
 pub use config::{Config, ConfigError};
+pub use observe::{Metrics, ReferenceChannel};
 pub use rpc_core::lifecycle::{
     Interrupt, Phase, ShutdownConfig, ShutdownReport, Step, StepOutcome,
 };

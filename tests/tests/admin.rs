@@ -177,8 +177,23 @@ async fn probes_status_and_page_answer_and_shutdown_runs_the_sequence() {
         "no external asset"
     );
 
+    let metrics = get(&provider, "/metrics").await;
+    assert_eq!(metrics.status, 200, "{metrics:?}");
+    assert_eq!(
+        metrics.content_type.as_deref(),
+        Some(rpc::Metrics::CONTENT_TYPE)
+    );
+    assert!(
+        metrics
+            .body
+            .contains(r#"rpc_lifecycle_phase{phase="serving"} 1"#),
+        "{}",
+        metrics.body
+    );
+
     // POST /shutdown answers at once and runs the same sequence as SIGTERM; the admin
-    // endpoint answers (not ready) until step 6 closes it.
+    // endpoint answers (not ready) until step 6 closes it. Step 2 waits for one quiet
+    // offline window (500 ms): status and metrics show the sequence meanwhile.
     let mut phases = provider.watch_phase();
     assert_line(
         &post(&provider, "/shutdown").await,
@@ -186,7 +201,7 @@ async fn probes_status_and_page_answer_and_shutdown_runs_the_sequence() {
         "graceful shutdown started",
     );
     phases
-        .wait_for(|p| *p >= Phase::Unregistering)
+        .wait_for(|p| *p >= Phase::WaitingForConsumers)
         .await
         .unwrap();
     assert_line(
@@ -195,6 +210,14 @@ async fn probes_status_and_page_answer_and_shutdown_runs_the_sequence() {
         "not ready: shutting down",
     );
     assert_line(&get(&provider, "/live").await, 200, "live");
+    let status = json(&get(&provider, "/status").await);
+    assert_eq!(status["shutdown"]["steps"][0]["step"], "unregister");
+    assert_eq!(status["shutdown"]["steps"][0]["outcome"], "completed");
+    let metrics = get(&provider, "/metrics").await.body;
+    assert!(
+        metrics.contains(r#"rpc_lifecycle_phase{phase="serving"} 0"#),
+        "the scrape sees the phase move: {metrics}"
+    );
     let report = provider.wait().await;
     assert_eq!(report.exit_code(), 0);
     assert_eq!(report.steps.len(), 7, "the whole sequence ran");
@@ -203,6 +226,16 @@ async fn probes_status_and_page_answer_and_shutdown_runs_the_sequence() {
         "closed in step 6"
     );
     consumer.before_shutdown().await;
+}
+
+#[tokio::test]
+async fn without_metrics_get_metrics_says_so() {
+    let hub = MemoryHub::new();
+    let mut config = common::config("greeter-provider");
+    config.metrics.enabled = false;
+    let provider = provider(&hub, config).await.unwrap();
+    assert_line(&get(&provider, "/metrics").await, 404, "metrics are off");
+    provider.before_shutdown().await;
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 //! policy, closing marks), its latency estimate (for P2C) and its failure record.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use tokio::time::Instant;
@@ -19,6 +20,8 @@ use crate::invoker::Invoker;
 /// marks the instance closing and counts nothing against it. Any other failure counts
 /// toward ejection and enters the latency estimate as at least the failure penalty, so
 /// an instance that fails fast does not look fast to P2C.
+///
+/// Returns how long the attempt took, from `started` to its result.
 pub(super) fn learn(
     blacklist: &Blacklist,
     directory: &Directory,
@@ -26,7 +29,7 @@ pub(super) fn learn(
     outcome: &Outcome,
     started: Instant,
     rng: &mut SmallRng,
-) {
+) -> Duration {
     let now = Instant::now();
     let rtt = now - started;
     let response = match outcome {
@@ -52,4 +55,5 @@ pub(super) fn learn(
     if response.is_some_and(says_closing) {
         blacklist.mark_closing(invoker, now);
     }
+    rtt
 }

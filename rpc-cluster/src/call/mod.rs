@@ -8,12 +8,15 @@
 //!
 //! ```text
 //! send ─ pick.rs      directory → blacklist (availability) → load balance
-//!      ─ dispatch.rs  the instance's channel, bounded by the attempt's timeout
+//!      ─ dispatch.rs  the instance's channel, bounded by the attempt's timeout,
+//!                     inside the attempt's span (observe.rs)
 //!      ─ learn.rs     the result → instance health, latency estimate, ejection
+//!      ─ observe.rs   the result → the attempt's span and the attempt observer
 //! ```
 
 mod dispatch;
 mod learn;
+mod observe;
 mod pick;
 mod run;
 
@@ -30,6 +33,7 @@ use rpc_core::metadata::{RETRIES, grpc_timeout};
 use rpc_core::{BoxError, InstanceId};
 use smallvec::SmallVec;
 use tonic::body::Body as TonicBody;
+use tracing::Instrument;
 
 use self::pick::Route;
 use crate::classify::{Failure, FailureKind, Outcome};
@@ -54,6 +58,8 @@ pub(crate) struct Call {
     retries_allowed: u32,
     /// Attempts answered so far (re-routed refusals of closing providers not counted).
     attempts: u32,
+    /// Attempts sent so far, re-routed ones included (numbers each attempt's span).
+    sent: u32,
     /// Instances this call was sent to; inline for the usual one or two attempts.
     tried: SmallVec<[InstanceId; 2]>,
     /// The failure to report if the call ends with no better one.
@@ -93,6 +99,7 @@ impl Call {
             timeout,
             retries_allowed,
             attempts: 0,
+            sent: 0,
             tried: SmallVec::new(),
             last_failure: None,
         }
@@ -127,10 +134,16 @@ impl Call {
     async fn attempt(&mut self, invoker: &Arc<Invoker>) -> Option<Outcome> {
         let (body, sent) = self.body.attempt()?;
         self.tried.push(invoker.id().clone());
+        self.sent += 1;
         let request = self.request_with(body);
+        let target = Target {
+            invoker,
+            path: self.parts.uri.path(),
+            number: self.sent,
+        };
         let outcome = attempt(
             &self.stack,
-            invoker,
+            target,
             request,
             self.timeout,
             &sent,
@@ -155,8 +168,17 @@ impl Call {
             let stack = self.stack.clone();
             let timeout = self.timeout;
             let mut rng = rng::fork(&mut self.rng);
+            self.sent += 1;
+            let number = self.sent;
+            // Forks are rare (forking, broadcast): one clone of the path each is fine.
+            let uri = self.parts.uri.clone();
             attempts.push(async move {
-                attempt(&stack, invoker, request, timeout, &sent, &mut rng).await
+                let target = Target {
+                    invoker,
+                    path: uri.path(),
+                    number,
+                };
+                attempt(&stack, target, request, timeout, &sent, &mut rng).await
             });
         }
         attempts
@@ -199,6 +221,7 @@ impl Call {
     /// if no later attempt does better. False when the budget is spent: the call must
     /// give up.
     fn spend_retry(&mut self, failure: Failure) -> bool {
+        let kind = failure.kind;
         self.last_failure = Some(failure);
         let budget = self.stack.retry_budget.as_ref();
         if budget.is_some_and(|budget| !budget.withdraw()) {
@@ -206,7 +229,7 @@ impl Call {
             tracing::debug!(service = %self.stack.directory.service(), "retry budget exhausted");
             return false;
         }
-        self.stack.stats.note_retry();
+        self.stack.stats.note_retry(kind);
         true
     }
 
@@ -233,19 +256,32 @@ impl Call {
     }
 }
 
-/// One attempt on `invoker`, down to the instance and back up: dispatch it, then learn
-/// from its result.
+/// Where one attempt goes, and which of its call's attempts it is.
+struct Target<'a> {
+    invoker: &'a Arc<Invoker>,
+    /// The call's path, `/package.Service/Method`.
+    path: &'a str,
+    /// 1 for the call's first attempt, counting re-routed ones.
+    number: u32,
+}
+
+/// One attempt on `target`, down to the instance and back up: dispatch it inside its
+/// span, learn from its result, then tell the span and the observer how it went.
 async fn attempt(
     stack: &ReferenceStack,
-    invoker: &Arc<Invoker>,
+    target: Target<'_>,
     request: Request<TonicBody>,
     timeout: Option<Duration>,
     sent: &SentFlag,
     rng: &mut SmallRng,
 ) -> Outcome {
-    let dispatched = dispatch::dispatch(invoker, request, timeout, sent).await;
+    let invoker = target.invoker;
+    let span = observe::attempt_span(stack, target.path, invoker, target.number);
+    let dispatched = dispatch::dispatch(invoker, request, timeout, sent)
+        .instrument(span.clone())
+        .await;
     let (blacklist, directory) = (&stack.blacklist, &stack.directory);
-    learn::learn(
+    let took = learn::learn(
         blacklist,
         directory,
         invoker,
@@ -253,6 +289,7 @@ async fn attempt(
         dispatched.started,
         rng,
     );
+    observe::attempt_ended(stack, target.path, &dispatched.outcome, took, &span);
     dispatched.into_outcome()
 }
 

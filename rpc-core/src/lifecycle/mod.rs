@@ -16,6 +16,7 @@ mod callbacks;
 mod config;
 mod deadline;
 mod handles;
+mod observe;
 mod phase;
 mod probes;
 mod report;
@@ -48,7 +49,7 @@ pub use phase::{Phase, PhaseReader};
 pub use probes::{Probe, ProbeAnswer};
 pub use report::{Interrupt, ShutdownReport, Step, StepOutcome, StepReport};
 pub use startup::{
-    Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan,
+    BoxHttpService, Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan,
 };
 pub use traffic::{Registration, TrafficChange, TrafficError};
 
@@ -97,6 +98,11 @@ struct Inner {
     /// before it withdraws the registrations: one change at a time, none behind the
     /// shutdown's back (see `traffic.rs`).
     traffic: tokio::sync::Mutex<()>,
+    /// The shutdown's steps taken so far, for observers while it runs.
+    shutdown_steps: Mutex<Vec<StepReport>>,
+    /// Every server ever started, including those shutdown has closed, so that counts
+    /// observers read (GOAWAYs sent) never go back.
+    served: Mutex<Vec<ServerHandle>>,
 }
 
 /// What start-up created and shutdown must undo.
@@ -139,6 +145,8 @@ impl Lifecycle {
                 interrupt: Mutex::new(None),
                 offline: OfflineServices::new(),
                 traffic: tokio::sync::Mutex::new(()),
+                shutdown_steps: Mutex::new(Vec::new()),
+                served: Mutex::new(Vec::new()),
             }),
         }
     }

@@ -39,7 +39,8 @@ pub enum Phase {
 }
 
 impl Phase {
-    const ALL: [Phase; 11] = [
+    /// Every phase, in order.
+    pub const ALL: [Phase; 11] = [
         Phase::Created,
         Phase::Starting,
         Phase::Serving,

@@ -52,6 +52,22 @@ pub enum StepOutcome {
     Skipped,
 }
 
+impl StepOutcome {
+    /// Every outcome.
+    pub const ALL: [StepOutcome; 3] = [Self::Completed, Self::TimedOut, Self::Skipped];
+}
+
+impl fmt::Display for StepOutcome {
+    /// As serialized: `completed`, `timed-out`, `skipped`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Completed => "completed",
+            Self::TimedOut => "timed-out",
+            Self::Skipped => "skipped",
+        })
+    }
+}
+
 /// One step's line in the report. `S` is the kind of step: the shutdown's [`Step`]
 /// unless said otherwise.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

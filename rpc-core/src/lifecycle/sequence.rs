@@ -7,6 +7,7 @@ use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -30,16 +31,20 @@ pub(crate) trait SequenceStep: Copy + fmt::Display {
 pub(crate) struct Steps<'a, S> {
     phase: &'a PhaseCell,
     started: Instant,
-    taken: Vec<StepReport<S>>,
+    /// Shared with observers (metrics, the admin endpoint), who read the steps taken so
+    /// far while the sequence runs.
+    taken: &'a Mutex<Vec<StepReport<S>>>,
 }
 
 impl<'a, S: SequenceStep> Steps<'a, S> {
-    /// A sequence starting now (tokio's clock), moving `phase`.
-    pub(crate) fn new(phase: &'a PhaseCell) -> Self {
+    /// A sequence starting now (tokio's clock), moving `phase` and writing each step's
+    /// report into `taken` as the step ends (what it held before is cleared).
+    pub(crate) fn new(phase: &'a PhaseCell, taken: &'a Mutex<Vec<StepReport<S>>>) -> Self {
+        taken.lock().clear();
         Self {
             phase,
             started: Instant::now(),
-            taken: Vec::new(),
+            taken,
         }
     }
 
@@ -53,7 +58,7 @@ impl<'a, S: SequenceStep> Steps<'a, S> {
         let started = Instant::now();
         let outcome = body.instrument(span.clone()).await;
         span.record("outcome", tracing::field::debug(outcome));
-        self.taken.push(StepReport {
+        self.taken.lock().push(StepReport {
             step,
             duration: started.elapsed(),
             outcome,
@@ -66,8 +71,11 @@ impl<'a, S: SequenceStep> Steps<'a, S> {
     }
 
     /// The steps taken, in order.
-    pub(crate) fn into_reports(self) -> Vec<StepReport<S>> {
-        self.taken
+    pub(crate) fn into_reports(self) -> Vec<StepReport<S>>
+    where
+        S: Clone,
+    {
+        self.taken.lock().clone()
     }
 }
 
@@ -101,7 +109,8 @@ mod tests {
     async fn a_step_enters_its_phase_first_then_is_timed_and_recorded() {
         let cell = PhaseCell::new("t".into());
         let reader = cell.reader();
-        let mut steps = Steps::new(&cell);
+        let taken = Mutex::new(Vec::new());
+        let mut steps = Steps::new(&cell, &taken);
         steps
             .run(Demo::Close, async {
                 assert_eq!(reader.get(), Phase::Destroying);
@@ -110,9 +119,10 @@ mod tests {
             })
             .await;
         assert_eq!(steps.elapsed(), Duration::from_millis(30));
-        let taken = steps.into_reports();
+        let reports = steps.into_reports();
+        assert_eq!(reports, *taken.lock(), "observers see the same steps");
         assert_eq!(
-            taken,
+            reports,
             [StepReport {
                 step: Demo::Close,
                 duration: Duration::from_millis(30),

@@ -29,7 +29,7 @@ impl Lifecycle {
         let Some(deadline) = self.begin_shutdown().await else {
             return self.publish(ShutdownReport::default());
         };
-        let mut steps = Steps::new(&self.inner.phase);
+        let mut steps = Steps::new(&self.inner.phase, &self.inner.shutdown_steps);
         let mut report = ShutdownReport::default();
 
         // 1. Withdraw every registration, so no consumer learns of this instance anew.

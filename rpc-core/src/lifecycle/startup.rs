@@ -256,6 +256,7 @@ impl Lifecycle {
                 .unwrap_or_else(|| advertised_host(addr.ip()));
             let handle = server.serve(export.service);
             tracing::info!(app = %self.name(), %addr, "serving");
+            self.inner.served.lock().push(handle.clone());
             let mut parts = self.inner.parts.lock();
             parts.servers.push(handle);
             for service in export.services {

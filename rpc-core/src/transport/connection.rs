@@ -4,7 +4,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -40,6 +40,8 @@ pub(crate) struct ConnectionSignals {
     pub(crate) unused: AtomicUsize,
     /// Cut at the drain bound: calls still open end with `UNAVAILABLE`.
     pub(crate) cut: Arc<ShutdownCut>,
+    /// Graceful closes begun: the first GOAWAY (with its PING) sent on a connection.
+    pub(crate) goaway_sent: AtomicU64,
 }
 
 /// Serves `stream` with `service` until the connection ends or the signals end it.
@@ -92,6 +94,7 @@ pub(crate) async fn serve<S, B>(
             // the first GOAWAY is still served (and our reject filter answers it with
             // "closing, not executed"), never silently lost.
             conn.as_mut().graceful_shutdown();
+            signals.goaway_sent.fetch_add(1, Ordering::Relaxed);
             tokio::select! {
                 biased;
                 _ = signals.force.cancelled() => &signals.forced,

@@ -24,4 +24,4 @@ mod server;
 pub use call_bounds::CUT_AT_SHUTDOWN;
 pub use channel::{ChannelOptions, connect_lazy};
 pub use error::TransportError;
-pub use server::{CUT_LEAD, Server, ServerHandle, ServerOptions, ServerShutdown};
+pub use server::{CUT_LEAD, ConnectionCounts, Server, ServerHandle, ServerOptions, ServerShutdown};

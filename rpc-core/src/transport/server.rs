@@ -221,6 +221,27 @@ pub struct ServerShutdown {
     pub streams_cut: usize,
 }
 
+/// What a server's connections look like at one moment, for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionCounts {
+    /// Connections open now.
+    pub open: usize,
+    /// Connections that were sent the first GOAWAY of a graceful close, since the server
+    /// started (connections whose peer never spoke are closed without one).
+    pub goaway_sent: u64,
+}
+
+impl std::ops::Add for ConnectionCounts {
+    type Output = Self;
+
+    fn add(self, other: Self) -> Self {
+        Self {
+            open: self.open + other.open,
+            goaway_sent: self.goaway_sent + other.goaway_sent,
+        }
+    }
+}
+
 impl ServerHandle {
     /// The address the server listens on.
     pub fn local_addr(&self) -> SocketAddr {
@@ -230,6 +251,16 @@ impl ServerHandle {
     /// Connections open now.
     pub fn open_connections(&self) -> usize {
         self.shared.signals.open.load(Ordering::Relaxed)
+    }
+
+    /// Connections open now and graceful closes begun so far (for metrics; two relaxed
+    /// loads, no lock).
+    pub fn connection_counts(&self) -> ConnectionCounts {
+        let signals = &self.shared.signals;
+        ConnectionCounts {
+            open: signals.open.load(Ordering::Relaxed),
+            goaway_sent: signals.goaway_sent.load(Ordering::Relaxed),
+        }
     }
 
     /// Stops accepting and closes every connection gracefully, by `deadline`.

@@ -10,7 +10,8 @@
 //! | `POST /offline[?service=REGEX]` | withdraws the registrations without stopping (closing mark, NOT_SERVING); JSON of what changed |
 //! | `POST /online[?service=REGEX]` | registers them again; JSON of what changed |
 //! | `POST /shutdown` | starts the graceful sequence (as SIGTERM does), answers 202 at once |
-//! | `GET /status` | the application as JSON: phase and history, registrations, references and their instances, in-flight counters |
+//! | `GET /status` | the application as JSON: phase and history, registrations, references and their instances, in-flight counters, the shutdown's steps and last report |
+//! | `GET /metrics` | Prometheus text ([`Metrics::encode`](crate::Metrics::encode)) |
 //! | `GET /` | a status page that refreshes itself (no external assets) |
 //!
 //! Probes answer 200 or 503 with a one-line reason; every refusal is a 4xx with a
@@ -34,6 +35,7 @@ mod answer;
 mod auth;
 mod config;
 mod error;
+mod metrics;
 mod page;
 mod probes;
 mod routes;

@@ -8,7 +8,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 
 use super::state::AdminState;
-use super::{answer, page, probes, shutdown, status, traffic};
+use super::{answer, metrics, page, probes, shutdown, status, traffic};
 
 /// Every endpoint, with the handler that answers it.
 pub(crate) fn router(state: AdminState) -> Router {
@@ -19,6 +19,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/startup", get(probes::startup))
         .route("/ready", get(probes::ready))
         .route("/status", get(status::status))
+        .route("/metrics", get(metrics::metrics))
         // Changing state: POST only, with the token when one is set.
         .route("/offline", post(traffic::offline))
         .route("/online", post(traffic::online))
@@ -33,7 +34,7 @@ async fn not_found(uri: Uri) -> Response {
     answer::line(
         StatusCode::NOT_FOUND,
         format!(
-            "no such endpoint: {}; try /, /status, /live, /startup, /ready, POST /offline, POST /online, POST /shutdown",
+            "no such endpoint: {}; try /, /status, /metrics, /live, /startup, /ready, POST /offline, POST /online, POST /shutdown",
             uri.path()
         ),
     )

@@ -10,6 +10,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use rpc_cluster::{Availability, ClusterChannel, ClusterKind, Invoker, LoadBalanceKind};
+use rpc_core::lifecycle::{ShutdownReport, Step, StepOutcome};
 use rpc_core::Lifecycle;
 use rpc_core::lifecycle::Registration;
 use rpc_core::lifecycle::{Probe, ProbeAnswer};
@@ -37,6 +38,27 @@ pub(crate) struct Status {
     /// Registrations, registry by registry.
     registries: Vec<RegistryView>,
     references: Vec<ReferenceView>,
+    shutdown: ShutdownView,
+}
+
+/// The shutdown sequence: its steps so far, each with its duration and outcome, while
+/// it runs — the admin endpoint closes in step 6, so this is what it shows of a
+/// shutdown — and the report of one that finished, for an endpoint that outlives its
+/// sequence (a listener handed over by a hot upgrade).
+#[derive(Serialize)]
+struct ShutdownView {
+    steps: Vec<StepView>,
+    /// The finished shutdown's report as one line (as the shutdown logs it).
+    report: Option<String>,
+    /// What the report implies: 0 clean, 1 forced, 130 / 143 interrupted.
+    exit_code: Option<i32>,
+}
+
+#[derive(Serialize)]
+struct StepView {
+    step: Step,
+    duration_ms: f64,
+    outcome: StepOutcome,
 }
 
 #[derive(Serialize)]
@@ -147,6 +169,7 @@ impl Status {
             },
             registries: registries(lifecycle.registrations_by_registry()),
             references: state.references.iter().map(ReferenceView::of).collect(),
+            shutdown: ShutdownView::of(lifecycle),
         }
     }
 }
@@ -194,6 +217,25 @@ fn registries(registrations: Vec<Registration>) -> Vec<RegistryView> {
             registrations,
         })
         .collect()
+}
+
+impl ShutdownView {
+    fn of(lifecycle: &Lifecycle) -> Self {
+        let report = lifecycle.shutdown_report();
+        Self {
+            steps: lifecycle
+                .shutdown_steps()
+                .into_iter()
+                .map(|step| StepView {
+                    step: step.step,
+                    duration_ms: step.duration.as_secs_f64() * 1e3,
+                    outcome: step.outcome,
+                })
+                .collect(),
+            exit_code: report.as_ref().map(ShutdownReport::exit_code),
+            report: report.map(|report| report.to_string()),
+        }
+    }
 }
 
 impl ReferenceView {

@@ -25,7 +25,12 @@ impl ApplicationBuilder {
             .iter()
             .map(|(channel, _)| channel.clone())
             .collect();
-        let state = AdminState::new(self.lifecycle.clone(), references, config.token());
+        let state = AdminState::new(
+            self.lifecycle.clone(),
+            references,
+            self.metrics.clone(),
+            config.token(),
+        );
         let server = AdminServer::start(config, state)?;
         let addr = server.local_addr();
         tracing::info!(app = %self.lifecycle.name(), %addr, "admin endpoint listening");

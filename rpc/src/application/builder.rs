@@ -16,8 +16,8 @@ use tonic::server::NamedService;
 use tonic::service::RoutesBuilder;
 use tower_layer::Layer;
 
-use super::ReferenceChannel;
 use crate::config::Config;
+use crate::observe::{self, Metrics, ReferenceChannel};
 
 /// Collects services, references and hooks, then starts them in order.
 ///
@@ -42,6 +42,7 @@ pub struct ApplicationBuilder {
     pub(super) gates: Vec<ReadinessGate>,
     pub(super) channel_options: ChannelOptions,
     pub(super) server_options: ServerOptions,
+    pub(super) metrics: Metrics,
 }
 
 impl ApplicationBuilder {
@@ -50,9 +51,11 @@ impl ApplicationBuilder {
             config.application.name.clone(),
             config.graceful_shutdown.clone(),
         );
+        let metrics = Metrics::new(&config.metrics, &lifecycle);
         Self {
             config,
             lifecycle,
+            metrics,
             registries: BTreeMap::new(),
             routes: RoutesBuilder::default(),
             services: Vec::new(),
@@ -67,6 +70,11 @@ impl ApplicationBuilder {
     /// watch phases or to let a service's handler see the phase).
     pub fn lifecycle(&self) -> &Lifecycle {
         &self.lifecycle
+    }
+
+    /// The application's metrics (see [`Metrics`]), kept from the first call on.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The configuration.
@@ -133,9 +141,12 @@ impl ApplicationBuilder {
             consumer.directory.clone(),
             self.channel_options.clone(),
         ));
-        let channel = ClusterChannel::new(directory, config, consumer.blacklist.clone());
+        let channel = ClusterChannel::new(directory, config, consumer.blacklist.clone())
+            .with_attempt_spans(self.config.tracing.enabled);
+        let channel = self.metrics.observe_reference(channel);
         self.references.push((channel.clone(), check));
-        ConsumerGracefulLayer::new(self.lifecycle.consumer_handles()).layer(channel)
+        let graceful = ConsumerGracefulLayer::new(self.lifecycle.consumer_handles()).layer(channel);
+        observe::reference_channel(graceful, &self.metrics, &self.config.tracing)
     }
 
     /// Adds a readiness gate: registration waits until it passes; an error fails start-up.

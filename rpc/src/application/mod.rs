@@ -15,18 +15,14 @@ use std::net::SocketAddr;
 
 use rpc_cluster::ClusterChannel;
 use rpc_core::{Lifecycle, Phase, ShutdownReport};
-use rpc_filter::graceful::ConsumerGraceful;
 use tokio::sync::watch;
 
 pub use builder::ApplicationBuilder;
 pub use error::ApplicationError;
 
 use crate::config::Config;
+use crate::observe::Metrics;
 use crate::systemd::NotifierFinished;
-
-/// The channel a reference gives application code: the consumer filters over the
-/// cluster. Generated clients take it unchanged: `GreeterClient::new(channel)`.
-pub type ReferenceChannel = ConsumerGraceful<ClusterChannel>;
 
 /// A started application. Dropping it does not stop it: call
 /// [`Application::before_shutdown`] or send SIGTERM.
@@ -35,6 +31,7 @@ pub struct Application {
     pub(super) local_addr: Option<SocketAddr>,
     pub(super) admin_addr: Option<SocketAddr>,
     pub(super) references: Vec<ClusterChannel>,
+    pub(super) metrics: Metrics,
     /// When systemd has been told every phase (see [`crate::systemd`]).
     pub(super) systemd: NotifierFinished,
 }
@@ -68,6 +65,11 @@ impl Application {
     /// A receiver that sees every phase change.
     pub fn watch_phase(&self) -> watch::Receiver<Phase> {
         self.lifecycle.watch_phase()
+    }
+
+    /// The application's metrics: [`Metrics::encode`] is what `GET /metrics` serves.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// The cluster channels of this application's references, for their statistics.

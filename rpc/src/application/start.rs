@@ -9,10 +9,10 @@ use rpc_cluster::ClusterReference;
 use rpc_core::Registry;
 use rpc_core::lifecycle::{Export, ExportedService, ManagedReference, StartPlan};
 use rpc_filter::graceful::ProviderGracefulLayer;
-use tower::util::BoxCloneSyncService;
 use tower_layer::Layer;
 
 use super::{Application, ApplicationBuilder, ApplicationError};
+use crate::observe;
 
 impl ApplicationBuilder {
     /// Connects the registries and starts everything in order (see
@@ -61,6 +61,7 @@ impl ApplicationBuilder {
         self.lifecycle.start(plan).await?;
         Ok(Application {
             admin_addr,
+            metrics: self.metrics,
             local_addr: self
                 .lifecycle
                 .servers()
@@ -92,7 +93,14 @@ impl ApplicationBuilder {
             })?;
             registries.insert(name.clone(), registry);
         }
-        Ok(registries)
+        // Counted from here on, whether built from the URL or given in code.
+        Ok(registries
+            .into_iter()
+            .map(|(name, registry)| {
+                let metered = self.metrics.observe_registry(&name, registry);
+                (name, metered)
+            })
+            .collect())
     }
 
     fn reference_registry(
@@ -123,8 +131,9 @@ impl ApplicationBuilder {
             .map_err(|_| ApplicationError::InvalidHost(protocol.host.clone()))?;
         let mut routes = std::mem::take(&mut self.routes);
         routes.add_service(self.lifecycle.health_service());
-        let service =
+        let graceful =
             ProviderGracefulLayer::new(self.lifecycle.provider_handles()).layer(routes.routes());
+        let service = observe::provider_service(graceful, &self.metrics, &self.config.tracing);
         let services = self
             .services
             .iter()
@@ -151,7 +160,7 @@ impl ApplicationBuilder {
             bind: SocketAddr::new(ip, protocol.port),
             advertise_host: protocol.advertise_host.clone(),
             options: self.server_options.clone(),
-            service: BoxCloneSyncService::new(service),
+            service,
             services,
         }])
     }

@@ -19,6 +19,8 @@
 //!   offline_request_window_timeout: 500ms
 //!   internal_signal: true
 //! admin: { enabled: true, host: 127.0.0.1, port: 22222 }   # token: RPC_ADMIN__TOKEN
+//! metrics: { enabled: true }
+//! tracing: { enabled: true, otlp_endpoint: "http://127.0.0.1:4317" }   # endpoint: `otlp` feature
 //! ```
 //!
 //! Every key can be overridden from the environment as `RPC_<SECTION>__<KEY>` (variables
@@ -39,6 +41,7 @@ use rpc_core::ShutdownConfig;
 use serde::{Deserialize, Serialize};
 
 pub use crate::admin::AdminConfig;
+pub use crate::observe::{MetricsConfig, TracingConfig};
 pub use load::ConfigError;
 pub use sections::{
     ApplicationConfig, ConsumerConfig, ProtocolConfig, ProviderConfig, RegistryConfig,
@@ -65,6 +68,10 @@ pub struct Config {
     /// The admin endpoint (probes, offline/online, status). Default: on, loopback,
     /// port 22222.
     pub admin: AdminConfig,
+    /// Prometheus metrics.
+    pub metrics: MetricsConfig,
+    /// Spans per call, and their OTLP export.
+    pub tracing: TracingConfig,
 }
 
 impl Default for Config {
@@ -82,6 +89,8 @@ impl Default for Config {
             consumer: ConsumerConfig::default(),
             graceful_shutdown: ShutdownConfig::default(),
             admin: AdminConfig::default(),
+            metrics: MetricsConfig::default(),
+            tracing: TracingConfig::default(),
         }
     }
 }

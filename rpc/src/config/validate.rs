@@ -51,7 +51,9 @@ impl Config {
                 .bind_addr()
                 .map_err(|(key, message)| (key.to_owned(), message))?;
         }
-        Ok(())
+        self.tracing
+            .validate()
+            .map_err(|(key, reason)| (format!("tracing.{key}"), reason))
     }
 
     pub(super) fn with_defaults(mut self) -> Result<Self, ConfigError> {

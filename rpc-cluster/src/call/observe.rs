@@ -1,0 +1,109 @@
+//! What one attempt shows outside the cluster: a `tracing` span, a child of the call's
+//! span, and a report to the reference's attempt observer (`observe.rs`).
+//!
+//! The span is at DEBUG level, as tower-http makes its request spans: when no subscriber
+//! wants it, the macro returns a disabled span without evaluating its fields, and
+//! recording into it is skipped. Its fields follow OpenTelemetry's names
+//! (`server.address`, `server.port`, `rpc.grpc.status_code`, `error.type`); the attempt
+//! number follows gRPC's own OpenTelemetry design (gRFC A72), which makes one span per
+//! attempt under the call's span.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use rpc_core::metadata::GRPC_STATUS;
+use tracing::Span;
+use tracing::field::Empty;
+
+use crate::classify::Outcome;
+use crate::invoker::Invoker;
+use crate::stack::ReferenceStack;
+
+/// The span of attempt `number` (1 for the first) of a call to `path`, sent to `invoker`;
+/// none when the reference's attempt spans are off.
+pub(super) fn attempt_span(
+    stack: &ReferenceStack,
+    path: &str,
+    invoker: &Invoker,
+    number: u32,
+) -> Span {
+    if !stack.attempt_spans.load(Ordering::Relaxed) {
+        return Span::none();
+    }
+    tracing::debug_span!(
+        "rpc.attempt",
+        otel.name = path.trim_start_matches('/'),
+        rpc.attempt = number,
+        server.address = host_of(invoker.authority()),
+        server.port = port_of(invoker.authority()),
+        rpc.grpc.status_code = Empty,
+        "error.type" = Empty,
+    )
+}
+
+/// Reports an attempt of the call to `path` that ended with `outcome` after `took`: to
+/// the reference's attempt observer, if it has one, and into the attempt's `span`.
+pub(super) fn attempt_ended(
+    stack: &ReferenceStack,
+    path: &str,
+    outcome: &Outcome,
+    took: Duration,
+    span: &Span,
+) {
+    let failure = match outcome {
+        Outcome::Failure(failure) => Some(failure.kind),
+        Outcome::Success(_) | Outcome::AppError(_) => None,
+    };
+    if let Some(observer) = stack.attempt_observer.get() {
+        observer.attempt_ended(path, failure, took);
+    }
+    if span.is_disabled() {
+        return;
+    }
+    if let Some(code) = status_in_headers(outcome) {
+        span.record("rpc.grpc.status_code", code);
+    }
+    if let Some(kind) = failure {
+        span.record("error.type", kind.as_str());
+    }
+}
+
+/// The gRPC status an attempt's response headers carry (a trailers-only response); a
+/// response whose status comes in its trailers, or a failure without a response, has
+/// none yet.
+fn status_in_headers(outcome: &Outcome) -> Option<i32> {
+    let response = match outcome {
+        Outcome::Success(response) | Outcome::AppError(response) => response,
+        Outcome::Failure(failure) => failure.response.as_ref().ok()?,
+    };
+    let value = response.headers().get(&GRPC_STATUS)?;
+    Some(tonic::Code::from_bytes(value.as_bytes()) as i32)
+}
+
+/// The host of `host:port` (an IPv6 host keeps its brackets off).
+fn host_of(authority: &str) -> &str {
+    let host = authority
+        .rsplit_once(':')
+        .map_or(authority, |(host, _)| host);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// The port of `host:port`, if it has one.
+fn port_of(authority: &str) -> Option<u16> {
+    authority.rsplit_once(':')?.1.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authorities_split_into_host_and_port() {
+        assert_eq!(host_of("127.0.0.1:8080"), "127.0.0.1");
+        assert_eq!(port_of("127.0.0.1:8080"), Some(8080));
+        assert_eq!(host_of("[::1]:50051"), "::1");
+        assert_eq!(port_of("[::1]:50051"), Some(50051));
+        assert_eq!(host_of("provider"), "provider");
+        assert_eq!(port_of("provider"), None);
+    }
+}

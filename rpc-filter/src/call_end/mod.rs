@@ -1,0 +1,39 @@
+//! Watching a call until it ends: when its response body ends (a stream after its last
+//! message), with the gRPC status it ended with.
+//!
+//! A gRPC call does not end when its response headers arrive: the status of a call that
+//! sends messages comes in the trailers, after the last one. [`CallEndFuture`] and
+//! [`CallEndBody`] carry an [`OnCallEnd`] value from the request to that point, the way
+//! rpc-core's `GuardedBody` carries an in-flight guard, and hand it the status code
+//! exactly once:
+//!
+//! - a trailers-only response (every error, and the provider's "closing" refusal) has its
+//!   status in the headers: the call ends with the future;
+//! - an error instead of a response ends the call with the error's status;
+//! - otherwise the body's trailers carry the status; a body that ends without one ends
+//!   the call as `UNKNOWN`, a body dropped before its end (the caller went away, or the
+//!   peer reset the stream) as `CANCELLED`.
+//!
+//! The metrics and trace filters both use it, each with its own [`OnCallEnd`]; neither
+//! allocates for it.
+
+mod body;
+mod future;
+mod status;
+
+pub use body::CallEndBody;
+pub use future::CallEndFuture;
+pub use status::{StatusOfError, code_in_headers, code_in_response};
+
+/// What happens when a call ends: called once, with the call's gRPC status code.
+pub trait OnCallEnd: Send + 'static {
+    /// The call ended with `code`.
+    fn call_ended(self, code: tonic::Code);
+
+    /// Runs `poll` (one poll of the response body) in this observer's context; a trace
+    /// enters its span, so what a streaming handler logs while producing its messages
+    /// belongs to the call.
+    fn in_scope<R>(&self, poll: impl FnOnce() -> R) -> R {
+        poll()
+    }
+}

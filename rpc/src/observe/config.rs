@@ -1,0 +1,112 @@
+//! The `metrics` and `tracing` sections of the configuration.
+
+use serde::{Deserialize, Serialize};
+
+/// `metrics`: Prometheus metrics of calls, the lifecycle, the cluster and registries.
+///
+/// ```yaml
+/// metrics: { enabled: true }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Keep metrics. Default true. Off, no call is timed, nothing is counted for them,
+    /// and [`Metrics::encode`](super::Metrics::encode) returns an empty text.
+    pub enabled: bool,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
+/// `tracing`: a `tracing` span per call on both sides, and optional OTLP export.
+///
+/// ```yaml
+/// tracing:
+///   enabled: true
+///   otlp_endpoint: "http://127.0.0.1:4317"   # needs rpc's `otlp` feature
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TracingConfig {
+    /// Open a span per call (and per attempt on the consumer). Default true. The spans
+    /// are at DEBUG level: they cost nothing until a subscriber asks for them.
+    pub enabled: bool,
+    /// Where to export spans over OTLP/gRPC (an OpenTelemetry collector, Jaeger, ...),
+    /// e.g. `http://127.0.0.1:4317`. Default none. Needs `rpc` built with its `otlp`
+    /// feature; see `rpc::observe::otlp`.
+    #[serde(alias = "otlp-endpoint")]
+    pub otlp_endpoint: Option<String>,
+}
+
+impl Default for TracingConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            otlp_endpoint: None,
+        }
+    }
+}
+
+impl TracingConfig {
+    /// Checks what serde cannot; returns the key (under `tracing`) and what is wrong.
+    pub(crate) fn validate(&self) -> Result<(), (&'static str, String)> {
+        let Some(endpoint) = &self.otlp_endpoint else {
+            return Ok(());
+        };
+        if !cfg!(feature = "otlp") {
+            return Err((
+                "otlp_endpoint",
+                "exporting spans needs rpc built with its `otlp` feature".to_owned(),
+            ));
+        }
+        match endpoint.parse::<http::Uri>() {
+            Ok(uri) if uri.scheme().is_some() && uri.authority().is_some() => Ok(()),
+            _ => Err((
+                "otlp_endpoint",
+                format!("`{endpoint}` is not a URL such as http://127.0.0.1:4317"),
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use config::FileFormat;
+
+    use crate::{Config, ConfigError};
+
+    fn yaml(text: &str) -> Result<Config, ConfigError> {
+        Config::from_str(text, FileFormat::Yaml, "test.yaml")
+    }
+
+    #[test]
+    fn both_sections_default_to_on_and_load_in_either_spelling() {
+        let config = yaml("").unwrap();
+        assert!(config.metrics.enabled);
+        assert!(config.tracing.enabled);
+        assert_eq!(config.tracing.otlp_endpoint, None);
+        let config = yaml("metrics: { enabled: false }\ntracing: { enabled: false }\n").unwrap();
+        assert!(!config.metrics.enabled);
+        assert!(!config.tracing.enabled);
+    }
+
+    #[test]
+    fn bad_values_name_their_key() {
+        let error = yaml("metrics: { enabled: maybe }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("metrics.enabled"), "{error}");
+        let error = yaml("tracing: { sample: 1 }\n").unwrap_err().to_string();
+        assert!(error.contains("tracing.sample"), "{error}");
+        let error = yaml("tracing: { otlp-endpoint: \"not a url\" }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("tracing.otlp_endpoint"), "{error}");
+        if !cfg!(feature = "otlp") {
+            assert!(error.contains("`otlp` feature"), "{error}");
+        }
+    }
+}

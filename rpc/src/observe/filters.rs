@@ -1,0 +1,73 @@
+//! Where the metrics and trace filters sit on each side of a call.
+//!
+//! Provider: metrics → trace → graceful → routes. Consumer: metrics → trace → graceful
+//! → cluster. Metrics outermost, so a call's duration includes everything below;
+//! the span next, so the graceful filter and the cluster (its attempt spans) run inside
+//! it.
+
+use std::convert::Infallible;
+
+use http::{Request, Response};
+use hyper::body::Incoming;
+use rpc_cluster::ClusterChannel;
+use rpc_core::lifecycle::BoxHttpService;
+use rpc_filter::graceful::ConsumerGraceful;
+use rpc_filter::metrics::CallMetrics;
+use rpc_filter::trace::{CallTrace, CallTraceLayer};
+use tonic::body::Body as TonicBody;
+use tower::ServiceExt;
+use tower::util::BoxCloneSyncService;
+use tower_layer::Layer;
+
+use super::config::TracingConfig;
+use super::metrics::Metrics;
+
+/// The channel a reference gives application code: the consumer filters over the
+/// cluster. Generated clients take it unchanged: `GreeterClient::new(channel)`.
+pub type ReferenceChannel = CallMetrics<CallTrace<ConsumerGraceful<ClusterChannel>>>;
+
+/// `graceful` (the reference's graceful filter over its cluster) behind the trace and
+/// metrics filters; each passes calls through when it is off.
+pub(crate) fn reference_channel(
+    graceful: ConsumerGraceful<ClusterChannel>,
+    metrics: &Metrics,
+    tracing: &TracingConfig,
+) -> ReferenceChannel {
+    let trace = if tracing.enabled {
+        CallTraceLayer::client()
+    } else {
+        CallTraceLayer::disabled()
+    };
+    metrics.client_layer().layer(trace.layer(graceful))
+}
+
+/// `graceful` (the provider's graceful filter over its routes) behind the metrics and
+/// trace filters when either is on. Their body wrappers are re-boxed once into tonic's
+/// body type; with both off the service is `graceful` alone, without that box.
+pub(crate) fn provider_service<S>(
+    graceful: S,
+    metrics: &Metrics,
+    tracing: &TracingConfig,
+) -> BoxHttpService
+where
+    S: tower::Service<Request<Incoming>, Response = Response<TonicBody>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+{
+    if !metrics.is_enabled() && !tracing.enabled {
+        return BoxCloneSyncService::new(graceful);
+    }
+    let trace = if tracing.enabled {
+        CallTraceLayer::server()
+    } else {
+        CallTraceLayer::disabled()
+    };
+    let observed = metrics
+        .server_layer()
+        .layer(trace.layer(graceful))
+        .map_response(|response| response.map(TonicBody::new));
+    BoxCloneSyncService::new(observed)
+}

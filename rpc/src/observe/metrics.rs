@@ -1,0 +1,221 @@
+//! `Metrics`: the application's Prometheus registry, what feeds it, and its text.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::registry::Registry as PrometheusRegistry;
+use rpc_cluster::{AttemptObserver, ClusterChannel, FailureKind};
+use rpc_core::{Lifecycle, Registry};
+use rpc_filter::metrics::{CallMetricsLayer, LastLabel, MethodHistograms, STATUS_CODE};
+
+use super::cluster::ReferencesCollector;
+use super::config::MetricsConfig;
+use super::lifecycle::LifecycleCollector;
+use super::registry::RegistryOperations;
+use super::server::ServerCollector;
+
+/// The `outcome` label of attempt durations: `answered`, then each failure kind in the
+/// order of [`FailureKind::index`] (offset by one).
+const ATTEMPT_OUTCOME: LastLabel = LastLabel {
+    name: "outcome",
+    values: &[
+        "answered",
+        "rejected",
+        "not_sent",
+        "unavailable",
+        "transport",
+        "timeout",
+    ],
+};
+
+/// One application's metrics: Prometheus' registry (no global one) with the per-call
+/// histograms of both sides, and collectors that read the lifecycle, the cluster's
+/// references and the registries at scrape time.
+///
+/// Built by the application builder; read it with [`Metrics::encode`], which is what
+/// `GET /metrics` serves. Cheap to clone; clones share everything. The README's
+/// "Metrics" section lists every metric.
+#[derive(Clone)]
+pub struct Metrics {
+    /// `None` when metrics are off.
+    instruments: Option<Arc<Instruments>>,
+}
+
+struct Instruments {
+    registry: PrometheusRegistry,
+    server_calls: Arc<MethodHistograms>,
+    client_calls: Arc<MethodHistograms>,
+    attempts: Arc<AttemptDurations>,
+    references: Arc<ReferencesCollector>,
+    registry_operations: Arc<RegistryOperations>,
+}
+
+impl Metrics {
+    /// The `Content-Type` of [`Metrics::encode`]'s text (Prometheus text format 0.0.4).
+    pub const CONTENT_TYPE: &'static str =
+        prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+    /// The metrics of the application run by `lifecycle`, or none when
+    /// `config.enabled` is false.
+    pub fn new(config: &MetricsConfig, lifecycle: &Lifecycle) -> Self {
+        if !config.enabled {
+            return Self::disabled();
+        }
+        let server_calls = Arc::new(MethodHistograms::new(
+            "rpc_server_call_duration",
+            "Calls served, from request to the end of the response, by method and status.",
+            STATUS_CODE,
+        ));
+        let client_calls = Arc::new(MethodHistograms::new(
+            "rpc_client_call_duration",
+            "Calls made, from request to the end of the response (all attempts), by method and status.",
+            STATUS_CODE,
+        ));
+        let attempts = Arc::new(AttemptDurations(MethodHistograms::new(
+            "rpc_client_attempt_duration",
+            "Attempts of calls made, from sending to the response headers or the failure, by method and outcome.",
+            ATTEMPT_OUTCOME,
+        )));
+        let references = Arc::new(ReferencesCollector::new(lifecycle.outbound().clone()));
+        let registry_operations = Arc::new(RegistryOperations::default());
+
+        let mut registry = PrometheusRegistry::default();
+        registry.register_collector(Box::new(LifecycleCollector::new(lifecycle.clone())));
+        registry.register_collector(Box::new(ServerCollector::new(lifecycle.clone())));
+        registry.register_collector(Box::new(server_calls.clone()));
+        registry.register_collector(Box::new(references.clone()));
+        registry.register_collector(Box::new(client_calls.clone()));
+        registry.register_collector(Box::new(attempts.clone()));
+        registry.register_collector(Box::new(registry_operations.clone()));
+        Self {
+            instruments: Some(Arc::new(Instruments {
+                registry,
+                server_calls,
+                client_calls,
+                attempts,
+                references,
+                registry_operations,
+            })),
+        }
+    }
+
+    /// No metrics: nothing is timed or counted, and [`Metrics::encode`] is empty.
+    pub fn disabled() -> Self {
+        Self { instruments: None }
+    }
+
+    /// Whether metrics are kept.
+    pub fn is_enabled(&self) -> bool {
+        self.instruments.is_some()
+    }
+
+    /// Every metric now, in the Prometheus text format ([`Metrics::CONTENT_TYPE`]): what
+    /// `GET /metrics` returns. Values kept elsewhere (phase, in-flight counters, cluster
+    /// counters, connections) are read at this moment; nothing waits.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        if let Some(instruments) = &self.instruments
+            && let Err(error) = prometheus_client::encoding::prometheus_text::encode(
+                &mut text,
+                &instruments.registry,
+            )
+        {
+            tracing::warn!(%error, "encoding metrics failed; the scrape is cut short");
+        }
+        text
+    }
+
+    /// The provider-side call-duration filter (a pass-through when metrics are off).
+    pub(crate) fn server_layer(&self) -> CallMetricsLayer {
+        self.instruments
+            .as_ref()
+            .map_or_else(CallMetricsLayer::disabled, |instruments| {
+                CallMetricsLayer::new(instruments.server_calls.clone())
+            })
+    }
+
+    /// The consumer-side call-duration filter (a pass-through when metrics are off).
+    pub(crate) fn client_layer(&self) -> CallMetricsLayer {
+        self.instruments
+            .as_ref()
+            .map_or_else(CallMetricsLayer::disabled, |instruments| {
+                CallMetricsLayer::new(instruments.client_calls.clone())
+            })
+    }
+
+    /// `channel`, its attempts timed and its cluster read at each scrape.
+    pub(crate) fn observe_reference(&self, channel: ClusterChannel) -> ClusterChannel {
+        let Some(instruments) = &self.instruments else {
+            return channel;
+        };
+        let channel = channel.with_attempt_observer(instruments.attempts.clone());
+        instruments.references.add(channel.clone());
+        channel
+    }
+
+    /// `registry`, its operations counted under `name` (its key under `registries`).
+    pub(crate) fn observe_registry(
+        &self,
+        name: &str,
+        registry: Arc<dyn Registry>,
+    ) -> Arc<dyn Registry> {
+        match &self.instruments {
+            Some(instruments) => instruments.registry_operations.meter(name, registry),
+            None => registry,
+        }
+    }
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics")
+            .field("enabled", &self.is_enabled())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Attempt durations by method and outcome, fed by every reference's cluster.
+#[derive(Debug)]
+struct AttemptDurations(MethodHistograms);
+
+impl AttemptObserver for AttemptDurations {
+    fn attempt_ended(&self, path: &str, failure: Option<FailureKind>, duration: Duration) {
+        let outcome = failure.map_or(0, |kind| kind.index() + 1);
+        self.0.observe(path, outcome, duration);
+    }
+}
+
+impl prometheus_client::collector::Collector for AttemptDurations {
+    fn encode(
+        &self,
+        encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), fmt::Error> {
+        self.0.encode(encoder)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_attempt_outcomes_follow_the_failure_kinds() {
+        for kind in FailureKind::ALL {
+            assert_eq!(ATTEMPT_OUTCOME.values[kind.index() + 1], kind.as_str());
+        }
+    }
+
+    #[test]
+    fn disabled_metrics_encode_nothing() {
+        let lifecycle = Lifecycle::new("t", rpc_core::ShutdownConfig::default());
+        let metrics = Metrics::new(&MetricsConfig { enabled: false }, &lifecycle);
+        assert!(!metrics.is_enabled());
+        assert_eq!(metrics.encode(), "");
+        let text = Metrics::new(&MetricsConfig::default(), &lifecycle).encode();
+        assert!(
+            text.contains("rpc_lifecycle_phase{phase=\"created\"} 1"),
+            "{text}"
+        );
+    }
+}

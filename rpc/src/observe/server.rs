@@ -1,0 +1,133 @@
+//! Metrics of the provider side that the lifecycle already counts, read at scrape time.
+
+use std::fmt;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use rpc_core::Lifecycle;
+
+use super::scrape::{counter, gauge};
+
+/// Writes, on each scrape:
+/// - `rpc_server_requests_in_flight`: inbound requests whose response body has not
+///   ended (what shutdown step 4 drains);
+/// - `rpc_server_rejected_closing_total`: requests refused as "closing, not executed"
+///   (shutdown step 3 on; our consumers re-send them elsewhere);
+/// - `rpc_server_connections_open`: HTTP/2 connections open on the provider listeners;
+/// - `rpc_server_goaway_sent_total`: connections sent a GOAWAY to close gracefully
+///   (shutdown step 6).
+#[derive(Debug)]
+pub(super) struct ServerCollector {
+    lifecycle: Lifecycle,
+}
+
+impl ServerCollector {
+    pub(super) fn new(lifecycle: Lifecycle) -> Self {
+        Self { lifecycle }
+    }
+}
+
+impl Collector for ServerCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let connections = self.lifecycle.connection_counts();
+        gauge(
+            &mut encoder,
+            "rpc_server_requests_in_flight",
+            "Inbound requests whose response has not ended.",
+            self.lifecycle.inbound().current(),
+        )?;
+        counter(
+            &mut encoder,
+            "rpc_server_rejected_closing",
+            "Inbound requests refused as closing, not executed (consumers re-send them).",
+            self.lifecycle.rejected(),
+        )?;
+        gauge(
+            &mut encoder,
+            "rpc_server_connections_open",
+            "HTTP/2 connections open on the provider listeners.",
+            connections.open,
+        )?;
+        counter(
+            &mut encoder,
+            "rpc_server_goaway_sent",
+            "Connections sent a GOAWAY to close gracefully.",
+            connections.goaway_sent,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use rpc_core::ShutdownConfig;
+    use rpc_core::lifecycle::{Export, StartPlan};
+    use tokio::io::AsyncWriteExt;
+    use tower::util::BoxCloneSyncService;
+
+    use super::*;
+    use crate::observe::scrape::encode_one;
+
+    /// A provider on 127.0.0.1:0 whose routes answer nothing (the test only connects).
+    fn export() -> Export {
+        let routes = tonic::service::Routes::default();
+        Export {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            advertise_host: None,
+            options: Default::default(),
+            service: BoxCloneSyncService::new(routes),
+            services: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn connections_and_goaways_are_counted_and_stay_counted_after_shutdown() {
+        let config = ShutdownConfig {
+            internal_signal: false,
+            offline_request_window_timeout: Duration::from_millis(1),
+            step_timeout: Duration::from_secs(2),
+            ..ShutdownConfig::default()
+        };
+        let lifecycle = Lifecycle::new("test", config);
+        let plan = StartPlan {
+            exports: vec![export()],
+            ..StartPlan::default()
+        };
+        lifecycle.start(plan).await.unwrap();
+        let addr = lifecycle.servers()[0].local_addr();
+        // A peer that has begun the HTTP/2 handshake gets a GOAWAY at shutdown.
+        let mut peer = tokio::net::TcpStream::connect(addr).await.unwrap();
+        peer.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+            .await
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while lifecycle.connection_counts().open == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "connection not seen"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let text = encode_one(ServerCollector::new(lifecycle.clone()));
+        assert!(text.contains("rpc_server_connections_open 1\n"), "{text}");
+        assert!(text.contains("rpc_server_goaway_sent_total 0\n"), "{text}");
+        assert!(text.contains("rpc_server_requests_in_flight 0\n"), "{text}");
+        assert!(
+            text.contains("rpc_server_rejected_closing_total 0\n"),
+            "{text}"
+        );
+
+        let shutdown = tokio::spawn(lifecycle.before_shutdown());
+        while lifecycle.connection_counts().goaway_sent == 0 {
+            assert!(tokio::time::Instant::now() < deadline, "no GOAWAY sent");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        // The peer leaves: the graceful close ends without waiting for the bound.
+        drop(peer);
+        shutdown.await.unwrap();
+        let text = encode_one(ServerCollector::new(lifecycle));
+        assert!(text.contains("rpc_server_connections_open 0\n"), "{text}");
+        assert!(text.contains("rpc_server_goaway_sent_total 1\n"), "{text}");
+    }
+}

@@ -1,0 +1,165 @@
+//! Spans exported over OTLP/gRPC reach a collector: an in-process OTLP receiver (a tonic
+//! server implementing OpenTelemetry's `TraceService`) gets the spans of one call made
+//! through a consumer to a provider, with our attributes, and the attempt's span under
+//! the call's.
+
+use std::sync::Arc;
+
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
+use parking_lot::Mutex;
+use proto::echo::EchoRequest;
+use proto::echo::echo_client::EchoClient;
+use proto::echo::echo_server::EchoServer;
+use rpc::observe::otlp::OtlpExporter;
+use rpc::registry::MemoryHub;
+use rpc::{Application, Config};
+use rpc_testkit::services::EchoProvider;
+use tracing_subscriber::prelude::*;
+
+/// Every span the receiver was sent, and the service name of its resource.
+#[derive(Clone, Default)]
+struct Received(Arc<Mutex<Vec<(String, Span)>>>);
+
+#[tonic::async_trait]
+impl TraceService for Received {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let mut received = self.0.lock();
+        for resource_spans in request.into_inner().resource_spans {
+            let service = resource_spans
+                .resource
+                .iter()
+                .flat_map(|resource| &resource.attributes)
+                .find(|attribute| attribute.key == "service.name")
+                .and_then(|attribute| text(attribute.value.as_ref()?.value.as_ref()?))
+                .unwrap_or_default();
+            for scope_spans in resource_spans.scope_spans {
+                for span in scope_spans.spans {
+                    received.push((service.clone(), span));
+                }
+            }
+        }
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::StringValue(text) => Some(text.clone()),
+        Value::IntValue(number) => Some(number.to_string()),
+        _ => None,
+    }
+}
+
+/// The value of `span`'s attribute `key`, as text.
+fn attribute(span: &Span, key: &str) -> Option<String> {
+    span.attributes
+        .iter()
+        .find(|attribute| attribute.key == key)
+        .and_then(|attribute| text(attribute.value.as_ref()?.value.as_ref()?))
+}
+
+/// An OTLP receiver on 127.0.0.1:0, serving until the test ends.
+async fn receiver() -> (Received, std::net::SocketAddr) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let received = Received::default();
+    let server = tonic::transport::Server::builder()
+        .add_service(TraceServiceServer::new(received.clone()))
+        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener));
+    tokio::spawn(server);
+    (received, addr)
+}
+
+fn config(name: &str, endpoint: &str) -> Config {
+    let mut config = Config::default();
+    config.application.name = name.to_owned();
+    config.graceful_shutdown.internal_signal = false;
+    config.tracing.otlp_endpoint = Some(endpoint.to_owned());
+    config
+}
+
+// One thread: the subscriber is this thread's default, and every span is made on it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_call_exports_its_client_attempt_and_server_spans() {
+    let (received, addr) = receiver().await;
+    let endpoint = format!("http://{addr}");
+    let consumer_config = config("otlp-consumer", &endpoint);
+    let exporter = OtlpExporter::start(&consumer_config)
+        .unwrap()
+        .expect("an endpoint is configured");
+    let subscriber = tracing_subscriber::registry().with(exporter.layer());
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let hub = MemoryHub::new();
+    let mut provider = Application::builder(config("otlp-provider", &endpoint));
+    provider.registry("default", Arc::new(hub.client()));
+    provider.service(EchoServer::new(EchoProvider::default()));
+    let provider = provider.start().await.unwrap();
+    let mut consumer = Application::builder(consumer_config);
+    consumer.registry("default", Arc::new(hub.client()));
+    let mut client = EchoClient::new(consumer.reference("echo.Echo"));
+    let consumer = consumer.start().await.unwrap();
+
+    client.echo(EchoRequest::default()).await.unwrap();
+    exporter.shutdown().await.unwrap();
+
+    let spans = received.0.lock().clone();
+    let find = |name: &str, kind: SpanKind| {
+        spans
+            .iter()
+            .map(|(_, span)| span)
+            .find(|span| span.name == name && span.kind == kind as i32)
+            .unwrap_or_else(|| {
+                let names: Vec<_> = spans.iter().map(|(_, s)| (&s.name, s.kind)).collect();
+                panic!("no {name} span of kind {kind:?} among {names:?}")
+            })
+            .clone()
+    };
+    let server = find("echo.Echo/Echo", SpanKind::Server);
+    let client_span = find("echo.Echo/Echo", SpanKind::Client);
+    for span in [&server, &client_span] {
+        assert_eq!(attribute(span, "rpc.system").as_deref(), Some("grpc"));
+        assert_eq!(attribute(span, "rpc.service").as_deref(), Some("echo.Echo"));
+        assert_eq!(attribute(span, "rpc.method").as_deref(), Some("Echo"));
+        assert_eq!(
+            attribute(span, "rpc.grpc.status_code").as_deref(),
+            Some("0")
+        );
+    }
+    assert_eq!(
+        attribute(&server, "network.peer.address").as_deref(),
+        Some("127.0.0.1")
+    );
+    let attempt = spans
+        .iter()
+        .map(|(_, span)| span)
+        .find(|span| attribute(span, "rpc.attempt").is_some())
+        .expect("an attempt span");
+    assert_eq!(
+        attempt.parent_span_id, client_span.span_id,
+        "attempt under call"
+    );
+    assert_eq!(attribute(attempt, "rpc.attempt").as_deref(), Some("1"));
+    assert_eq!(
+        attribute(attempt, "server.port"),
+        provider.local_addr().map(|addr| addr.port().to_string())
+    );
+    assert!(
+        spans.iter().all(|(service, _)| service == "otlp-consumer"),
+        "one process, one exporter: the consumer's resource names every span"
+    );
+
+    consumer.before_shutdown().await;
+    provider.before_shutdown().await;
+}
