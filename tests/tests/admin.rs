@@ -267,7 +267,7 @@ async fn bad_input_gets_a_one_line_4xx_and_changes_nothing() {
     assert_line(
         &post(&provider, "/offline?service=helloworld.(Greeter").await,
         400,
-        "service: not a valid regex",
+        "service: `helloworld.(Greeter` is not a valid regex: unclosed group",
     );
     assert_line(
         &post(&provider, "/offline?service=a)|(b").await,

@@ -111,7 +111,7 @@ where
             Err(error) => {
                 return answer::line(
                     StatusCode::BAD_REQUEST,
-                    format!("service: not a valid regex: {error}"),
+                    format!("service: `{pattern}` is not a valid regex: {}", why(&error)),
                 );
             }
         },
@@ -157,6 +157,14 @@ fn whole_match(pattern: &str) -> Result<Regex, regex::Error> {
     build(&format!("^(?:{pattern})$"))
 }
 
+/// The gist of a regex error in one line: a syntax error's last line (`unclosed
+/// group`), without the drawing of the pattern above it.
+fn why(error: &regex::Error) -> String {
+    let text = error.to_string();
+    let last = text.lines().last().unwrap_or_default().trim();
+    last.strip_prefix("error: ").unwrap_or(last).to_owned()
+}
+
 impl From<TrafficChange> for ChangedService {
     fn from(change: TrafficChange) -> Self {
         Self {
@@ -189,6 +197,14 @@ mod tests {
         // An alternation stays inside the anchors.
         let either = whole_match("a.B|c.D").unwrap();
         assert!(either.is_match("c.D") && !either.is_match("c.DD"));
+    }
+
+    #[test]
+    fn a_regex_error_is_told_in_one_line() {
+        let error = whole_match("helloworld.(Greeter").unwrap_err();
+        assert_eq!(why(&error), "unclosed group");
+        let huge = whole_match("[a-z]{1000}{1000}").unwrap_err();
+        assert!(why(&huge).contains("size limit"), "{}", why(&huge));
     }
 
     #[test]
