@@ -6,6 +6,23 @@ use rpc::{Config, ConfigError};
 
 const YAML: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/provider.yaml");
 const TOML: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/provider.toml");
+const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/reference.yaml");
+
+/// The README's configuration (quoted from this file) loads, and its reference finds
+/// its provider: the same group and version on both sides (issue 15).
+#[test]
+fn the_readme_reference_configuration_loads_and_agrees_with_itself() {
+    let config = Config::from_file(REFERENCE).unwrap();
+    let provided = &config.provider.services["helloworld.Greeter"];
+    let reference = &config.consumer.references["helloworld.Greeter"];
+    assert_eq!(
+        (&provided.group, &provided.version),
+        (&reference.group, &reference.version)
+    );
+    assert_eq!(reference.max_replay_bytes, 4 * 1024 * 1024);
+    assert!(config.application.logging);
+    assert_eq!(config.origin(), REFERENCE);
+}
 
 #[test]
 fn the_yaml_and_toml_examples_load_and_agree() {

@@ -40,6 +40,7 @@ pub use lifecycle::{
 pub use offline_services::OfflineServices;
 pub use registry::{
     BoxError, Registry, RegistryError, Snapshot, SnapshotOrigin, Subscription, SubscriptionId,
+    Unreachability,
 };
 pub use rejections::RejectionCounter;
 pub use service_key::ServiceKey;

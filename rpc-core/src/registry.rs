@@ -136,13 +136,16 @@ pub enum RegistryError {
         /// What is wrong with it, naming the part or parameter.
         reason: String,
     },
-    /// The server did not answer within the connect timeout.
-    #[error("registry {url} is unreachable (connect timeout {timeout:?}): {source}")]
+    /// No connection to the server could be made: it refused it, did not answer within
+    /// the connect timeout, or the attempt failed otherwise (`cause` says which).
+    #[error("registry {url} {}: {source}", cause.describe(*timeout))]
     Unreachable {
         /// The registry, credentials redacted.
         url: String,
-        /// The bound that was hit.
+        /// The connect timeout (`connect_timeout`), the longest the attempt could take.
         timeout: Duration,
+        /// What happened.
+        cause: Unreachability,
         /// The last error seen while trying.
         source: BoxError,
     },
@@ -167,6 +170,57 @@ pub enum RegistryError {
     UnknownSubscription(SubscriptionId),
 }
 
+/// What happened to a connection attempt that reached no registry server, so an error
+/// says "refused" for a server that is not running and "timed out" only for one that
+/// did not answer (a refusal comes back in milliseconds; blaming the timeout sends a
+/// reader to look at the network instead of at the server).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unreachability {
+    /// The server's host refused the TCP connection: nothing listens at that address.
+    Refused,
+    /// No answer within the connect timeout.
+    TimedOut,
+    /// Another failure (name resolution, reset connection, a protocol error).
+    Failed,
+}
+
+impl Unreachability {
+    /// The cause of a failed attempt whose error is `error`: [`Unreachability::Refused`]
+    /// when an `std::io::Error` of kind `ConnectionRefused` is in its `source()` chain,
+    /// or when a message in the chain says "connection refused" (some client libraries
+    /// keep only the text of the socket error), else [`Unreachability::Failed`].
+    pub fn of(error: &(dyn std::error::Error + 'static)) -> Self {
+        let mut next = Some(error);
+        while let Some(error) = next {
+            let io_refused = error
+                .downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused);
+            let text_refused = error
+                .to_string()
+                .to_ascii_lowercase()
+                .contains("connection refused");
+            if io_refused || text_refused {
+                return Self::Refused;
+            }
+            next = error.source();
+        }
+        Self::Failed
+    }
+
+    /// The words of an error message: `refused the connection`, `did not answer within
+    /// 3s (connect_timeout)`, `is unreachable`.
+    fn describe(self, timeout: Duration) -> String {
+        match self {
+            Self::Refused => {
+                "refused the connection (is the server running at that address?)".to_owned()
+            }
+            Self::TimedOut => format!("did not answer within {timeout:?} (connect_timeout)"),
+            Self::Failed => "is unreachable".to_owned(),
+        }
+    }
+}
+
 /// A service registry client: announces this process's providers and watches others.
 ///
 /// Every method may be called concurrently. Implementations must:
@@ -175,7 +229,8 @@ pub enum RegistryError {
 /// - deliver full snapshots in revision order, starting with the current state, and
 ///   never deliver an empty [`SnapshotOrigin::Authoritative`] snapshot because of a fault;
 /// - bound every network wait (an unreachable server gives
-///   [`RegistryError::Unreachable`], never a hang);
+///   [`RegistryError::Unreachable`] saying whether it refused or timed out, never a
+///   hang);
 /// - never log credentials.
 #[async_trait]
 pub trait Registry: Send + Sync + 'static {
@@ -197,4 +252,56 @@ pub trait Registry: Send + Sync + 'static {
     /// Withdraws every registration of this client, ends every subscription and releases
     /// every session, lease and watch. Later calls return [`RegistryError::Closed`].
     async fn close(&self) -> Result<(), RegistryError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A library's error whose `source()` is the socket error.
+    #[derive(Debug)]
+    struct Wrapper(std::io::Error);
+
+    impl fmt::Display for Wrapper {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("tcp connect error")
+        }
+    }
+
+    impl std::error::Error for Wrapper {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    fn unreachable(cause: Unreachability, source: BoxError) -> String {
+        RegistryError::Unreachable {
+            url: "etcd://127.0.0.1:2379".into(),
+            timeout: Duration::from_secs(3),
+            cause,
+            source,
+        }
+        .to_string()
+    }
+
+    /// Issue 15: a refusal is not reported as a timeout, and a timeout names its bound.
+    #[test]
+    fn errors_say_refused_or_timed_out() {
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "os error 111");
+        let wrapped: BoxError = Box::new(Wrapper(io));
+        assert_eq!(Unreachability::of(&*wrapped), Unreachability::Refused);
+        let text: BoxError = "tcp connect error: Connection refused (os error 111)".into();
+        assert_eq!(Unreachability::of(&*text), Unreachability::Refused);
+        let other: BoxError = "dns error".into();
+        assert_eq!(Unreachability::of(&*other), Unreachability::Failed);
+
+        let refused = unreachable(Unreachability::Refused, wrapped);
+        assert!(refused.contains("refused the connection"), "{refused}");
+        assert!(!refused.contains("3s"), "{refused}");
+        let timed_out = unreachable(Unreachability::TimedOut, "no answer".into());
+        assert!(
+            timed_out.contains("did not answer within 3s"),
+            "{timed_out}"
+        );
+    }
 }

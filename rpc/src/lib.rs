@@ -44,12 +44,23 @@ pub mod observe;
 pub mod systemd;
 
 pub use application::{Application, ApplicationBuilder, ApplicationError};
-pub use config::{Config, ConfigError};
+pub use config::{Config, ConfigError, ConfigFormat};
 pub use observe::{Metrics, ReferenceChannel};
+pub use rpc_cluster::ClusterError;
 pub use rpc_core::lifecycle::{
-    Interrupt, Phase, ShutdownConfig, ShutdownReport, Step, StepOutcome,
+    Interrupt, Phase, ShutdownConfig, ShutdownReport, StartError, Step, StepOutcome,
 };
-pub use rpc_core::{Instance, Lifecycle, ServiceKey};
+pub use rpc_core::{Instance, Lifecycle, RegistryError, ServiceKey, Unreachability};
+
+/// The protobuf runtime of the generated messages, re-exported for the same reason as
+/// [`tonic`].
+pub use prost;
+/// The gRPC library the framework is built on, re-exported so that generated stubs and
+/// the application use the very version `rpc` does (`rpc::tonic::Request`, ...). The
+/// code `tonic-prost-build` generates names the crates `tonic`, `tonic_prost` and
+/// `prost` directly, so a user's Cargo.toml still lists them (the versions in
+/// docs/getting-started.md).
+pub use tonic;
 
 /// The cluster layer: directory, blacklist, load balancing, strategies.
 pub use rpc_cluster as cluster;

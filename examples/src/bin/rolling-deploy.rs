@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use rpc_examples::rolling::{self, Mode, Options, Role};
+use rpc_examples::rolling::{self, Bound, Mode, Options, Role};
 
 /// Roll every instance of a client → proxy → provider chain under a fixed request rate,
 /// and count every request.
@@ -63,6 +63,16 @@ struct Args {
     /// in the table and the plot when each one was ready and not ready.
     #[arg(long)]
     admin: bool,
+    /// Most instances of a role above its count while one is replaced, as a count or a
+    /// percentage rounded up (Kubernetes' maxSurge). At least 1: each replacement
+    /// starts, registers and is ready before the old instance stops; 0: the old one
+    /// stops first.
+    #[arg(long, default_value = "25%")]
+    max_surge: Bound,
+    /// Most instances of a role below its count while one is replaced, as a count or a
+    /// percentage rounded down (Kubernetes' maxUnavailable). Both 0 is refused.
+    #[arg(long, default_value = "25%")]
+    max_unavailable: Bound,
     /// Write the summary as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -115,6 +125,8 @@ async fn main() {
         max_outstanding: args.max_outstanding,
         mode: args.mode,
         admin: args.admin,
+        max_surge: args.max_surge,
+        max_unavailable: args.max_unavailable,
         progress: !args.quiet,
         ..Options::default()
     };

@@ -222,6 +222,9 @@ fn base_config(name: &str, signals: bool) -> Config {
     config.graceful_shutdown.internal_signal = signals;
     // Many instances on one host: each admin endpoint on a free port.
     config.admin.port = 0;
+    // The tool sets up its own logging (warn by default: its output is the table);
+    // dozens of instances logging their start and stop at info would bury it.
+    config.application.logging = false;
     config
 }
 

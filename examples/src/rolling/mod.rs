@@ -6,21 +6,26 @@
 //! registry, group `proxy` and group `backend`). While the load runs, every proxy and
 //! every provider is restarted, one at a time: with graceful online/offline on, each is
 //! stopped by the real shutdown sequence and replaced by a fresh instance on a new port;
-//! with it off, each is killed the way a plain restart kills it. At the end the run
+//! with it off, each is killed the way a plain restart kills it. As in a Kubernetes
+//! rolling update, `--max-surge` decides whether the replacement starts before the old
+//! instance stops (the default) or after it (`--max-surge 0`; see `surge.rs`). At the end the run
 //! reports how many requests failed: with `--graceful on` that must be 0. With
 //! `--admin`, every instance's admin endpoint is polled (`GET /ready`) and the summary
 //! shows when each one was ready and not ready (see `readiness.rs`).
 
 mod child;
 mod fleet;
+mod memory;
 mod options;
 mod plan;
 mod plot;
 mod process;
 mod readiness;
 mod readiness_plot;
+mod restart;
 mod role;
 mod summary;
+mod surge;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,9 +41,11 @@ pub use plot::write_plot;
 pub use readiness::{POLL_EVERY, Readiness, ReadinessChange, ReadinessRecord};
 pub use role::Role;
 pub use summary::{Latency, RestartRecord, Summary};
+pub use surge::{Bound, Order};
 
 use options::validate;
 use plan::{check_restarts_fit, restart_plan, warmup};
+use restart::{Replace, restart};
 
 /// Runs the whole scenario and returns its summary.
 ///
@@ -71,6 +78,12 @@ pub async fn run(options: Options) -> Result<Summary, RollingError> {
     let started = Instant::now();
     let payload = bytes::Bytes::from(vec![b'x'; options.payload]);
 
+    let (proxy_order, provider_order) =
+        (options.order(Role::Proxy)?, options.order(Role::Provider)?);
+    let orders = move |role| match role {
+        Role::Proxy => proxy_order,
+        Role::Provider => provider_order,
+    };
     let driver = {
         let restarts = restarts.clone();
         let restarting = restarting.clone();
@@ -92,35 +105,27 @@ pub async fn run(options: Options) -> Result<Summary, RollingError> {
                     let name = format!("{}-{slot}", role.name());
                     *restarting.lock() = Some(name.clone());
                     load.set_restarting(true);
-                    let at = started.elapsed();
-                    let stopping = std::time::Instant::now();
-                    let old = instances.remove(slot);
-                    let report = old.stop(graceful).await;
-                    let stopped_ms = stopping.elapsed().as_secs_f64() * 1e3;
-                    let replacement = match fleet.start(role, &name).await {
-                        Ok(instance) => instance,
-                        Err(error) => {
-                            eprintln!("rolling-deploy: {error}");
-                            restarts
-                                .lock()
-                                .push(RestartRecord::failed(&name, at, stopped_ms, report, &error));
-                            load.set_restarting(false);
-                            *restarting.lock() = None;
-                            return (proxies, providers);
-                        }
+                    let target = Replace {
+                        instances,
+                        slot,
+                        role,
+                        name: &name,
+                        at: started.elapsed(),
                     };
-                    // The new instance is in use once consumers hear of it.
-                    tokio::time::sleep(fleet.propagation()).await;
-                    restarts.lock().push(RestartRecord::new(
-                        &name,
-                        at,
-                        stopped_ms,
-                        report,
-                        replacement.addr(),
-                    ));
-                    instances.insert(slot, replacement);
+                    let order = orders(role);
+                    let result = restart(&fleet, target, order, graceful).await;
                     load.set_restarting(false);
                     *restarting.lock() = None;
+                    match result {
+                        Ok(record) => restarts.lock().push(record),
+                        Err(record) => {
+                            if let Some(error) = &record.error {
+                                eprintln!("rolling-deploy: {error}");
+                            }
+                            restarts.lock().push(record);
+                            return (proxies, providers);
+                        }
+                    }
                 }
                 (proxies, providers)
             })

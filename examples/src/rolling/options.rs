@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use rpc_testkit::load;
 
+use super::role::Role;
+use super::surge::{self, Bound, Order};
+
 /// How instances run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -56,6 +59,12 @@ pub struct Options {
     pub registry_delay: Duration,
     /// In-process or child processes.
     pub mode: Mode,
+    /// Most instances of a role above its count during a restart (Kubernetes'
+    /// `maxSurge`; default 25 %, rounded up). At least 1: the replacement starts first.
+    pub max_surge: Bound,
+    /// Most instances of a role below its count during a restart (Kubernetes'
+    /// `maxUnavailable`; default 25 %, rounded down).
+    pub max_unavailable: Bound,
     /// Print a progress line every second (stderr).
     pub progress: bool,
     /// The binary child processes run (`--mode processes`); default: this program.
@@ -79,6 +88,8 @@ impl Default for Options {
             max_outstanding: load::DEFAULT_MAX_OUTSTANDING,
             registry_delay: Duration::from_millis(300),
             mode: Mode::InProcess,
+            max_surge: Bound::DEFAULT,
+            max_unavailable: Bound::DEFAULT,
             progress: true,
             executable: std::env::current_exe().unwrap_or_default(),
             admin: false,
@@ -128,6 +139,8 @@ pub(crate) fn validate(options: &Options) -> Result<(), RollingError> {
             "--payload must be at most {MAX_PAYLOAD} bytes (gRPC's default 4 MiB message limit)"
         )));
     }
+    options.order(Role::Proxy)?;
+    options.order(Role::Provider)?;
     if options.mode == Mode::Processes && options.registry.starts_with("memory:") {
         return Err(RollingError::Usage(
             "--mode processes needs a registry that other processes can reach \
@@ -136,6 +149,21 @@ pub(crate) fn validate(options: &Options) -> Result<(), RollingError> {
         ));
     }
     Ok(())
+}
+
+impl Options {
+    /// How an instance of `role` is replaced, from `max_surge` and `max_unavailable`
+    /// resolved for that role's count, as Kubernetes resolves them (see `surge.rs`).
+    ///
+    /// # Errors
+    /// [`RollingError::Usage`] when both bounds are given as 0.
+    pub fn order(&self, role: Role) -> Result<Order, RollingError> {
+        let instances = match role {
+            Role::Proxy => self.proxies,
+            Role::Provider => self.providers,
+        };
+        surge::order(instances, self.max_surge, self.max_unavailable).map_err(RollingError::Usage)
+    }
 }
 
 /// Largest payload that fits gRPC's default 4 MiB message limit with the message's framing.

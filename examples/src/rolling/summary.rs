@@ -9,9 +9,12 @@ use rpc::ShutdownReport;
 use rpc_testkit::load::{LoadRecord, Second};
 use serde::Serialize;
 
+use super::memory::peak_rss;
 use super::options::{Mode, Options, RollingError};
 use super::plan::restart_plan;
 use super::readiness::{self, ReadinessRecord};
+use super::role::Role;
+use super::surge::Order;
 
 /// Latency percentiles, in milliseconds.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -186,6 +189,14 @@ pub struct Summary {
     pub registry: String,
     /// `in-process` or `processes`.
     pub mode: Mode,
+    /// `--max-surge` as given (`25%`, `1`).
+    pub max_surge: String,
+    /// `--max-unavailable` as given.
+    pub max_unavailable: String,
+    /// How each proxy was replaced: `start-then-stop` or `stop-then-start`.
+    pub proxy_order: Option<Order>,
+    /// How each provider was replaced.
+    pub provider_order: Option<Order>,
     /// Proxies in the chain.
     pub proxies: usize,
     /// Providers in the chain.
@@ -202,7 +213,9 @@ pub struct Summary {
     pub latency_steady_ms: Latency,
     /// Latency of requests sent while an instance was restarting.
     pub latency_during_restarts_ms: Latency,
-    /// Largest resident set size of this process during the run, in bytes (Linux).
+    /// Largest resident set size of this process during the run, in bytes (Linux: its
+    /// own `VmHWM`, not `getrusage`'s figure, which includes cargo's when run by
+    /// `cargo run`).
     pub peak_rss_bytes: Option<u64>,
     /// Per-second counts.
     pub per_second: Vec<Second>,
@@ -244,6 +257,10 @@ impl Summary {
                 .map(|u| u.redacted().to_owned())
                 .unwrap_or_else(|_| options.registry.clone()),
             mode: options.mode,
+            max_surge: options.max_surge.to_string(),
+            max_unavailable: options.max_unavailable.to_string(),
+            proxy_order: options.order(Role::Proxy).ok(),
+            provider_order: options.order(Role::Provider).ok(),
             proxies: options.proxies,
             providers: options.providers,
             payload_bytes: options.payload,
@@ -275,6 +292,15 @@ impl Summary {
             self.providers,
             self.registry,
             self.mode.name()
+        );
+        let order = |order: Option<Order>| order.map_or("-", Order::name);
+        let _ = writeln!(
+            out,
+            "  order     proxies {}, providers {} (--max-surge {}, --max-unavailable {})",
+            order(self.proxy_order),
+            order(self.provider_order),
+            self.max_surge,
+            self.max_unavailable
         );
         let _ = writeln!(
             out,
@@ -356,11 +382,4 @@ impl Summary {
         let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
         std::fs::write(path, json)
     }
-}
-
-/// The process's peak resident set size, in bytes.
-fn peak_rss() -> Option<u64> {
-    // getrusage(2) reports the peak in KiB on Linux.
-    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok()?;
-    u64::try_from(usage.max_rss()).ok().map(|kib| kib * 1024)
 }

@@ -44,9 +44,53 @@ impl Default for ShutdownConfig {
     }
 }
 
+impl ShutdownConfig {
+    /// Checks the bounds that make no sense at zero: `timeout` (the whole sequence would
+    /// be cut before step 1 ends, forcing every request in flight) and `step_timeout`
+    /// (every drain and every GOAWAY exchange would be forced). The two waits for
+    /// consumers may be zero: that is a deliberate "do not wait".
+    ///
+    /// # Errors
+    /// The key (as the configuration file spells it, e.g. `timeout`) and what is wrong.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        for (key, value) in [
+            ("timeout", self.timeout),
+            ("step_timeout", self.step_timeout),
+        ] {
+            if value.is_zero() {
+                return Err((
+                    key,
+                    "must be more than 0: a zero bound forces every request in flight".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn zero_bounds_are_refused_naming_the_key_and_zero_waits_allowed() {
+        let zero_total = ShutdownConfig {
+            timeout: Duration::ZERO,
+            ..ShutdownConfig::default()
+        };
+        assert_eq!(zero_total.validate().unwrap_err().0, "timeout");
+        let zero_step = ShutdownConfig {
+            step_timeout: Duration::ZERO,
+            ..ShutdownConfig::default()
+        };
+        assert_eq!(zero_step.validate().unwrap_err().0, "step_timeout");
+        let no_waits = ShutdownConfig {
+            consumer_update_wait_time: Duration::ZERO,
+            offline_request_window_timeout: Duration::ZERO,
+            ..ShutdownConfig::default()
+        };
+        assert_eq!(no_waits.validate(), Ok(()));
+    }
 
     #[test]
     fn reads_both_spellings_and_human_durations() {

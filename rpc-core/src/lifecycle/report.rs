@@ -48,7 +48,8 @@ pub enum StepOutcome {
     /// Its bound (`step_timeout`, `consumer_update_wait_time` or what was left of
     /// `timeout`) passed first.
     TimedOut,
-    /// A second signal skipped it.
+    /// It did not run: a second signal skipped it, or it had no object (step 2 of an
+    /// application that exports no service).
     Skipped,
 }
 

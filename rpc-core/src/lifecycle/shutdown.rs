@@ -38,7 +38,8 @@ impl Lifecycle {
             .run(Step::Unregister, self.unregister(&deadline, &mut report))
             .await;
         // 2. Give consumers time to drop this instance: until no request came for one
-        //    offline window, at most consumer_update_wait_time.
+        //    offline window, at most consumer_update_wait_time. Skipped when this
+        //    application exports no service: no consumer can be sending to it.
         steps
             .run(Step::WaitForConsumers, self.wait_for_consumers(&deadline))
             .await;
@@ -202,8 +203,16 @@ impl Lifecycle {
     }
 
     /// Step 2: until one offline window without a request, at most
-    /// `consumer_update_wait_time`.
+    /// `consumer_update_wait_time`; [`StepOutcome::Skipped`] at once when the application
+    /// serves no listener (a consumer-only application has no consumers to wait for).
     async fn wait_for_consumers(&self, deadline: &Deadline) -> StepOutcome {
+        if self.inner.parts.lock().servers.is_empty() {
+            tracing::info!(
+                app = %self.name(),
+                "no service exported: no consumer to wait for, step skipped"
+            );
+            return StepOutcome::Skipped;
+        }
         let start = Instant::now();
         let window = self.config().offline_request_window_timeout;
         let bound = deadline.bound(self.config().consumer_update_wait_time);

@@ -24,9 +24,30 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// A provider: one listener on a free loopback port serving `t.S` (answers every request
+/// with an empty response), and no registry.
+fn provider_plan() -> StartPlan {
+    let service = tower::util::BoxCloneSyncService::new(tower::service_fn(
+        |_req: http::Request<hyper::body::Incoming>| async {
+            Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
+        },
+    ));
+    StartPlan {
+        exports: vec![Export {
+            bind: "127.0.0.1:0".parse().unwrap(),
+            advertise_host: None,
+            options: Default::default(),
+            service,
+            services: vec![ExportedService::new(ServiceKey::new("t.S"))],
+        }],
+        ..StartPlan::default()
+    }
+}
+
+/// A started provider (see [`provider_plan`]).
 async fn started(config: ShutdownConfig) -> Lifecycle {
     let lifecycle = Lifecycle::new("test", config);
-    lifecycle.start(StartPlan::default()).await.unwrap();
+    lifecycle.start(provider_plan()).await.unwrap();
     lifecycle
 }
 
@@ -82,6 +103,27 @@ async fn an_idle_application_passes_every_phase_in_order_in_one_window() {
         (ms(500), StepOutcome::Completed)
     );
     assert_eq!(report.exit_code(), 0);
+}
+
+/// Issue 15: an application that exports no service has no consumer to wait for, so
+/// step 2 is skipped (and reported so) instead of waiting one offline window.
+#[tokio::test(start_paused = true)]
+async fn a_consumer_only_application_skips_waiting_for_consumers() {
+    let lifecycle = Lifecycle::new("test", config());
+    lifecycle.start(StartPlan::default()).await.unwrap();
+    let report = lifecycle.before_shutdown().await;
+    assert_eq!(
+        outcome(&report, Step::WaitForConsumers),
+        (ms(0), StepOutcome::Skipped)
+    );
+    assert_eq!(report.total, ms(0));
+    assert_eq!(report.exit_code(), 0, "skipping is not forcing");
+    assert!(
+        report
+            .to_string()
+            .contains("wait-for-consumers=0ms (skipped)"),
+        "{report}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -287,21 +329,9 @@ async fn an_unreachable_registry_cannot_hold_up_unregistering() {
         registered: AtomicUsize::new(0),
     });
     let lifecycle = Lifecycle::new("test", config());
-    let service = tower::util::BoxCloneSyncService::new(tower::service_fn(
-        |_req: http::Request<hyper::body::Incoming>| async {
-            Ok::<_, std::convert::Infallible>(http::Response::new(tonic::body::Body::empty()))
-        },
-    ));
     let plan = StartPlan {
-        exports: vec![Export {
-            bind: "127.0.0.1:0".parse().unwrap(),
-            advertise_host: None,
-            options: Default::default(),
-            service,
-            services: vec![ExportedService::new(ServiceKey::new("t.S"))],
-        }],
         registries: vec![registry.clone()],
-        ..StartPlan::default()
+        ..provider_plan()
     };
     lifecycle.start(plan).await.unwrap();
     assert_eq!(registry.registered.load(Ordering::SeqCst), 1);

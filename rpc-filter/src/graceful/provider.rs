@@ -195,6 +195,26 @@ mod tests {
         }
     }
 
+    /// A plan with one listener (on a free loopback port), so that the lifecycle has a
+    /// service whose consumers step 2 waits for.
+    fn provider_plan() -> rpc_core::lifecycle::StartPlan {
+        let service = tower::util::BoxCloneSyncService::new(service_fn(
+            |_req: Request<hyper::body::Incoming>| async {
+                Ok::<_, Infallible>(Response::new(TonicBody::empty()))
+            },
+        ));
+        rpc_core::lifecycle::StartPlan {
+            exports: vec![rpc_core::lifecycle::Export {
+                bind: "127.0.0.1:0".parse().unwrap(),
+                advertise_host: None,
+                options: Default::default(),
+                service,
+                services: Vec::new(),
+            }],
+            ..Default::default()
+        }
+    }
+
     async fn wait_phase(lifecycle: &Lifecycle, phase: Phase) {
         let mut rx = lifecycle.watch_phase();
         rx.wait_for(|p| *p >= phase).await.unwrap();
@@ -210,10 +230,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn marks_then_rejects_and_the_drain_waits_for_admitted_requests() {
         let lifecycle = Lifecycle::new("test", config());
-        lifecycle
-            .start(rpc_core::lifecycle::StartPlan::default())
-            .await
-            .unwrap();
+        lifecycle.start(provider_plan()).await.unwrap();
         let (release_tx, release_rx) = oneshot::channel::<()>();
         let release_rx = std::sync::Arc::new(parking_lot_free::Slot::new(release_rx));
         let service = ProviderGracefulLayer::new(lifecycle.provider_handles()).layer(service_fn(

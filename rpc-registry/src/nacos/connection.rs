@@ -25,6 +25,7 @@ use crate::nacos::config::NacosConfig;
 use crate::nacos::error::is_refusal;
 use crate::nacos::login::HttpLogin;
 use crate::remote::lifetime::ClientLifetime;
+use crate::remote::probe::refine_unreachable;
 use crate::remote::retry::bounded;
 
 /// How often a client with registrations or subscriptions checks its connection.
@@ -102,9 +103,14 @@ impl ConnectionKeeper {
         let (url, timeout) = (&lifetime.url, network.connect_timeout);
         // `build` checks the connection with a health request and logs in; whatever fails
         // there, no server accepted a connection.
-        let naming = bounded(timeout, builder.build())
-            .await
-            .map_err(|failure| failure.into_connect_error(url, timeout, |_| false))?;
+        let naming = match bounded(timeout, builder.build()).await {
+            Ok(naming) => naming,
+            Err(failure) => {
+                // nacos-sdk retries a refused connection until the bound: ask the sockets.
+                let error = failure.into_connect_error(url, timeout, |_| false);
+                return Err(refine_unreachable(error, &network.endpoints).await);
+            }
+        };
         // A read proves the credentials (and the namespace) are accepted.
         let left = deadline
             .saturating_duration_since(tokio::time::Instant::now())

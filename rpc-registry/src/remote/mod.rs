@@ -8,7 +8,8 @@
 //! - `snapshots`: `SnapshotPublisher`, the rules every subscription stream follows (first
 //!   set always, duplicates dropped, revisions increasing), and `SubscriptionSet`;
 //! - `retry`: bounded requests (`bounded`, `Failure`) and the capped `Backoff` of the
-//!   background loops.
+//!   background loops;
+//! - `probe`: "refused" or "timed out" for a failed connect whose library does not say.
 //!
 //! Each backend is a folder with the same rooms, so that a reader who knows one knows them
 //! all: `mod.rs` (what it is and why, its registry type and `impl Registry`), `config.rs`
@@ -18,6 +19,7 @@
 //! `error.rs` (what the client library's errors mean here).
 
 pub(crate) mod lifetime;
+pub(crate) mod probe;
 pub(crate) mod retry;
 mod settings;
 pub(crate) mod snapshots;

@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use rpc_core::{BoxError, RegistryError};
+use rpc_core::{BoxError, RegistryError, Unreachability};
 use tokio_util::sync::CancellationToken;
 
 /// First delay after a failure.
@@ -67,8 +67,9 @@ impl<E: Into<BoxError>> Failure<E> {
 
     /// The error of a failed attempt to connect to `url`: a [`RegistryError::Operation`]
     /// of `connect` when the server answered and `refused` says the answer was a refusal
-    /// (e.g. bad credentials), else [`RegistryError::Unreachable`] naming `timeout` (no
-    /// answer in time, or none the backend counts as one).
+    /// (e.g. bad credentials), else [`RegistryError::Unreachable`] saying what happened:
+    /// the connection was refused (nothing listens there), no answer came within
+    /// `timeout`, or the attempt failed otherwise.
     pub(crate) fn into_connect_error(
         self,
         url: &str,
@@ -79,11 +80,21 @@ impl<E: Into<BoxError>> Failure<E> {
             Self::Failed(error) if refused(&error) => {
                 Self::Failed(error).into_operation(url, "connect")
             }
-            failure => RegistryError::Unreachable {
-                url: url.to_owned(),
-                timeout,
-                source: failure.into_source(),
-            },
+            failure => {
+                let timed_out = matches!(failure, Self::TimedOut(_));
+                let source = failure.into_source();
+                let cause = if timed_out {
+                    Unreachability::TimedOut
+                } else {
+                    Unreachability::of(&*source)
+                };
+                RegistryError::Unreachable {
+                    url: url.to_owned(),
+                    timeout,
+                    cause,
+                    source,
+                }
+            }
         }
     }
 
@@ -154,6 +165,26 @@ mod tests {
                 RegistryError::Unreachable { timeout, .. } if timeout == bound
             ));
         }
+        // Issue 15: what happened, not only the bound.
+        let causes = [
+            Failure::Failed("tcp connect error: Connection refused".to_owned()),
+            Failure::TimedOut(bound),
+            Failure::Failed("down".to_owned()),
+        ]
+        .map(
+            |failure| match failure.into_connect_error("x://h", bound, refused) {
+                RegistryError::Unreachable { cause, .. } => cause,
+                other => panic!("{other}"),
+            },
+        );
+        assert_eq!(
+            causes,
+            [
+                Unreachability::Refused,
+                Unreachability::TimedOut,
+                Unreachability::Failed
+            ]
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -53,6 +53,7 @@ use async_trait::async_trait;
 use rpc_core::{Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId};
 
 use crate::remote::lifetime::ClientLifetime;
+use crate::remote::probe::refine_unreachable;
 use crate::remote::retry::bounded;
 use crate::url::RegistryUrl;
 use codec::NodeLayout;
@@ -94,9 +95,14 @@ impl ZooKeeperRegistry {
     /// As [`ZooKeeperRegistry::connect`].
     pub async fn with_config(url: String, config: ZooKeeperConfig) -> Result<Self, RegistryError> {
         let timeout = config.network.connect_timeout;
-        let client = bounded(timeout, open_session(&config))
-            .await
-            .map_err(|failure| failure.into_connect_error(&url, timeout, is_refused))?;
+        let client = match bounded(timeout, open_session(&config)).await {
+            Ok(client) => client,
+            Err(failure) => {
+                // zookeeper-client says only `NoHosts`: ask the sockets why.
+                let error = failure.into_connect_error(&url, timeout, is_refused);
+                return Err(refine_unreachable(error, &config.network.endpoints).await);
+            }
+        };
         tracing::debug!(%url, session = %client.session_id(), "ZooKeeper session opened");
         let lifetime = Arc::new(ClientLifetime::new(url));
         let layout = NodeLayout::new(config.root.clone());

@@ -33,4 +33,14 @@ pub enum ApplicationError {
     /// The admin endpoint could not start (its message names the `admin.*` key).
     #[error(transparent)]
     Admin(#[from] AdminError),
+    /// A reference found no provider at start-up ([`StartError::NoProvider`]) while this
+    /// application provides the same interface under another group or version: most
+    /// likely the two were meant to agree. Start-up was undone.
+    #[error("{source}; {hint}")]
+    NoMatchingProvider {
+        /// The [`StartError::NoProvider`] (boxed: it is large, and this error is rare).
+        source: Box<StartError>,
+        /// What this application provides instead, and what to set.
+        hint: String,
+    },
 }

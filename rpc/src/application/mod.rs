@@ -6,8 +6,11 @@
 //! start plan; [`Application`] (here) is what runs afterwards.
 
 mod admin;
+mod advertise;
+mod agreement;
 mod builder;
 mod error;
+mod logging;
 mod start;
 
 use std::future::Future;

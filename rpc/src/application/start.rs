@@ -1,28 +1,56 @@
-//! Start-up wiring: registries connected, references bound to their registry, the
-//! provider routes behind the provider filter, all handed to the lifecycle as one plan.
+//! Start-up wiring: configuration checked against the code, registries connected,
+//! references bound to their registry, the provider routes behind the provider filter,
+//! all handed to the lifecycle as one plan.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use rpc_cluster::ClusterReference;
-use rpc_core::Registry;
-use rpc_core::lifecycle::{Export, ExportedService, ManagedReference, StartPlan};
+use rpc_core::lifecycle::{Export, ExportedService, ManagedReference, StartError, StartPlan};
+use rpc_core::{Registry, ServiceKey};
 use rpc_filter::graceful::ProviderGracefulLayer;
 use tower_layer::Layer;
 
+use super::advertise::advertised_host;
+use super::agreement::{check_agreement, provided_instead};
+use super::logging::install_default_subscriber;
 use super::{Application, ApplicationBuilder, ApplicationError};
 use crate::observe;
 
 impl ApplicationBuilder {
-    /// Connects the registries and starts everything in order (see
-    /// [`Lifecycle::start`]).
+    /// Checks the configuration against the code, connects the registries and starts
+    /// everything in order (see [`Lifecycle::start`](rpc_core::Lifecycle::start)).
+    ///
+    /// First, unless `application.logging` is false or the application installed a
+    /// global `tracing` subscriber itself, installs the default one: stderr, filtered by
+    /// `RUST_LOG`, else `info` for rpc's crates and `warn` for the rest.
+    ///
+    /// A reference to a service this same application provides (same interface, group
+    /// and version) is not waited for by the `check`: its provider is this process,
+    /// registered only in the last step.
     ///
     /// # Errors
-    /// [`ApplicationError`] naming the registry, address, reference or step that failed;
-    /// what had started is undone.
+    /// - [`ApplicationError::Config`] naming the key and the file when
+    ///   `provider.services.<name>` or `consumer.references.<name>` names no service or
+    ///   reference the code registered, with the closest real name;
+    /// - [`ApplicationError::NoMatchingProvider`] when a checked reference found no
+    ///   provider and this application provides the interface under another group or
+    ///   version;
+    /// - [`ApplicationError::Admin`] naming `admin.port` (in use), `admin.host` or
+    ///   `admin.token`;
+    /// - otherwise the [`ApplicationError`] naming the registry, address, reference or
+    ///   step that failed. What had started is undone.
     pub async fn start(self) -> Result<Application, ApplicationError> {
-        // The admin endpoint first: its probes answer during the rest of start-up.
+        install_default_subscriber(self.config.application.logging);
+        let reference_keys: Vec<ServiceKey> = self
+            .references
+            .iter()
+            .map(|(channel, _)| channel.directory().service().clone())
+            .collect();
+        check_agreement(&self.config, &self.services, &reference_keys)?;
+        // The admin endpoint before anything else starts: its probes answer during the
+        // rest of start-up.
         let admin_addr = self.start_admin()?;
         let lifecycle = self.lifecycle.clone();
         let started = self.start_parts(admin_addr).await;
@@ -34,21 +62,16 @@ impl ApplicationBuilder {
         started
     }
 
+    /// Start-up after the admin endpoint: registries, references, services, the
+    /// lifecycle's own steps.
     async fn start_parts(
         mut self,
         admin_addr: Option<SocketAddr>,
     ) -> Result<Application, ApplicationError> {
         let registries = self.connect_registries().await?;
         let reference_registry = self.reference_registry(&registries)?;
-        let references: Vec<(Arc<dyn ManagedReference>, bool)> = self
-            .references
-            .iter()
-            .map(|(channel, check)| {
-                let reference = ClusterReference::new(channel.clone(), reference_registry.clone());
-                (Arc::new(reference) as Arc<dyn ManagedReference>, *check)
-            })
-            .collect();
-        let exports = self.export()?;
+        let references = self.managed_references(&reference_registry);
+        let exports = self.export().await?;
         let plan = StartPlan {
             references,
             check_timeout: self.config.consumer.check_timeout,
@@ -58,7 +81,9 @@ impl ApplicationBuilder {
         };
         // Under systemd (Type=notify) every phase from here on is told to it.
         let systemd = crate::systemd::notify_phases(&self.lifecycle);
-        self.lifecycle.start(plan).await?;
+        if let Err(error) = self.lifecycle.start(plan).await {
+            return Err(self.explain(error));
+        }
         Ok(Application {
             admin_addr,
             metrics: self.metrics,
@@ -75,6 +100,50 @@ impl ApplicationBuilder {
                 .map(|(channel, _)| channel)
                 .collect(),
         })
+    }
+
+    /// The references bound to `registry`, each with whether start-up waits for its
+    /// provider: `consumer.check` (or the reference's own `check`), except for a
+    /// reference to a service this application provides itself.
+    fn managed_references(
+        &self,
+        registry: &Arc<dyn Registry>,
+    ) -> Vec<(Arc<dyn ManagedReference>, bool)> {
+        self.references
+            .iter()
+            .map(|(channel, check)| {
+                let key = channel.directory().service();
+                let own = self.services.contains(key);
+                if *check && own {
+                    tracing::info!(
+                        reference = %key,
+                        "start-up check skipped: this application provides the service itself, \
+                         and registers it once started"
+                    );
+                }
+                let reference = ClusterReference::new(channel.clone(), registry.clone());
+                (
+                    Arc::new(reference) as Arc<dyn ManagedReference>,
+                    *check && !own,
+                )
+            })
+            .collect()
+    }
+
+    /// A start-up error, with what this application provides instead when a reference
+    /// found no provider of its group and version.
+    fn explain(&self, error: StartError) -> ApplicationError {
+        let hint = match &error {
+            StartError::NoProvider { service, .. } => provided_instead(service, &self.services),
+            _ => None,
+        };
+        match hint {
+            Some(hint) => ApplicationError::NoMatchingProvider {
+                source: Box::new(error),
+                hint,
+            },
+            None => ApplicationError::Start(error),
+        }
     }
 
     async fn connect_registries(
@@ -120,7 +189,7 @@ impl ApplicationBuilder {
         }
     }
 
-    fn export(&mut self) -> Result<Vec<Export>, ApplicationError> {
+    async fn export(&mut self) -> Result<Vec<Export>, ApplicationError> {
         if self.services.is_empty() {
             return Ok(Vec::new());
         }
@@ -129,6 +198,21 @@ impl ApplicationBuilder {
             .host
             .parse()
             .map_err(|_| ApplicationError::InvalidHost(protocol.host.clone()))?;
+        let registry_urls: Vec<String> = self
+            .config
+            .registries
+            .values()
+            .map(|registry| registry.url.clone())
+            .collect();
+        let advertised =
+            advertised_host(ip, protocol.advertise_host.as_deref(), &registry_urls).await;
+        tracing::info!(
+            app = %self.config.application.name,
+            host = %advertised.host,
+            reason = %advertised.reason,
+            "advertising providers at {}",
+            advertised.host
+        );
         let mut routes = std::mem::take(&mut self.routes);
         routes.add_service(self.lifecycle.health_service());
         let graceful =
@@ -158,7 +242,7 @@ impl ApplicationBuilder {
             .collect();
         Ok(vec![Export {
             bind: SocketAddr::new(ip, protocol.port),
-            advertise_host: protocol.advertise_host.clone(),
+            advertise_host: Some(advertised.host),
             options: self.server_options.clone(),
             service,
             services,

@@ -30,44 +30,69 @@ pub enum ConfigError {
     },
 }
 
+/// The text format of a configuration: what [`Config::from_str`] parses (and what
+/// [`Config::from_file`] picks by the file's extension).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigFormat {
+    /// YAML (`.yaml`, `.yml`).
+    Yaml,
+    /// TOML (`.toml`).
+    Toml,
+}
+
+impl ConfigFormat {
+    /// The format of a file with this extension (`yaml`, `yml`, `toml`), if any.
+    pub fn from_extension(extension: &str) -> Option<Self> {
+        match extension {
+            "yaml" | "yml" => Some(Self::Yaml),
+            "toml" => Some(Self::Toml),
+            _ => None,
+        }
+    }
+
+    fn parser(self) -> config::FileFormat {
+        match self {
+            Self::Yaml => config::FileFormat::Yaml,
+            Self::Toml => config::FileFormat::Toml,
+        }
+    }
+}
+
 impl Config {
     /// Loads `path` (`.yaml`, `.yml` or `.toml`) and applies `RPC_*` environment
-    /// overrides.
+    /// overrides. The configuration remembers `path` as its [`origin`](Config::origin),
+    /// so start-up errors about it name the file.
     ///
     /// # Errors
     /// [`ConfigError::Parse`] for an unreadable or malformed file, [`ConfigError::Invalid`]
     /// naming the key and its origin for an unknown key or a bad value.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();
-        let format = match path.extension().and_then(|e| e.to_str()) {
-            Some("yaml" | "yml") => config::FileFormat::Yaml,
-            Some("toml") => config::FileFormat::Toml,
-            _ => {
-                return Err(ConfigError::Parse {
-                    file: path.to_owned(),
-                    message: "unknown format: use a .yaml, .yml or .toml file".to_owned(),
-                });
-            }
+        let Some(format) = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .and_then(ConfigFormat::from_extension)
+        else {
+            return Err(ConfigError::Parse {
+                file: path.to_owned(),
+                message: "unknown format: use a .yaml, .yml or .toml file".to_owned(),
+            });
         };
         let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Parse {
             file: path.to_owned(),
             message: error.to_string(),
         })?;
-        let source = config::File::from_str(&text, format);
-        Self::load(source, &path.display().to_string())
+        Self::from_str(&text, format, &path.display().to_string())
     }
 
     /// Parses configuration text (for tests and embedded defaults); `name` stands for the
-    /// file in errors.
+    /// file in errors and is the configuration's [`origin`](Config::origin).
     ///
     /// # Errors
     /// As [`Config::from_file`].
-    pub fn from_str(
-        text: &str,
-        format: config::FileFormat,
-        name: &str,
-    ) -> Result<Self, ConfigError> {
-        Self::load(config::File::from_str(text, format), name)
+    pub fn from_str(text: &str, format: ConfigFormat, name: &str) -> Result<Self, ConfigError> {
+        Self::load(config::File::from_str(text, format.parser()), name)
     }
 
     /// The defaults plus `RPC_*` environment overrides.
@@ -99,9 +124,10 @@ impl Config {
                 file: PathBuf::from(name),
                 message: error.to_string(),
             })?;
-        let config = serde_path_to_error::deserialize::<_, Config>(merged.clone())
+        let mut config = serde_path_to_error::deserialize::<_, Config>(merged.clone())
             .map_err(|error| invalid(&merged, name, error))
             .and_then(Config::with_defaults)?;
+        config.origin = name.to_owned();
         config
             .validate()
             .map_err(|(key, message)| ConfigError::Invalid {

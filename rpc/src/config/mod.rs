@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::admin::AdminConfig;
 pub use crate::observe::{MetricsConfig, TracingConfig};
-pub use load::ConfigError;
+pub use load::{ConfigError, ConfigFormat};
 pub use sections::{
     ApplicationConfig, ConsumerConfig, ProtocolConfig, ProviderConfig, RegistryConfig,
     ServiceConfig,
@@ -72,6 +72,21 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Spans per call, and their OTLP export.
     pub tracing: TracingConfig,
+    /// Where this configuration came from (see [`Config::origin`]).
+    #[serde(skip)]
+    origin: String,
+}
+
+/// The origin of a configuration made in code ([`Config::default`]).
+const BUILT_IN_CODE: &str = "configuration built in code";
+
+impl Config {
+    /// Where this configuration came from, as errors about it name it: the file it was
+    /// read from, the name given to [`Config::from_str`], `environment` for
+    /// [`Config::from_env`], or `configuration built in code` for [`Config::default`].
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
 }
 
 impl Default for Config {
@@ -91,6 +106,7 @@ impl Default for Config {
             admin: AdminConfig::default(),
             metrics: MetricsConfig::default(),
             tracing: TracingConfig::default(),
+            origin: BUILT_IN_CODE.to_owned(),
         }
     }
 }
@@ -100,10 +116,17 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use config::FileFormat;
 
     fn yaml(text: &str) -> Result<Config, ConfigError> {
-        Config::from_str(text, FileFormat::Yaml, "test.yaml")
+        Config::from_str(text, ConfigFormat::Yaml, "test.yaml")
+    }
+
+    #[test]
+    fn a_configuration_remembers_where_it_came_from() {
+        assert_eq!(yaml("").unwrap().origin(), "test.yaml");
+        assert_eq!(Config::default().origin(), "configuration built in code");
+        let toml = Config::from_str("[protocol]\nport = 7\n", ConfigFormat::Toml, "app.toml");
+        assert_eq!(toml.unwrap().origin(), "app.toml");
     }
 
     /// The registry may come from code (`ApplicationBuilder::registry`), so the file alone
@@ -252,6 +275,12 @@ graceful_shutdown:
         let (key, message) = invalid_key("registries:\n  main: { url: \"redis://x\" }\n");
         assert_eq!(key, "registries.main.url");
         assert!(message.contains("unknown scheme `redis`"), "{message}");
+
+        let (key, message) = invalid_key("graceful_shutdown:\n  timeout: 0s\n");
+        assert_eq!(key, "graceful_shutdown.timeout");
+        assert!(message.contains("more than 0"), "{message}");
+        let (key, _) = invalid_key("shutdown:\n  step-timeout: 0ms\n");
+        assert_eq!(key, "graceful_shutdown.step_timeout");
 
         let (key, _) = invalid_key("protocol: { host: not-a-host }\n");
         assert_eq!(key, "protocol.host");

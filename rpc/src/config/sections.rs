@@ -12,12 +12,18 @@ use serde::{Deserialize, Serialize};
 pub struct ApplicationConfig {
     /// Name used in logs and registry metadata. Default `rpc-application`.
     pub name: String,
+    /// Whether start-up installs the default `tracing` subscriber (stderr, `RUST_LOG`,
+    /// else `info` for rpc's crates and `warn` for others) when the application has not
+    /// installed one itself. Default true; false leaves logging wholly to the
+    /// application.
+    pub logging: bool,
 }
 
 impl Default for ApplicationConfig {
     fn default() -> Self {
         Self {
             name: "rpc-application".to_owned(),
+            logging: true,
         }
     }
 }

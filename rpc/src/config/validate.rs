@@ -27,6 +27,9 @@ impl Config {
                 format!("`{}` is not an IP address to bind", self.protocol.host),
             ));
         }
+        self.graceful_shutdown
+            .validate()
+            .map_err(|(key, reason)| (format!("graceful_shutdown.{key}"), reason))?;
         if self.consumer.check_timeout.is_zero() {
             return Err((
                 "consumer.check_timeout".into(),

@@ -74,12 +74,12 @@ impl TracingConfig {
 
 #[cfg(test)]
 mod tests {
-    use config::FileFormat;
+    use crate::ConfigFormat;
 
     use crate::{Config, ConfigError};
 
     fn yaml(text: &str) -> Result<Config, ConfigError> {
-        Config::from_str(text, FileFormat::Yaml, "test.yaml")
+        Config::from_str(text, ConfigFormat::Yaml, "test.yaml")
     }
 
     #[test]

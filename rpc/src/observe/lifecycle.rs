@@ -133,9 +133,17 @@ mod tests {
             text.contains("rpc_lifecycle_phase{phase=\"stopped\"} 1\n"),
             "{text}"
         );
+        // No service is exported, so no consumer can be waited for: step 2 is skipped
+        // at once (and reported so) rather than sitting out the offline window.
         assert!(
-            text.contains("rpc_shutdown_step_duration_seconds{step=\"wait-for-consumers\"} 0.1\n"),
-            "the offline window with no request: {text}"
+            text.contains("rpc_shutdown_step_duration_seconds{step=\"wait-for-consumers\"} 0.0\n"),
+            "step 2 skipped without waiting: {text}"
+        );
+        assert!(
+            text.contains(
+                "rpc_shutdown_step_outcome{step=\"wait-for-consumers\",outcome=\"skipped\"} 1\n"
+            ),
+            "{text}"
         );
         assert!(
             text.contains(

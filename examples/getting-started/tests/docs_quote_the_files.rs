@@ -1,0 +1,84 @@
+//! The README and docs/getting-started.md show code and configuration that CI builds and
+//! loads, so they cannot drift: each quoted block follows a marker line
+//! `<!-- quote: PATH -->` (PATH from the repository root) and must equal that file.
+//! A block that no longer matches fails here; `python3 scripts/sync_quotes.py` copies the
+//! files into their blocks.
+
+use std::path::{Path, PathBuf};
+
+/// The repository root (this crate is examples/getting-started).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every `(path, block)` quoted in `doc`.
+fn quotes(doc: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(root().join(doc)).unwrap();
+    let mut found = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let Some(path) = line
+            .trim()
+            .strip_prefix("<!-- quote: ")
+            .and_then(|rest| rest.strip_suffix(" -->"))
+        else {
+            continue;
+        };
+        let fence = lines.next().unwrap_or_default();
+        assert!(
+            fence.starts_with("```"),
+            "{doc}: the line after the marker for {path} must open a code block"
+        );
+        let body: Vec<&str> = lines.by_ref().take_while(|l| *l != "```").collect();
+        found.push((path.to_owned(), body.join("\n") + "\n"));
+    }
+    found
+}
+
+/// Checks every quote of `doc` against its file, and that `required` are all quoted.
+fn check(doc: &str, required: &[&str]) {
+    let quotes = quotes(doc);
+    for (path, block) in &quotes {
+        let file = std::fs::read_to_string(root().join(path))
+            .unwrap_or_else(|e| panic!("{doc} quotes {path}: {e}"));
+        assert!(
+            *block == file,
+            "{doc}: the block quoting {path} differs from the file; run python3 scripts/sync_quotes.py"
+        );
+    }
+    for path in required {
+        assert!(
+            quotes.iter().any(|(quoted, _)| quoted == path),
+            "{doc} must quote {path}"
+        );
+    }
+}
+
+#[test]
+fn the_readme_quotes_the_getting_started_project_and_the_reference_configuration() {
+    check(
+        "README.md",
+        &[
+            "examples/getting-started/src/bin/hello-provider.rs",
+            "examples/getting-started/src/bin/hello-consumer.rs",
+            "examples/getting-started/config/provider.yaml",
+            "examples/config/reference.yaml",
+        ],
+    );
+}
+
+#[test]
+fn the_guide_quotes_every_file_of_the_project() {
+    check(
+        "docs/getting-started.md",
+        &[
+            "examples/getting-started/build.rs",
+            "examples/getting-started/proto/hello.proto",
+            "examples/getting-started/src/lib.rs",
+            "examples/getting-started/src/bin/hello-provider.rs",
+            "examples/getting-started/src/bin/hello-consumer.rs",
+            "examples/getting-started/config/provider.yaml",
+            "examples/getting-started/config/consumer.yaml",
+        ],
+    );
+}
