@@ -27,6 +27,8 @@ mod signals;
 mod span_tests;
 mod startup;
 #[cfg(test)]
+mod test_registry;
+#[cfg(test)]
 mod tests;
 mod traffic;
 #[cfg(test)]

@@ -21,9 +21,12 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 use tonic_health::ServingStatus;
 
-use super::{Lifecycle, Phase};
+use super::{Lifecycle, Parts, Phase};
 use crate::registry::Registry;
 use crate::{Instance, ServiceKey};
+
+/// One registration: an instance and the registry it is (or was) registered in.
+type Registered = (Arc<dyn Registry>, Instance);
 
 /// What a manual offline or online changed for one service.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,17 +101,7 @@ impl Lifecycle {
     ) -> Result<Vec<TrafficChange>, TrafficError> {
         let _one_at_a_time = self.inner.traffic.lock().await;
         let selected = self.select(&selects)?;
-        let taken = {
-            let mut parts = self.inner.parts.lock();
-            // Under the lock shutdown step 1 takes the registrations with: either this
-            // withdraws them, or the shutdown does.
-            self.check_serving()?;
-            let (taken, kept) = std::mem::take(&mut parts.registrations)
-                .into_iter()
-                .partition(|(_, instance)| selected.contains(&instance.service));
-            parts.registrations = kept;
-            taken
-        };
+        let taken = self.take_selected(&selected, |parts| &mut parts.registrations)?;
         let offline = self.inner.offline.names();
         let affected = affected(selected, &taken, |key| !offline.contains(&key.interface));
         // Consumers are told first, by the mark on the next response; the registry then
@@ -141,15 +134,7 @@ impl Lifecycle {
     ) -> Result<Vec<TrafficChange>, TrafficError> {
         let _one_at_a_time = self.inner.traffic.lock().await;
         let selected = self.select(&selects)?;
-        let taken = {
-            let mut parts = self.inner.parts.lock();
-            self.check_serving()?;
-            let (taken, kept) = std::mem::take(&mut parts.withdrawn)
-                .into_iter()
-                .partition(|(_, instance)| selected.contains(&instance.service));
-            parts.withdrawn = kept;
-            taken
-        };
+        let taken = self.take_selected(&selected, |parts| &mut parts.withdrawn)?;
         let offline = self.inner.offline.names();
         let affected = affected(selected, &taken, |key| offline.contains(&key.interface));
         let results = join_all(
@@ -196,7 +181,7 @@ impl Lifecycle {
     pub fn registrations_by_registry(&self) -> Vec<Registration> {
         let parts = self.inner.parts.lock();
         let entry = |online: bool| {
-            move |(registry, instance): &(Arc<dyn Registry>, Instance)| Registration {
+            move |(registry, instance): &Registered| Registration {
                 registry: registry.url().to_owned(),
                 instance: instance.clone(),
                 online,
@@ -241,6 +226,26 @@ impl Lifecycle {
             return Err(TrafficError::NoMatch { provided });
         }
         Ok(selected)
+    }
+
+    /// Takes the entries of the `selected` services out of one list of the parts (the
+    /// registrations, or those a manual offline withdrew), once the application is
+    /// still serving — checked under the lock shutdown step 1 takes the registrations
+    /// with, so that each registration is withdrawn by this change or by the shutdown,
+    /// never by both or neither.
+    fn take_selected(
+        &self,
+        selected: &[ServiceKey],
+        list: impl FnOnce(&mut Parts) -> &mut Vec<Registered>,
+    ) -> Result<Vec<Registered>, TrafficError> {
+        let mut parts = self.inner.parts.lock();
+        self.check_serving()?;
+        let list = list(&mut parts);
+        let (taken, kept) = std::mem::take(list)
+            .into_iter()
+            .partition(|(_, instance)| selected.contains(&instance.service));
+        *list = kept;
+        Ok(taken)
     }
 
     fn check_serving(&self) -> Result<(), TrafficError> {
@@ -292,7 +297,7 @@ impl Lifecycle {
 /// partly failed online left offline, but registered in some registries).
 fn affected(
     selected: Vec<ServiceKey>,
-    taken: &[(Arc<dyn Registry>, Instance)],
+    taken: &[Registered],
     changes_state: impl Fn(&ServiceKey) -> bool,
 ) -> Vec<ServiceKey> {
     selected
@@ -305,7 +310,7 @@ fn affected(
 /// its registrations (`taken`, with `results` in the same order) succeeded or failed.
 fn changes<E: std::fmt::Display>(
     services: &[ServiceKey],
-    taken: &[(Arc<dyn Registry>, Instance)],
+    taken: &[Registered],
     results: &[Result<(), E>],
 ) -> Vec<TrafficChange> {
     services

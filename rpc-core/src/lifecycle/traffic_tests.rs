@@ -3,68 +3,13 @@
 //! a change under way and the shutdown sequence keep out of each other's way.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
-use async_trait::async_trait;
-use parking_lot::Mutex;
 use tokio::sync::Semaphore;
 
+use super::test_registry::TestRegistry;
 use super::*;
-use crate::registry::{RegistryError, Subscription, SubscriptionId};
-use crate::{Instance, Registry, ServiceKey};
-
-/// A registry that records what it is asked, can refuse registrations, and can hold
-/// withdrawals until the test lets them through.
-#[derive(Default)]
-struct Recording {
-    events: Mutex<Vec<String>>,
-    refuse_register: AtomicBool,
-    hold_unregister: Option<Arc<Semaphore>>,
-}
-
-impl Recording {
-    fn events(&self) -> Vec<String> {
-        self.events.lock().clone()
-    }
-}
-
-#[async_trait]
-impl Registry for Recording {
-    fn url(&self) -> &str {
-        "recording://"
-    }
-    async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
-        if self.refuse_register.load(Ordering::SeqCst) {
-            return Err(RegistryError::Closed {
-                url: self.url().into(),
-            });
-        }
-        self.events
-            .lock()
-            .push(format!("register {}", instance.service));
-        Ok(())
-    }
-    async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
-        if let Some(gate) = &self.hold_unregister {
-            let _ = gate.acquire().await.map(|permit| permit.forget());
-        }
-        self.events
-            .lock()
-            .push(format!("unregister {}", instance.service));
-        Ok(())
-    }
-    async fn subscribe(&self, _: &ServiceKey) -> Result<Subscription, RegistryError> {
-        Err(RegistryError::Closed {
-            url: self.url().into(),
-        })
-    }
-    async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        Err(RegistryError::UnknownSubscription(id))
-    }
-    async fn close(&self) -> Result<(), RegistryError> {
-        Ok(())
-    }
-}
+use crate::ServiceKey;
 
 fn config() -> ShutdownConfig {
     ShutdownConfig {
@@ -78,7 +23,7 @@ const ECHO: &str = "echo.Echo";
 
 /// A lifecycle serving `helloworld.Greeter` and `echo.Echo` on a free loopback port,
 /// registered in `registry`.
-async fn serving(registry: Arc<Recording>) -> Lifecycle {
+async fn serving(registry: Arc<TestRegistry>) -> Lifecycle {
     let lifecycle = Lifecycle::new("test", config());
     let service = tower::util::BoxCloneSyncService::new(tower::service_fn(
         |_req: http::Request<hyper::body::Incoming>| async {
@@ -117,7 +62,7 @@ fn online_flags(lifecycle: &Lifecycle) -> Vec<(String, bool)> {
 
 #[tokio::test(start_paused = true)]
 async fn offline_withdraws_every_registration_without_stopping_and_online_restores_them() {
-    let registry = Arc::new(Recording::default());
+    let registry = Arc::new(TestRegistry::default());
     let lifecycle = serving(registry.clone()).await;
     let filter = lifecycle.provider_handles();
     assert!(lifecycle.probe(Probe::Ready).passed);
@@ -171,7 +116,7 @@ async fn offline_withdraws_every_registration_without_stopping_and_online_restor
 
 #[tokio::test(start_paused = true)]
 async fn a_selection_takes_out_only_its_services() {
-    let registry = Arc::new(Recording::default());
+    let registry = Arc::new(TestRegistry::default());
     let lifecycle = serving(registry.clone()).await;
     let filter = lifecycle.provider_handles();
     let changes = lifecycle
@@ -224,7 +169,7 @@ async fn before_start_up_and_during_shutdown_changes_are_refused() {
         "not started: start-up has not begun"
     );
 
-    let registry = Arc::new(Recording::default());
+    let registry = Arc::new(TestRegistry::default());
     let lifecycle = serving(registry.clone()).await;
     lifecycle.offline(|_| true).await.unwrap();
     let shutdown = tokio::spawn(lifecycle.before_shutdown());
@@ -254,7 +199,7 @@ async fn before_start_up_and_during_shutdown_changes_are_refused() {
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_registration_keeps_the_service_offline_and_a_later_online_retries() {
-    let registry = Arc::new(Recording::default());
+    let registry = Arc::new(TestRegistry::default());
     let lifecycle = serving(registry.clone()).await;
     lifecycle.offline(|_| true).await.unwrap();
     registry.refuse_register.store(true, Ordering::SeqCst);
@@ -275,10 +220,7 @@ async fn a_failed_registration_keeps_the_service_offline_and_a_later_online_retr
 #[tokio::test(start_paused = true)]
 async fn shutdown_waits_for_a_change_under_way_and_refuses_later_ones() {
     let gate = Arc::new(Semaphore::new(0));
-    let registry = Arc::new(Recording {
-        hold_unregister: Some(gate.clone()),
-        ..Recording::default()
-    });
+    let registry = Arc::new(TestRegistry::holding_withdrawals(gate.clone()));
     let lifecycle = serving(registry.clone()).await;
     let offline = {
         let lifecycle = lifecycle.clone();
