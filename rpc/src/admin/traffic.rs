@@ -9,8 +9,6 @@
 //! for a bad regex or an unknown parameter, 404 when nothing provided matches (naming
 //! the selection and what is provided), 409 during start-up or shutdown (saying why).
 
-use std::future::Future;
-
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -60,17 +58,29 @@ struct FailedRegistry {
     error: String,
 }
 
+/// Which change is asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    Offline,
+    Online,
+}
+
+impl Action {
+    fn name(self) -> &'static str {
+        match self {
+            Action::Offline => "offline",
+            Action::Online => "online",
+        }
+    }
+}
+
 /// `POST /offline`.
 pub(crate) async fn offline(
     _: Authorized,
     State(state): State<AdminState>,
     query: Result<Query<Selection>, QueryRejection>,
 ) -> Response {
-    let lifecycle = state.lifecycle.clone();
-    change("offline", &state, query, move |select| async move {
-        lifecycle.offline(select).await
-    })
-    .await
+    change(Action::Offline, &state, query).await
 }
 
 /// `POST /online`.
@@ -79,24 +89,15 @@ pub(crate) async fn online(
     State(state): State<AdminState>,
     query: Result<Query<Selection>, QueryRejection>,
 ) -> Response {
-    let lifecycle = state.lifecycle.clone();
-    change("online", &state, query, move |select| async move {
-        lifecycle.online(select).await
-    })
-    .await
+    change(Action::Online, &state, query).await
 }
 
 /// Reads the selection, has the lifecycle carry out `action`, and formats its answer.
-async fn change<F, Fut>(
-    action: &'static str,
+async fn change(
+    action: Action,
     state: &AdminState,
     query: Result<Query<Selection>, QueryRejection>,
-    run: F,
-) -> Response
-where
-    F: FnOnce(Box<dyn Fn(&ServiceKey) -> bool + Send + Sync>) -> Fut,
-    Fut: Future<Output = Result<Vec<TrafficChange>, TrafficError>>,
-{
+) -> Response {
     let selection = match query {
         Ok(Query(selection)) => selection,
         Err(rejection) => return answer::line(StatusCode::BAD_REQUEST, rejection.body_text()),
@@ -116,7 +117,13 @@ where
             }
         },
     };
-    match run(select).await {
+    let lifecycle = &state.lifecycle;
+    let result = match action {
+        Action::Offline => lifecycle.offline(select).await,
+        Action::Online => lifecycle.online(select).await,
+    };
+    let action = action.name();
+    match result {
         Ok(changes) => answer::json(
             StatusCode::OK,
             &Changed {
