@@ -9,7 +9,8 @@
 //! - [`Lifecycle`]: start-up order, the seven-step shutdown sequence, phases, signals.
 //! - [`InflightCounter`], [`RequestClock`]: what the shutdown sequence waits on.
 //! - [`ProviderHandles`], [`ConsumerHandles`]: the narrow view of the lifecycle the
-//!   request-path filters get ([`PhaseReader`], the counters, [`RejectionCounter`]).
+//!   request-path filters get ([`PhaseReader`], the counters, [`RejectionCounter`],
+//!   [`OfflineServices`]).
 //! - [`metadata`]: the headers providers and consumers exchange (closing mark, ...).
 //!
 //! This crate knows no concrete registry, load balancer or filter.
@@ -26,6 +27,7 @@ mod inflight;
 mod instance;
 pub mod lifecycle;
 pub mod metadata;
+mod offline_services;
 pub mod process;
 pub mod registry;
 mod rejections;
@@ -39,6 +41,7 @@ pub use instance::{DEFAULT_WEIGHT, Instance, InstanceId, format_authority};
 pub use lifecycle::{
     ConsumerHandles, Lifecycle, Phase, PhaseReader, ProviderHandles, ShutdownConfig, ShutdownReport,
 };
+pub use offline_services::OfflineServices;
 pub use registry::{
     BoxError, Registry, RegistryError, Snapshot, SnapshotOrigin, Subscription, SubscriptionId,
     Unreachability,

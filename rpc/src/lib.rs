@@ -27,6 +27,8 @@
 //! shutdown: unregister, wait for consumers, reject new requests as retryable, drain
 //! inbound, drain outbound, close protocols, run callbacks. Under systemd (`Type=notify`)
 //! every application reports its phases to the service manager (see [`systemd`]).
+//! Every application also answers on its [`admin`] endpoint (loopback port 22222 by
+//! default): probes, manual offline/online, status, a status page.
 //!
 //! SIGUSR2 (or [`Application::upgrade`]) replaces the binary in place: the new one
 //! starts on the same listening socket, registers the same instances, and only then
@@ -39,6 +41,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admin;
 mod application;
 pub mod config;
 pub mod observe;

@@ -19,6 +19,7 @@ mod deadline;
 mod handles;
 mod observe;
 mod phase;
+mod probes;
 mod report;
 mod sequence;
 mod shutdown;
@@ -27,7 +28,12 @@ mod signals;
 mod span_tests;
 mod startup;
 #[cfg(test)]
+mod test_registry;
+#[cfg(test)]
 mod tests;
+mod traffic;
+#[cfg(test)]
+mod traffic_tests;
 mod upgrade;
 
 use std::future::Future;
@@ -44,23 +50,27 @@ use tracing::Instrument;
 pub use config::ShutdownConfig;
 pub use handles::{ConsumerHandles, ProviderHandles};
 pub use phase::{Phase, PhaseReader};
+pub use probes::{Probe, ProbeAnswer};
 pub use report::{Interrupt, ShutdownReport, Step, StepOutcome, StepReport};
 pub use startup::{
     BoxHttpService, Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan,
 };
+pub use traffic::{Registration, TrafficChange, TrafficError};
 pub use upgrade::{
     Handoff, Refusal, Spawner, Successor, UpgradeConfig, UpgradeCounts, UpgradeListener,
     UpgradeReport, UpgradeResult, UpgradeStep,
 };
 
-use crate::Instance;
 use crate::activity::RequestClock;
 use crate::inflight::InflightCounter;
+use crate::offline_services::OfflineServices;
 use crate::registry::Registry;
 use crate::rejections::RejectionCounter;
 use crate::transport::ServerHandle;
+use crate::{Instance, ServiceKey};
 use callbacks::Callbacks;
 use phase::PhaseCell;
+use shutdown::Closer;
 use upgrade::{AtShutdown, UpgradeState};
 
 /// One application's lifecycle: its phase, its in-flight counters, what it started, and
@@ -91,6 +101,12 @@ struct Inner {
     /// Cancelled when shutdown is asked for while start-up is still under way.
     start_cancel: CancellationToken,
     interrupt: Mutex<Option<Interrupt>>,
+    /// The provided services manually offline, shared with the provider filter.
+    offline: OfflineServices,
+    /// Held by a manual offline or online for its whole run, and by shutdown step 1
+    /// before it withdraws the registrations: one change at a time, none behind the
+    /// shutdown's back (see `traffic.rs`).
+    traffic: tokio::sync::Mutex<()>,
     /// The shutdown's steps taken so far, for observers while it runs.
     shutdown_steps: Mutex<Vec<StepReport>>,
     /// Every server ever started, including those shutdown has closed, so that counts
@@ -104,10 +120,17 @@ struct Inner {
 #[derive(Default)]
 struct Parts {
     registrations: Vec<(Arc<dyn Registry>, Instance)>,
+    /// Registrations withdrawn by a manual offline, kept to be registered again.
+    withdrawn: Vec<(Arc<dyn Registry>, Instance)>,
+    /// The services the application provides.
+    provided: Vec<ServiceKey>,
     servers: Vec<ServerHandle>,
     references: Vec<Arc<dyn ManagedReference>>,
     registries: Vec<Arc<dyn Registry>>,
     health_names: Vec<String>,
+    /// What the composition root started beside the lifecycle (the admin endpoint),
+    /// closed last in step 6 (see [`Lifecycle::close_in_step_6`]).
+    closers: Vec<Closer>,
 }
 
 impl Lifecycle {
@@ -131,6 +154,8 @@ impl Lifecycle {
                 force: CancellationToken::new(),
                 start_cancel: CancellationToken::new(),
                 interrupt: Mutex::new(None),
+                offline: OfflineServices::new(),
+                traffic: tokio::sync::Mutex::new(()),
                 shutdown_steps: Mutex::new(Vec::new()),
                 served: Mutex::new(Vec::new()),
                 upgrade: UpgradeState::new(),

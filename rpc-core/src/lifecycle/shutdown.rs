@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use futures_util::FutureExt;
-use futures_util::future::join_all;
+use futures_util::future::{BoxFuture, join_all};
 use tokio::time::Instant;
 use tonic_health::ServingStatus;
 
@@ -61,8 +61,8 @@ impl Lifecycle {
                 self.drain(self.outbound(), &deadline, &mut report.outbound_left),
             )
             .await;
-        // 6. Close listeners and connections (GOAWAY), channels, subscriptions and
-        //    registries.
+        // 6. Close listeners and connections (GOAWAY), channels, subscriptions,
+        //    registries, and last the admin endpoint.
         steps
             .run(
                 Step::DestroyProtocols,
@@ -137,7 +137,25 @@ impl Lifecycle {
             servers: std::mem::take(&mut parts.servers),
             references: std::mem::take(&mut parts.references),
             registries: std::mem::take(&mut parts.registries),
+            closers: std::mem::take(&mut parts.closers),
         }
+    }
+
+    /// Hands step 6 something the composition root started beside this lifecycle's own
+    /// listeners — the admin endpoint — to close last, after listeners, references and
+    /// registries, so that it answers (probes, status) during the whole sequence. An
+    /// [`abort`](Lifecycle::abort), including the one that undoes a failed start-up,
+    /// closes it too. `close` runs at most once.
+    pub fn close_in_step_6<F, Fut>(&self, close: F)
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.inner
+            .parts
+            .lock()
+            .closers
+            .push(Box::new(move || close().boxed()));
     }
 
     /// Waits for a start-up under way to end; false if there is nothing to shut down
@@ -152,8 +170,11 @@ impl Lifecycle {
         self.phase() != Phase::Stopped
     }
 
-    /// Step 1: health NOT_SERVING, then every registration withdrawn in parallel.
+    /// Step 1: health NOT_SERVING, then every registration withdrawn in parallel. A
+    /// manual offline or online under way ends first; later ones are refused.
     async fn unregister(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {
+        let bound = deadline.bound(self.config().step_timeout);
+        let _no_traffic_change = self.settle_traffic(bound).await;
         self.set_health(ServingStatus::NotServing).await;
         let registrations = std::mem::take(&mut self.inner.parts.lock().registrations);
         let withdrawn = AtomicUsize::new(0);
@@ -170,7 +191,6 @@ impl Lifecycle {
                 }
             }
         });
-        let bound = deadline.bound(self.config().step_timeout);
         let outcome = deadline.wait(join_all(withdrawals).map(drop), bound).await;
         report.unregister_failures = registrations.len() - withdrawn.load(Ordering::Relaxed);
         if outcome == StepOutcome::TimedOut {
@@ -229,7 +249,8 @@ impl Lifecycle {
     }
 
     /// Step 6: listeners and connections (GOAWAY, bounded by `step_timeout`), then
-    /// references and registries.
+    /// references and registries, then what the composition root handed over (the
+    /// admin endpoint, which answered probes until now).
     async fn destroy_protocols(
         &self,
         deadline: &Deadline,
@@ -284,16 +305,23 @@ impl Lifecycle {
     }
 }
 
-/// What step 6 closes: listeners and connections, references, registries.
+/// Something [`Lifecycle::close_in_step_6`] was handed.
+pub(super) type Closer = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>;
+
+/// What step 6 closes (and a hot upgrade's old process after its hand-over): listeners
+/// and connections, references, registries, and last what the composition root handed
+/// over (the admin endpoint).
 pub(super) struct Protocols {
     pub(super) servers: Vec<ServerHandle>,
     references: Vec<Arc<dyn ManagedReference>>,
     registries: Vec<Arc<dyn Registry>>,
+    closers: Vec<Closer>,
 }
 
 impl Protocols {
-    /// Closes the references' channels and subscriptions, then the registries.
-    pub(super) async fn release(&self) {
+    /// Closes the references' channels and subscriptions, then the registries, then
+    /// what the composition root handed over.
+    pub(super) async fn release(self) {
         join_all(self.references.iter().map(|reference| reference.close())).await;
         join_all(
             self.registries
@@ -301,6 +329,7 @@ impl Protocols {
                 .map(|registry| close_registry(registry.clone())),
         )
         .await;
+        join_all(self.closers.into_iter().map(|close| close())).await;
     }
 }
 

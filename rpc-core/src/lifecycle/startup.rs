@@ -272,6 +272,7 @@ impl Lifecycle {
             parts.servers.push(handle);
             for service in export.services {
                 parts.health_names.push(service.key.interface.to_string());
+                parts.provided.push(service.key.clone());
                 let mut instance = Instance::new(service.key, host.clone(), addr.port())
                     .with_weight(service.weight);
                 if let Some(id) = service.instance_id {

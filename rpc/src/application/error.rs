@@ -3,6 +3,7 @@
 use rpc_core::RegistryError;
 use rpc_core::lifecycle::StartError;
 
+use crate::admin::AdminError;
 use crate::config::ConfigError;
 
 /// Why an application could not be built or started.
@@ -38,6 +39,9 @@ pub enum ApplicationError {
     /// is missing or unusable.
     #[error("hot upgrade: {0}")]
     Upgrade(String),
+    /// The admin endpoint could not start (its message names the `admin.*` key).
+    #[error(transparent)]
+    Admin(#[from] AdminError),
     /// A reference found no provider at start-up ([`StartError::NoProvider`]) while this
     /// application provides the same interface under another group or version: most
     /// likely the two were meant to agree. Start-up was undone.

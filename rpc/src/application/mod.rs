@@ -5,6 +5,7 @@
 //! references; its start (start.rs) connects the registries and hands the lifecycle a
 //! start plan; [`Application`] (here) is what runs afterwards.
 
+mod admin;
 mod advertise;
 mod agreement;
 mod builder;
@@ -32,6 +33,7 @@ use crate::systemd::NotifierFinished;
 pub struct Application {
     pub(super) lifecycle: Lifecycle,
     pub(super) local_addr: Option<SocketAddr>,
+    pub(super) admin_addr: Option<SocketAddr>,
     pub(super) references: Vec<ClusterChannel>,
     pub(super) metrics: Metrics,
     /// When systemd has been told every phase (see [`crate::systemd`]).
@@ -52,6 +54,11 @@ impl Application {
     /// The address providers listen on, if the application provides any service.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local_addr
+    }
+
+    /// The address the admin endpoint listens on, unless `admin.enabled` is false.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     /// The current phase.

@@ -37,6 +37,8 @@ impl ApplicationBuilder {
     /// - [`ApplicationError::NoMatchingProvider`] when a checked reference found no
     ///   provider and this application provides the interface under another group or
     ///   version;
+    /// - [`ApplicationError::Admin`] naming `admin.port` (in use), `admin.host` or
+    ///   `admin.token`;
     /// - otherwise the [`ApplicationError`] naming the registry, address, reference or
     ///   step that failed. What had started is undone.
     pub async fn start(mut self) -> Result<Application, ApplicationError> {
@@ -54,6 +56,27 @@ impl ApplicationBuilder {
             return Err(ApplicationError::Checked);
         }
         let predecessor = self.upgrade.predecessor()?;
+        // The admin endpoint before anything else starts: its probes answer during the
+        // rest of start-up.
+        let admin_addr = self.start_admin()?;
+        let lifecycle = self.lifecycle.clone();
+        let started = self.start_parts(admin_addr, predecessor).await;
+        if started.is_err() {
+            // Closes the admin endpoint, and anything else still open (a failed
+            // `Lifecycle::start` has already undone its own part).
+            lifecycle.abort().await;
+        }
+        started
+    }
+
+    /// Start-up after the admin endpoint: registries, references, services (on the
+    /// listener a hot upgrade's `predecessor` handed over, if any), the lifecycle's own
+    /// steps.
+    async fn start_parts(
+        mut self,
+        admin_addr: Option<SocketAddr>,
+        predecessor: Option<rpc_core::process::predecessor::Predecessor>,
+    ) -> Result<Application, ApplicationError> {
         let registries = self.connect_registries().await?;
         let reference_registry = self.reference_registry(&registries)?;
         let references = self.managed_references(&reference_registry);
@@ -77,6 +100,7 @@ impl ApplicationBuilder {
         }
         crate::upgrade::serving(&self.lifecycle, &self.config.upgrade, predecessor).await;
         Ok(Application {
+            admin_addr,
             metrics: self.metrics,
             local_addr: self
                 .lifecycle
