@@ -4,14 +4,16 @@
 #
 #   bash scripts/test.sh [`cargo test` arguments, instead of --workspace]
 #
-# 1. installs what the tests need and is missing: etcd, ZooKeeper (Debian packages),
+# 1. installs what the tests need and is missing: etcd, ZooKeeper and Chromium (Debian
+#    packages; Chromium renders the admin status page in tests/tests/admin_page.rs),
 #    rnacos (a Nacos-compatible server, `cargo install`, 15-25 min the first time), and a
 #    Python venv in .venv with grpcio for the interop test and kubernetes-validate for
 #    the deploy/kubernetes manifests;
 # 2. starts etcd, ZooKeeper and rnacos on free loopback ports (scripts/registries.sh) and
 #    exports RPC_TEST_ETCD_URL, RPC_TEST_ZOOKEEPER_URL, RPC_TEST_NACOS_URL,
-#    RPC_TEST_PYTHON and RPC_TEST_KUBERNETES_VALIDATE, which the tests read
-#    (RPC_TEST_REQUIRE_REGISTRIES=1 makes a missing server a failure rather than a skip);
+#    RPC_TEST_PYTHON, RPC_TEST_KUBERNETES_VALIDATE and RPC_TEST_CHROMIUM, which the tests
+#    read (RPC_TEST_REQUIRE_REGISTRIES=1 and RPC_TEST_REQUIRE_BROWSER=1 make a missing
+#    server or browser a failure rather than a skip);
 # 3. runs `cargo test --workspace`, then rpc's tests with its `otlp` feature, then stops
 #    exactly the servers it started.
 set -euo pipefail
@@ -31,6 +33,7 @@ install_packages() {
     command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
     command -v nc >/dev/null 2>&1 || missing+=(netcat-openbsd)
     command -v curl >/dev/null 2>&1 || missing+=(curl)
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
     if ((${#missing[@]})); then
         say "installing ${missing[*]}"
@@ -68,6 +71,9 @@ install_python() {
 install_packages
 install_rnacos
 install_python
+# The admin page's browser test must run here, not skip.
+export RPC_TEST_CHROMIUM="$(command -v chromium)"
+export RPC_TEST_REQUIRE_BROWSER=1
 
 # Servers of this run live in a state directory of their own, so two runs (or another
 # engineer's servers) never stop each other's. A failed start ends the script here.

@@ -23,6 +23,7 @@ const RUNS: usize = 10;
 async fn provider(hub: &MemoryHub) -> Application {
     let mut config = Config::default();
     config.graceful_shutdown.internal_signal = false;
+    config.admin.enabled = false;
     let mut builder = Application::builder(config);
     builder.registry("default", Arc::new(hub.client()));
     builder.service(EchoServer::new(EchoProvider::default()));

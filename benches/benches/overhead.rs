@@ -113,6 +113,7 @@ async fn ours(observed: bool) -> (EchoClient<rpc::ReferenceChannel>, Vec<Applica
         let mut config = Config::default();
         config.application.name = name.to_owned();
         config.graceful_shutdown.internal_signal = false;
+        config.admin.enabled = false;
         config.metrics.enabled = observed;
         config.tracing.enabled = observed;
         config
@@ -276,7 +277,9 @@ async fn main() {
             "rpc-client" => {
                 // Our consumer against a plain tonic server.
                 let addr = plain_server().await;
-                let mut builder = Application::builder(Config::default());
+                let mut config = Config::default();
+                config.admin.enabled = false;
+                let mut builder = Application::builder(config);
                 builder.registry(
                     "default",
                     Arc::new(rpc::registry::StaticRegistry::new(vec![(

@@ -6,5 +6,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod hot_upgrade;
 pub mod rolling;
 pub mod serving;

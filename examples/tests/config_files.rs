@@ -37,6 +37,7 @@ fn the_yaml_and_toml_examples_load_and_agree() {
     assert_eq!(yaml.graceful_shutdown, toml.graceful_shutdown);
     assert_eq!(yaml.protocol, toml.protocol);
     assert_eq!(yaml.registries, toml.registries);
+    assert_eq!(yaml.admin, toml.admin);
     assert_eq!(
         yaml.provider.services["helloworld.Greeter"].weight,
         toml.provider.services["helloworld.Greeter"].weight

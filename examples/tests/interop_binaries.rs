@@ -50,6 +50,11 @@ fn the_client_binary_passes_every_case_against_the_server_binary() {
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
     let (host, port) = addr.rsplit_once(':').expect("host:port");
+    let mut admin = String::new();
+    stdout
+        .read_line(&mut admin)
+        .expect("the server prints its admin address");
+    assert!(admin.starts_with("admin listening on "), "{admin:?}");
 
     let output = client(&[
         "--server_host",

@@ -96,25 +96,38 @@ async fn processes_mode_refuses_the_in_process_registry() {
     );
 }
 
-/// `--mode processes` against a real registry: every instance a child process stopped by
-/// a real SIGTERM. The server URL comes from `var` (set by scripts/test.sh).
-async fn roll_processes(var: &str, duration: Duration) {
+/// The URL of the registry server in `var` (set by scripts/test.sh), or `None` to skip.
+fn registry_url(var: &str) -> Option<String> {
     let Ok(url) = std::env::var(var) else {
         assert!(
             std::env::var_os("RPC_TEST_REQUIRE_REGISTRIES").is_none(),
             "{var} is not set but RPC_TEST_REQUIRE_REGISTRIES is"
         );
         println!("SKIPPED: {var} is not set (scripts/test.sh starts the registries)");
-        return;
+        return None;
     };
-    let options = Options {
+    Some(url)
+}
+
+/// A short `--mode processes` run on the registry at `url`.
+fn processes(url: String, duration: Duration) -> Options {
+    Options {
         mode: rolling::Mode::Processes,
         registry: url,
         executable: env!("CARGO_BIN_EXE_rolling-deploy").into(),
         rate: 300,
         duration,
         ..short(true)
+    }
+}
+
+/// `--mode processes` against a real registry: every instance a child process stopped by
+/// a real SIGTERM. The server URL comes from `var` (set by scripts/test.sh).
+async fn roll_processes(var: &str, duration: Duration) {
+    let Some(url) = registry_url(var) else {
+        return;
     };
+    let options = processes(url, duration);
     let _load = ONE_LOAD_AT_A_TIME.lock().await;
     let summary = rolling::run(options).await.expect("the run starts");
     print!("{}", summary.table());
@@ -143,6 +156,52 @@ async fn processes_roll_on_zookeeper_loses_no_request() {
 async fn processes_roll_on_nacos_loses_no_request() {
     // Nacos pushes changes about a second late: give each restart room.
     roll_processes("RPC_TEST_NACOS_URL", Duration::from_secs(16)).await;
+}
+
+/// `--admin`: every child's admin endpoint is polled. Each instance, first or
+/// replacement, was seen ready; each replaced one was seen not ready (shutting down)
+/// before its admin endpoint closed; the table shows it; 0 failed as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn processes_roll_with_admin_shows_when_each_instance_was_ready() {
+    use rolling::Readiness;
+    let Some(url) = registry_url("RPC_TEST_ETCD_URL") else {
+        return;
+    };
+    let options = Options {
+        admin: true,
+        ..processes(url, Duration::from_secs(10))
+    };
+    let _load = ONE_LOAD_AT_A_TIME.lock().await;
+    let summary = rolling::run(options).await.expect("the run starts");
+    let table = summary.table();
+    print!("{table}");
+    assert_eq!(summary.failed, 0, "{:?}", summary.failure_samples);
+    assert_eq!(summary.restarts, 4);
+    assert!(table.contains("readiness (GET /ready"), "{table}");
+    // Two proxies, two providers, and a replacement of each.
+    assert_eq!(summary.readiness.len(), 8, "{:?}", summary.readiness);
+    for record in &summary.readiness {
+        assert!(
+            record.first(Readiness::Ready).is_some(),
+            "{} was never seen ready: {record:?}",
+            record.instance
+        );
+    }
+    let replaced: Vec<_> = summary
+        .readiness
+        .iter()
+        .filter(|record| record.first(Readiness::Gone).is_some())
+        .collect();
+    assert_eq!(replaced.len(), 4, "{:?}", summary.readiness);
+    for record in replaced {
+        let not_ready = record
+            .changes
+            .iter()
+            .find(|change| change.state == Readiness::NotReady)
+            .unwrap_or_else(|| panic!("{record:?}: never seen not ready before it went"));
+        assert!(not_ready.reason.contains("shutting down"), "{record:?}");
+        assert!(not_ready.at_s <= record.first(Readiness::Gone).unwrap());
+    }
 }
 
 /// Ctrl-C during a run: the binary says it was interrupted, exits 130 at once and leaves

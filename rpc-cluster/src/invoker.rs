@@ -173,6 +173,13 @@ impl Invoker {
         (self.active() as f64 + 1.0) * self.ewma.estimate_ns(now)
     }
 
+    /// The peak-EWMA latency estimate at `now` (what P2C weighs): the directory's
+    /// `default_rtt` until a call was observed, then decayed for the time since the
+    /// last observation (see `ewma.rs`). For observers such as the admin status page.
+    pub fn latency_estimate(&self, now: Instant) -> Duration {
+        Duration::from_nanos(self.ewma.estimate_ns(now) as u64)
+    }
+
     /// Whether the instance may be picked now (ejected, closing, due for its probe).
     pub fn availability(&self, now: Instant) -> Availability {
         self.health.availability(now)
@@ -320,5 +327,18 @@ pub(crate) mod tests {
         assert_eq!(invoker.active(), 1);
         drop(call);
         assert_eq!(invoker.active(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_latency_estimate_starts_at_the_default_and_jumps_to_a_peak() {
+        let invoker = invoker(1);
+        let now = Instant::now();
+        assert_eq!(invoker.latency_estimate(now), Duration::from_millis(5));
+        invoker.observe_latency(Duration::from_millis(40), now);
+        let estimate = invoker.latency_estimate(now);
+        assert!(
+            estimate.abs_diff(Duration::from_millis(40)) < Duration::from_micros(10),
+            "{estimate:?}"
+        );
     }
 }

@@ -9,20 +9,26 @@
 //! - [`Lifecycle`]: start-up order, the seven-step shutdown sequence, phases, signals.
 //! - [`InflightCounter`], [`RequestClock`]: what the shutdown sequence waits on.
 //! - [`ProviderHandles`], [`ConsumerHandles`]: the narrow view of the lifecycle the
-//!   request-path filters get ([`PhaseReader`], the counters, [`RejectionCounter`]).
+//!   request-path filters get ([`PhaseReader`], the counters, [`RejectionCounter`],
+//!   [`OfflineServices`]).
 //! - [`metadata`]: the headers providers and consumers exchange (closing mark, ...).
 //!
 //! This crate knows no concrete registry, load balancer or filter.
 
-#![forbid(unsafe_code)]
+// `deny`, not `forbid`: the one module that adopts inherited file descriptors (`fd`)
+// allows it, and says why; tests/unsafe_scope.rs checks that no other file does.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod activity;
+mod fd;
 mod guarded_body;
 mod inflight;
 mod instance;
 pub mod lifecycle;
 pub mod metadata;
+mod offline_services;
+pub mod process;
 pub mod registry;
 mod rejections;
 mod service_key;
@@ -35,6 +41,7 @@ pub use instance::{DEFAULT_WEIGHT, Instance, InstanceId, format_authority};
 pub use lifecycle::{
     ConsumerHandles, Lifecycle, Phase, PhaseReader, ProviderHandles, ShutdownConfig, ShutdownReport,
 };
+pub use offline_services::OfflineServices;
 pub use registry::{
     BoxError, Registry, RegistryError, Snapshot, SnapshotOrigin, Subscription, SubscriptionId,
     Unreachability,

@@ -243,6 +243,21 @@ pub trait Registry: Send + Sync + 'static {
     /// Withdraws `instance`. Withdrawing an unknown instance is not an error.
     async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError>;
 
+    /// Gives `instance` up *without* withdrawing it: another client (a hot upgrade's
+    /// new process) registered the same instance id and holds it now. From here on this
+    /// client never touches it again: not when its session or lease is renewed (it is
+    /// not written again), not when it unregisters or closes (it is not deleted), and
+    /// the end of this client's session or lease must not remove it either (each
+    /// backend's documentation says how the new registration has moved it away from
+    /// this client). Giving up an unknown instance is not an error.
+    ///
+    /// Default: nothing to do, for backends whose registrations belong to no session
+    /// (a static list).
+    async fn release(&self, instance: &Instance) -> Result<(), RegistryError> {
+        let _ = instance;
+        Ok(())
+    }
+
     /// Watches `service`. An unknown service yields an empty snapshot, then changes.
     async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError>;
 

@@ -3,7 +3,8 @@
 //! For direct connections without a registry (tests, development, a service mesh that
 //! already does discovery). Every subscription, whatever the service, yields the list
 //! once and then nothing more; registering is accepted and does nothing, since there is
-//! nobody to announce to.
+//! nobody to announce to. A hot upgrade keeps the address, so the list stays right
+//! throughout; there is nothing to release.
 
 use std::collections::HashMap;
 

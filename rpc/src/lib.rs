@@ -27,6 +27,12 @@
 //! shutdown: unregister, wait for consumers, reject new requests as retryable, drain
 //! inbound, drain outbound, close protocols, run callbacks. Under systemd (`Type=notify`)
 //! every application reports its phases to the service manager (see [`systemd`]).
+//! Every application also answers on its [`admin`] endpoint (loopback port 22222 by
+//! default): probes, manual offline/online, status, a status page.
+//!
+//! SIGUSR2 (or [`Application::upgrade`]) replaces the binary in place: the new one
+//! starts on the same listening socket, registers the same instances, and only then
+//! does the old one stop accepting, drain and exit (see [`upgrade`]).
 //!
 //! Every call is timed into Prometheus histograms and traced with a `tracing` span on
 //! both sides; [`Application::metrics`] gives the application's metrics, whose
@@ -35,17 +41,20 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admin;
 mod application;
 pub mod config;
 pub mod observe;
 pub mod systemd;
+pub mod upgrade;
 
 pub use application::{Application, ApplicationBuilder, ApplicationError};
 pub use config::{Config, ConfigError, ConfigFormat};
 pub use observe::{Metrics, ReferenceChannel};
 pub use rpc_cluster::ClusterError;
 pub use rpc_core::lifecycle::{
-    Interrupt, Phase, ShutdownConfig, ShutdownReport, StartError, Step, StepOutcome,
+    Interrupt, Phase, ShutdownConfig, ShutdownReport, StartError, Step, StepOutcome, UpgradeConfig,
+    UpgradeReport,
 };
 pub use rpc_core::{Instance, Lifecycle, RegistryError, ServiceKey, Unreachability};
 

@@ -86,6 +86,8 @@ fn config(name: &str, endpoint: &str) -> Config {
     config.application.name = name.to_owned();
     config.graceful_shutdown.internal_signal = false;
     config.tracing.otlp_endpoint = Some(endpoint.to_owned());
+    // Two applications in one process: each admin endpoint on a free port.
+    config.admin.port = 0;
     config
 }
 

@@ -17,10 +17,13 @@
 //! - [`measure`]: the latency histogram every measurement uses, throughput and
 //!   percentiles of a run, medians of repeated runs.
 //! - [`init_logging`]: the `tracing` subscriber the example binaries install.
+//! - [`http`]: a small HTTP/1.1 client for the admin endpoint (`GET /ready`, `POST
+//!   /offline`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod http;
 pub mod interop;
 pub mod load;
 mod logging;

@@ -402,7 +402,24 @@ async fn forking_takes_the_first_success() {
         .iter()
         .map(|invoker| invoker.stats().dispatched)
         .collect();
-    assert!(dispatched.iter().all(|&n| n == 1), "{dispatched:?}");
+    let now = tokio::time::Instant::now();
+    let states: Vec<String> = list
+        .invokers()
+        .iter()
+        .map(|i| {
+            format!(
+                "{} {:?} closing={}",
+                i.authority(),
+                i.availability(now),
+                i.is_closing(now)
+            )
+        })
+        .collect();
+    assert!(
+        dispatched.iter().all(|&n| n == 1),
+        "dispatched {dispatched:?}; instances {states:?}; stats {:?}",
+        app.references()[0].stats()
+    );
     assert!(scripts[0].calls() <= 1);
     app.before_shutdown().await;
 }

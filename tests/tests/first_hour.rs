@@ -16,11 +16,13 @@ use rpc::registry::MemoryHub;
 use rpc::{Application, ApplicationError, Config, ConfigError, ConfigFormat, ServiceKey};
 use rpc_testkit::services::GreeterProvider;
 
-/// `text` as the file `app.yaml`, with the test defaults (no signals, no log subscriber).
+/// `text` as the file `app.yaml`, with the test defaults (no signals, no log subscriber,
+/// the admin endpoint on a free port: tests run side by side).
 fn config(text: &str) -> Config {
     let mut config = Config::from_str(text, ConfigFormat::Yaml, "app.yaml").unwrap();
     config.graceful_shutdown.internal_signal = false;
     config.application.logging = false;
+    config.admin.port = 0;
     config
 }
 
@@ -198,6 +200,7 @@ async fn logging_child() {
     };
     let mut config = Config::default();
     config.graceful_shutdown.internal_signal = false;
+    config.admin.port = 0;
     match mode.as_str() {
         "off" => config.application.logging = false,
         "own" => {

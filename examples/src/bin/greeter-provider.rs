@@ -1,7 +1,9 @@
 //! A greeter provider run from a configuration file, as a service would be deployed:
 //! it prints its bound address, serves until SIGTERM or SIGINT, runs the graceful
 //! shutdown sequence, prints the report and exits with its code (0 clean, 1 forced,
-//! 130 / 143 after a second SIGINT / SIGTERM).
+//! 130 / 143 after a second SIGINT / SIGTERM). SIGUSR2 replaces it in place by a new
+//! process of its binary (the hot upgrade): this one then prints `shutdown handed over
+//! to pid N, ...` and exits 0.
 //!
 //! `cargo run --bin greeter-provider -- --config examples/config/provider.yaml`
 
@@ -9,8 +11,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use proto::greeter::greeter_server::GreeterServer;
-use rpc::core::lifecycle::StartError;
-use rpc::{Application, ApplicationError, Config};
+use rpc::{Application, Config};
 use rpc_testkit::services::GreeterProvider;
 
 /// Serve helloworld.Greeter with graceful online/offline.
@@ -37,14 +38,11 @@ async fn main() {
     builder.service(GreeterServer::new(GreeterProvider));
     let app = match builder.start().await {
         Ok(app) => app,
-        Err(ApplicationError::Start(StartError::Interrupted)) => {
-            // SIGTERM/SIGINT before serving: what had started was undone; a clean stop.
-            eprintln!("greeter-provider: stopped during start-up");
-            std::process::exit(0);
-        }
         Err(error) => {
+            // A passed configuration check (a hot upgrade's) and a start interrupted
+            // by a signal are clean stops (0); an invalid configuration is 2.
             eprintln!("greeter-provider: {error}");
-            std::process::exit(1);
+            std::process::exit(error.exit_code());
         }
     };
     std::process::exit(rpc_examples::serving::until_stopped(&app).await);

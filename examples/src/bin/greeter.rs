@@ -16,6 +16,8 @@ fn config(name: &str) -> Config {
     config.application.name = name.to_owned();
     // In one process the framework must not take over SIGINT: the example ends by itself.
     config.graceful_shutdown.internal_signal = false;
+    // Three applications in one process: each admin endpoint on a free port.
+    config.admin.port = 0;
     config
 }
 

@@ -39,6 +39,9 @@ async fn main() {
     config.application.name = "interop-server".to_owned();
     config.protocol.host = args.host;
     config.protocol.port = args.port;
+    // Interop runs start several servers side by side: the admin endpoint on a free
+    // port (printed as `admin listening on ADDR`).
+    config.admin.port = 0;
     config
         .registries
         .insert("default".to_owned(), RegistryConfig { url: args.registry });

@@ -59,6 +59,10 @@ struct Args {
     /// every instance is a child process restarted by a real SIGTERM.
     #[arg(long, value_enum, default_value_t = Mode::InProcess)]
     mode: Mode,
+    /// Watch every instance's admin endpoint: poll `GET /ready` every 100 ms and show
+    /// in the table and the plot when each one was ready and not ready.
+    #[arg(long)]
+    admin: bool,
     /// Most instances of a role above its count while one is replaced, as a count or a
     /// percentage rounded up (Kubernetes' maxSurge). At least 1: each replacement
     /// starts, registers and is ready before the old instance stops; 0: the old one
@@ -120,6 +124,7 @@ async fn main() {
         registry_delay: args.registry_delay,
         max_outstanding: args.max_outstanding,
         mode: args.mode,
+        admin: args.admin,
         max_surge: args.max_surge,
         max_unavailable: args.max_unavailable,
         progress: !args.quiet,

@@ -5,8 +5,9 @@
 use super::fleet::Fleet;
 use super::role::Role;
 
-/// The body of a child process: start one instance, print `ready ADDR`, serve until a
-/// signal runs the shutdown sequence, print `report JSON`, and return the exit code.
+/// The body of a child process: start one instance, print `ready ADDR admin
+/// ADMIN_ADDR`, serve until a signal runs the shutdown sequence, print `report JSON`,
+/// and return the exit code.
 pub async fn run_child(role: Role, name: &str, registry: &str, work_ms: u32) -> i32 {
     use std::io::Write;
     let fleet = Fleet::for_child(registry, work_ms);
@@ -20,7 +21,10 @@ pub async fn run_child(role: Role, name: &str, registry: &str, work_ms: u32) -> 
     // Write errors are ignored: a parent that stopped reading must not make us panic.
     let mut stdout = std::io::stdout();
     let addr = app.local_addr().map(|a| a.to_string()).unwrap_or_default();
-    let _ = writeln!(stdout, "ready {addr}");
+    let _ = match app.admin_addr() {
+        Some(admin) => writeln!(stdout, "ready {addr} admin {admin}"),
+        None => writeln!(stdout, "ready {addr}"),
+    };
     let _ = stdout.flush();
     watch_parent(app.lifecycle().clone());
     let report = app.wait().await;

@@ -14,6 +14,7 @@ use tonic::{Request, Response, Status};
 
 use super::options::{Mode, Options, RollingError};
 use super::process::ChildInstance;
+use super::readiness::ReadinessWatch;
 use super::role::Role;
 
 /// Group under which proxies register `echo.Echo`.
@@ -41,6 +42,8 @@ pub struct Fleet {
     signals: bool,
     /// The binary that child processes run.
     executable: std::path::PathBuf,
+    /// With `--admin`: every instance started is watched through its admin endpoint.
+    readiness: Option<ReadinessWatch>,
 }
 
 impl Fleet {
@@ -87,6 +90,7 @@ impl Fleet {
             work_ms: options.work_ms,
             signals: false,
             executable: options.executable.clone(),
+            readiness: options.admin.then(ReadinessWatch::start),
         })
     }
 
@@ -99,7 +103,13 @@ impl Fleet {
             work_ms,
             signals: true,
             executable: std::path::PathBuf::new(),
+            readiness: None,
         }
+    }
+
+    /// The readiness watch of `--admin`, if on.
+    pub fn readiness(&self) -> Option<&ReadinessWatch> {
+        self.readiness.as_ref()
     }
 
     /// How long until consumers hear of a registration (the in-process registry's
@@ -132,10 +142,14 @@ impl Fleet {
                 }
             },
         };
-        started.map_err(|message| RollingError::Start {
+        let instance = started.map_err(|message| RollingError::Start {
             name: name.to_owned(),
             message,
-        })
+        })?;
+        if let (Some(watch), Some(admin)) = (&self.readiness, instance.admin_addr()) {
+            watch.watch(name, admin);
+        }
+        Ok(instance)
     }
 
     /// Starts one instance as an application in this process.
@@ -206,6 +220,8 @@ fn base_config(name: &str, signals: bool) -> Config {
     let mut config = Config::default();
     config.application.name = name.to_owned();
     config.graceful_shutdown.internal_signal = signals;
+    // Many instances on one host: each admin endpoint on a free port.
+    config.admin.port = 0;
     // The tool sets up its own logging (warn by default: its output is the table);
     // dozens of instances logging their start and stop at info would bury it.
     config.application.logging = false;
@@ -268,6 +284,14 @@ impl Instance {
         match self {
             Instance::InProcess(app) => app.local_addr().map(|a| a.to_string()).unwrap_or_default(),
             Instance::Process(child) => child.addr().to_owned(),
+        }
+    }
+
+    /// Its admin endpoint, if it has one.
+    pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
+        match self {
+            Instance::InProcess(app) => app.admin_addr(),
+            Instance::Process(child) => child.admin_addr(),
         }
     }
 

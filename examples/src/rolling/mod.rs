@@ -9,7 +9,9 @@
 //! with it off, each is killed the way a plain restart kills it. As in a Kubernetes
 //! rolling update, `--max-surge` decides whether the replacement starts before the old
 //! instance stops (the default) or after it (`--max-surge 0`; see `surge.rs`). At the end the run
-//! reports how many requests failed: with `--graceful on` that must be 0.
+//! reports how many requests failed: with `--graceful on` that must be 0. With
+//! `--admin`, every instance's admin endpoint is polled (`GET /ready`) and the summary
+//! shows when each one was ready and not ready (see `readiness.rs`).
 
 mod child;
 mod fleet;
@@ -18,6 +20,8 @@ mod options;
 mod plan;
 mod plot;
 mod process;
+mod readiness;
+mod readiness_plot;
 mod restart;
 mod role;
 mod summary;
@@ -34,6 +38,7 @@ pub use child::run_child;
 pub use fleet::Fleet;
 pub use options::{Mode, Options, RollingError};
 pub use plot::write_plot;
+pub use readiness::{POLL_EVERY, Readiness, ReadinessChange, ReadinessRecord};
 pub use role::Role;
 pub use summary::{Latency, RestartRecord, Summary};
 pub use surge::{Bound, Order};
@@ -63,6 +68,7 @@ pub async fn run(options: Options) -> Result<Summary, RollingError> {
         proxies.push(fleet.start(Role::Proxy, &format!("proxy-{n}")).await?);
     }
     let (client_app, client) = fleet.client().await?;
+    let readiness = fleet.readiness().cloned();
 
     let plan = restart_plan(&options);
     let warmup = warmup(options.duration);
@@ -158,12 +164,20 @@ pub async fn run(options: Options) -> Result<Summary, RollingError> {
         None => Default::default(),
     };
 
+    // What the admin endpoints said during the roll (the final stops below are not
+    // part of it).
+    let readiness = readiness
+        .map(|watch| watch.stop(started))
+        .unwrap_or_default();
     client_app.before_shutdown().await;
     for instance in proxies.into_iter().chain(providers) {
         instance.stop(true).await;
     }
     let restarts = std::mem::take(&mut *restarts.lock());
-    Ok(Summary::new(&options, record, restarts, started.elapsed()))
+    Ok(Summary {
+        readiness,
+        ..Summary::new(&options, record, restarts, started.elapsed())
+    })
 }
 
 fn spawn_progress(load: load::Load, restarting: Arc<Mutex<Option<String>>>, rate: u32) {

@@ -69,6 +69,8 @@ pub struct Options {
     pub progress: bool,
     /// The binary child processes run (`--mode processes`); default: this program.
     pub executable: std::path::PathBuf,
+    /// Watch every instance's readiness through its admin endpoint (`GET /ready`).
+    pub admin: bool,
 }
 
 impl Default for Options {
@@ -90,6 +92,7 @@ impl Default for Options {
             max_unavailable: Bound::DEFAULT,
             progress: true,
             executable: std::env::current_exe().unwrap_or_default(),
+            admin: false,
         }
     }
 }

@@ -1,11 +1,13 @@
 //! The SVG timeline of a run: succeeded per second (left axis), failed per second on an
 //! axis of their own (right, with a dot per second that had any), p99 per second, a
-//! marker per restart, and graceful on/off in the title.
+//! marker per restart, and graceful on/off in the title; with `--admin`, each
+//! instance's readiness below (`readiness_plot.rs`).
 
 use std::path::Path;
 
 use plotters::prelude::*;
 
+use super::readiness_plot;
 use super::summary::Summary;
 
 /// Writes the SVG timeline of `summary` to `path`.
@@ -13,9 +15,11 @@ use super::summary::Summary;
 /// # Errors
 /// The drawing or I/O error as text.
 pub fn write_plot(summary: &Summary, path: &Path) -> Result<(), String> {
-    let root = SVGBackend::new(path, (1200, 700)).into_drawing_area();
+    let readiness_height = readiness_plot::height(summary);
+    let root = SVGBackend::new(path, (1200, 700 + readiness_height)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let (upper, lower) = root.split_vertically(430);
+    let (charts, readiness) = root.split_vertically(700);
+    let (upper, lower) = charts.split_vertically(430);
     let seconds = summary.per_second.len().max(1) as f64;
     let graceful = if summary.graceful { "ON" } else { "OFF" };
     let order = summary.provider_order.map_or("", |order| order.name());
@@ -123,6 +127,7 @@ pub fn write_plot(summary: &Summary, path: &Path) -> Result<(), String> {
         .background_style(WHITE.mix(0.8))
         .draw()
         .map_err(|e| e.to_string())?;
+    readiness_plot::draw(&readiness, summary, seconds)?;
     root.present().map_err(|e| e.to_string())
 }
 
@@ -209,6 +214,7 @@ mod tests {
             latency_during_restarts_ms: Latency::default(),
             peak_rss_bytes: None,
             per_second,
+            readiness: Vec::new(),
         }
     }
 
@@ -246,5 +252,48 @@ mod tests {
             ys[0] - ys[1] > 100.0,
             "1 and 3 failures are far apart: {ys:?}"
         );
+    }
+
+    /// `--admin`: a lane per instance under the charts, named by instance and admin port,
+    /// green while ready and orange while not ready.
+    #[test]
+    fn with_admin_each_instance_gets_a_readiness_lane() {
+        use crate::rolling::{Readiness, ReadinessChange, ReadinessRecord};
+        let change = |at_s, state| ReadinessChange {
+            at_s,
+            state,
+            reason: String::new(),
+        };
+        let mut run = graceful_off_run();
+        run.readiness = vec![
+            ReadinessRecord {
+                instance: "proxy-0".into(),
+                admin: "127.0.0.1:40001".into(),
+                changes: vec![
+                    change(-0.2, Readiness::Ready),
+                    change(3.0, Readiness::NotReady),
+                    change(3.6, Readiness::Gone),
+                ],
+            },
+            ReadinessRecord {
+                instance: "proxy-0".into(),
+                admin: "127.0.0.1:40002".into(),
+                changes: vec![change(2.5, Readiness::Ready)],
+            },
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.svg");
+        write_plot(&run, &path).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            svg.contains("readiness (admin GET /ready)"),
+            "the panel's caption"
+        );
+        assert!(
+            svg.contains("proxy-0 :40001") && svg.contains("proxy-0 :40002"),
+            "lanes named"
+        );
+        // 700 for the charts, 90 for the panel's frame, 22 per lane.
+        assert!(svg.contains(r#"height="834""#), "taller by the lanes");
     }
 }

@@ -1,6 +1,7 @@
 //! The parent's side of `--mode processes`: every instance is a child process of the
 //! rolling-deploy binary (its body is in `child.rs`), stopped by a real signal.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -22,6 +23,7 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(70);
 pub struct ChildInstance {
     child: Child,
     addr: String,
+    admin: Option<SocketAddr>,
     stdout: Lines<BufReader<ChildStdout>>,
     /// Held open while the child should live: a child whose stdin closes (this process
     /// died or was killed) shuts itself down, so no instance outlives the run.
@@ -30,7 +32,7 @@ pub struct ChildInstance {
 
 impl ChildInstance {
     /// Spawns `executable --role ROLE --name NAME --registry URL --work-ms N` and waits
-    /// for its `ready ADDR` line.
+    /// for its `ready ADDR [admin ADMIN_ADDR]` line.
     pub(crate) async fn spawn(
         executable: &Path,
         role: Role,
@@ -54,13 +56,20 @@ impl ChildInstance {
             .map_err(|_| format!("no `ready` line within {START_TIMEOUT:?}"))?
             .map_err(|e| e.to_string())?
             .ok_or_else(|| "the child exited before it was ready".to_owned())?;
-        let addr = line
+        let unexpected = || format!("unexpected line from the child: {line:?}");
+        let mut words = line
             .strip_prefix("ready ")
-            .ok_or_else(|| format!("unexpected line from the child: {line:?}"))?
-            .to_owned();
+            .ok_or_else(unexpected)?
+            .split(' ');
+        let addr = words.next().unwrap_or_default().to_owned();
+        let admin = match (words.next(), words.next()) {
+            (Some("admin"), Some(admin)) => Some(admin.parse().map_err(|_| unexpected())?),
+            _ => None,
+        };
         Ok(Self {
             child,
             addr,
+            admin,
             stdout,
             _lifeline: lifeline,
         })
@@ -69,6 +78,11 @@ impl ChildInstance {
     /// The address the child serves on.
     pub fn addr(&self) -> &str {
         &self.addr
+    }
+
+    /// The child's admin endpoint, if it has one.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin
     }
 
     /// SIGTERM and the child's shutdown report, or SIGKILL (no report).

@@ -12,6 +12,7 @@ use serde::Serialize;
 use super::memory::peak_rss;
 use super::options::{Mode, Options, RollingError};
 use super::plan::restart_plan;
+use super::readiness::{self, ReadinessRecord};
 use super::role::Role;
 use super::surge::Order;
 
@@ -224,6 +225,9 @@ pub struct Summary {
     pub peak_rss_bytes: Option<u64>,
     /// Per-second counts.
     pub per_second: Vec<Second>,
+    /// With `--admin`: each instance's readiness as its admin endpoint told it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub readiness: Vec<ReadinessRecord>,
 }
 
 impl Summary {
@@ -273,6 +277,7 @@ impl Summary {
             latency_during_restarts_ms: Latency::of(&record.during_restart),
             peak_rss_bytes: peak_rss(),
             per_second: record.seconds,
+            readiness: Vec::new(),
         }
     }
 
@@ -358,6 +363,7 @@ impl Summary {
                 restart.at_s, restart.instance, restart.stop_ms
             );
         }
+        readiness::write_table(&self.readiness, &mut out);
         if let Some(rss) = self.peak_rss_bytes {
             let _ = writeln!(out, "  peak RSS  {:.1} MiB", rss as f64 / (1024.0 * 1024.0));
         }

@@ -62,6 +62,8 @@ pub(crate) struct Call {
     sent: u32,
     /// Instances this call was sent to; inline for the usual one or two attempts.
     tried: SmallVec<[InstanceId; 2]>,
+    /// Whether a request that was never sent was already sent again (see `send`).
+    resent_unsent: bool,
     /// The failure to report if the call ends with no better one.
     last_failure: Option<Failure>,
     rng: SmallRng,
@@ -106,6 +108,7 @@ impl Call {
             sent: 0,
             tried: SmallVec::new(),
             last_failure: None,
+            resent_unsent: false,
         }
     }
 
@@ -124,6 +127,18 @@ impl Call {
             match self.attempt(&invoker).await? {
                 Outcome::Failure(failure) if failure.kind == FailureKind::Rejected => {
                     self.stack.stats.note_reroute();
+                    self.last_failure = Some(failure);
+                }
+                // gRPC's transparent retry, once per call: the request never left this
+                // process (typically its connection had just received a GOAWAY). It is
+                // sent again without counting as a retry, and the same instance stays
+                // eligible: a new connection to the same address may reach a hot
+                // upgrade's new process, the only one serving that instance.
+                Outcome::Failure(failure)
+                    if failure.kind == FailureKind::NotSent && !self.resent_unsent =>
+                {
+                    self.resent_unsent = true;
+                    self.tried.retain(|id| id != invoker.id());
                     self.last_failure = Some(failure);
                 }
                 outcome => {

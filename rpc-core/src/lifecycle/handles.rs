@@ -10,6 +10,7 @@ use super::Lifecycle;
 use super::phase::PhaseReader;
 use crate::activity::RequestClock;
 use crate::inflight::InflightCounter;
+use crate::offline_services::OfflineServices;
 use crate::rejections::RejectionCounter;
 
 /// The provider filter's view of the lifecycle: each field is a handle to the same
@@ -25,6 +26,8 @@ pub struct ProviderHandles {
     pub requests: RequestClock,
     /// Inbound requests refused as "closing, not executed" (the report's `rejected`).
     pub rejections: RejectionCounter,
+    /// The services manually offline: their responses carry the closing mark too.
+    pub offline: OfflineServices,
 }
 
 /// The consumer filter's view of the lifecycle.
@@ -38,7 +41,7 @@ pub struct ConsumerHandles {
 
 impl Lifecycle {
     /// The handles the provider filter needs: phase reader, inbound counter, request
-    /// clock and rejection counter of this lifecycle. Built once per export, not per
+    /// clock, rejection counter and manual offline set of this lifecycle. Built once per export, not per
     /// request.
     pub fn provider_handles(&self) -> ProviderHandles {
         ProviderHandles {
@@ -46,6 +49,7 @@ impl Lifecycle {
             inbound: self.inner.inbound.clone(),
             requests: self.inner.requests.clone(),
             rejections: self.inner.rejections.clone(),
+            offline: self.inner.offline.clone(),
         }
     }
 

@@ -1,5 +1,6 @@
 //! The lifecycle manager: graceful online (start order) and graceful offline (the
-//! seven-step shutdown sequence), phases, signals and the BeforeShutdown hook.
+//! seven-step shutdown sequence), the hot upgrade (`upgrade/`), phases, signals and the
+//! BeforeShutdown hook.
 //!
 //! Deploys cause two kinds of failed requests: a request sent to an instance that cannot
 //! serve it, and a request whose process is killed while serving it. Start-up prevents
@@ -18,6 +19,8 @@ mod deadline;
 mod handles;
 mod observe;
 mod phase;
+mod probes;
+mod protocols;
 mod report;
 mod sequence;
 mod shutdown;
@@ -26,7 +29,13 @@ mod signals;
 mod span_tests;
 mod startup;
 #[cfg(test)]
+mod test_registry;
+#[cfg(test)]
 mod tests;
+mod traffic;
+#[cfg(test)]
+mod traffic_tests;
+mod upgrade;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -42,19 +51,28 @@ use tracing::Instrument;
 pub use config::ShutdownConfig;
 pub use handles::{ConsumerHandles, ProviderHandles};
 pub use phase::{Phase, PhaseReader};
+pub use probes::{Probe, ProbeAnswer};
 pub use report::{Interrupt, ShutdownReport, Step, StepOutcome, StepReport};
 pub use startup::{
     BoxHttpService, Export, ExportedService, ManagedReference, ReadinessGate, StartError, StartPlan,
 };
+pub use traffic::{Registration, TrafficChange, TrafficError};
+pub use upgrade::{
+    Handoff, Refusal, Spawner, Successor, UpgradeConfig, UpgradeCounts, UpgradeListener,
+    UpgradeReport, UpgradeResult, UpgradeStep,
+};
 
-use crate::Instance;
 use crate::activity::RequestClock;
 use crate::inflight::InflightCounter;
+use crate::offline_services::OfflineServices;
 use crate::registry::Registry;
 use crate::rejections::RejectionCounter;
 use crate::transport::ServerHandle;
+use crate::{Instance, ServiceKey};
 use callbacks::Callbacks;
 use phase::PhaseCell;
+use protocols::Closer;
+use upgrade::{AtShutdown, UpgradeState};
 
 /// One application's lifecycle: its phase, its in-flight counters, what it started, and
 /// the shutdown sequence that stops it.
@@ -84,21 +102,36 @@ struct Inner {
     /// Cancelled when shutdown is asked for while start-up is still under way.
     start_cancel: CancellationToken,
     interrupt: Mutex<Option<Interrupt>>,
+    /// The provided services manually offline, shared with the provider filter.
+    offline: OfflineServices,
+    /// Held by a manual offline or online for its whole run, and by shutdown step 1
+    /// before it withdraws the registrations: one change at a time, none behind the
+    /// shutdown's back (see `traffic.rs`).
+    traffic: tokio::sync::Mutex<()>,
     /// The shutdown's steps taken so far, for observers while it runs.
     shutdown_steps: Mutex<Vec<StepReport>>,
     /// Every server ever started, including those shutdown has closed, so that counts
     /// observers read (GOAWAYs sent) never go back.
     served: Mutex<Vec<ServerHandle>>,
+    /// The hot upgrade: one at a time, its steps, its counts.
+    upgrade: UpgradeState,
 }
 
 /// What start-up created and shutdown must undo.
 #[derive(Default)]
 struct Parts {
     registrations: Vec<(Arc<dyn Registry>, Instance)>,
+    /// Registrations withdrawn by a manual offline, kept to be registered again.
+    withdrawn: Vec<(Arc<dyn Registry>, Instance)>,
+    /// The services the application provides.
+    provided: Vec<ServiceKey>,
     servers: Vec<ServerHandle>,
     references: Vec<Arc<dyn ManagedReference>>,
     registries: Vec<Arc<dyn Registry>>,
     health_names: Vec<String>,
+    /// What the composition root started beside the lifecycle (the admin endpoint),
+    /// closed last in step 6 (see [`Lifecycle::close_in_step_6`]).
+    closers: Vec<Closer>,
 }
 
 impl Lifecycle {
@@ -122,8 +155,11 @@ impl Lifecycle {
                 force: CancellationToken::new(),
                 start_cancel: CancellationToken::new(),
                 interrupt: Mutex::new(None),
+                offline: OfflineServices::new(),
+                traffic: tokio::sync::Mutex::new(()),
                 shutdown_steps: Mutex::new(Vec::new()),
                 served: Mutex::new(Vec::new()),
+                upgrade: UpgradeState::new(),
             }),
         }
     }
@@ -201,6 +237,14 @@ impl Lifecycle {
     /// # Panics
     /// When first called outside a tokio runtime (the sequence is spawned on it).
     pub fn before_shutdown(&self) -> impl Future<Output = ShutdownReport> + Send + 'static {
+        // After a hot upgrade's hand-over this process is draining already, and will
+        // exit: the instance belongs to the new process, whose own sequence a shutdown
+        // is for. An upgrade before its hand-over is stopped (its new process killed).
+        if self.inner.upgrade.gate.shutdown() == AtShutdown::HandedOver {
+            tracing::info!(app = %self.name(), "shutdown asked for after the hand-over: draining already");
+            let this = self.clone();
+            return async move { this.wait().await }.boxed();
+        }
         // Asked to stop while still starting: start-up is cut short and undone, and the
         // sequence (below) then finds nothing left to stop.
         if self.phase() < Phase::Serving {
@@ -221,7 +265,7 @@ impl Lifecycle {
             .boxed()
             .shared()
         });
-        shared.clone()
+        shared.clone().boxed()
     }
 
     /// Waits until a shutdown (started by a signal or by [`Lifecycle::before_shutdown`])
@@ -244,8 +288,9 @@ impl Lifecycle {
     }
 
     /// Installs SIGTERM/SIGINT handlers that start the sequence (a second signal
-    /// interrupts it) and a SIGHUP handler that only logs, so SIGHUP does not end the
-    /// process. Done by start-up when `internal_signal` is true.
+    /// interrupts it), a SIGUSR2 handler that starts a hot upgrade
+    /// ([`Lifecycle::upgrade`]), and a SIGHUP handler that only logs, so SIGHUP does not
+    /// end the process. Done by start-up when `internal_signal` is true.
     ///
     /// # Errors
     /// The operating system's error if a handler cannot be installed.

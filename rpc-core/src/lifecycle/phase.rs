@@ -19,6 +19,11 @@ pub enum Phase {
     Starting,
     /// Registered and serving.
     Serving,
+    /// A hot upgrade's new process serves this instance now: this process stopped
+    /// accepting, gave up its registrations without withdrawing them, and drains what
+    /// its connections still carry (GOAWAY). Not closing: its responses carry no
+    /// closing mark, since the instance itself stays (the new process serves it).
+    HandedOver,
     /// Shutdown step 1: withdrawing registrations. From here on responses carry the
     /// closing mark and the health service reports NOT_SERVING.
     Unregistering,
@@ -40,10 +45,11 @@ pub enum Phase {
 
 impl Phase {
     /// Every phase, in order.
-    pub const ALL: [Phase; 11] = [
+    pub const ALL: [Phase; 12] = [
         Phase::Created,
         Phase::Starting,
         Phase::Serving,
+        Phase::HandedOver,
         Phase::Unregistering,
         Phase::WaitingForConsumers,
         Phase::Rejecting,
@@ -80,6 +86,7 @@ impl fmt::Display for Phase {
             Phase::Created => "created",
             Phase::Starting => "starting",
             Phase::Serving => "serving",
+            Phase::HandedOver => "handed-over",
             Phase::Unregistering => "unregistering",
             Phase::WaitingForConsumers => "waiting-for-consumers",
             Phase::Rejecting => "rejecting",
@@ -208,6 +215,8 @@ mod tests {
     #[test]
     fn predicates_follow_the_order() {
         assert!(!Phase::Serving.is_closing());
+        assert!(!Phase::HandedOver.is_closing());
+        assert!(!Phase::HandedOver.rejects_inbound());
         assert!(Phase::Unregistering.is_closing());
         assert!(!Phase::WaitingForConsumers.rejects_inbound());
         assert!(Phase::Rejecting.rejects_inbound());

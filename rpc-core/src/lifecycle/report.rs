@@ -51,20 +51,25 @@ pub enum StepOutcome {
     /// It did not run: a second signal skipped it, or it had no object (step 2 of an
     /// application that exports no service).
     Skipped,
+    /// It could not do what it had to (a hot upgrade's check or start failed). The
+    /// shutdown's steps never fail: they wait, at most to their bound.
+    Failed,
 }
 
 impl StepOutcome {
     /// Every outcome.
-    pub const ALL: [StepOutcome; 3] = [Self::Completed, Self::TimedOut, Self::Skipped];
+    pub const ALL: [StepOutcome; 4] =
+        [Self::Completed, Self::TimedOut, Self::Skipped, Self::Failed];
 }
 
 impl fmt::Display for StepOutcome {
-    /// As serialized: `completed`, `timed-out`, `skipped`.
+    /// As serialized: `completed`, `timed-out`, `skipped`, `failed`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Completed => "completed",
             Self::TimedOut => "timed-out",
             Self::Skipped => "skipped",
+            Self::Failed => "failed",
         })
     }
 }
@@ -133,6 +138,12 @@ pub struct ShutdownReport {
     pub callbacks_failed: usize,
     /// Set when a second signal skipped the rest of the sequence.
     pub interrupted_by: Option<Interrupt>,
+    /// Set when this process did not shut down but handed its instances over to a hot
+    /// upgrade's new process (this pid): nothing was unregistered, and only the drain,
+    /// the closing and the callbacks ran (the steps are the upgrade's, see
+    /// `Lifecycle::last_upgrade`).
+    #[serde(default)]
+    pub handed_over_to: Option<u32>,
 }
 
 impl ShutdownReport {
@@ -174,12 +185,19 @@ impl ShutdownReport {
 impl fmt::Display for ShutdownReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = if self.forced() { "forced" } else { "clean" };
-        write!(f, "{state} in {} ms:", self.total.as_millis())?;
+        if let Some(pid) = self.handed_over_to {
+            write!(f, "handed over to pid {pid}, ")?;
+        }
+        write!(f, "{state} in {} ms", self.total.as_millis())?;
+        if !self.steps.is_empty() {
+            f.write_str(":")?;
+        }
         for step in &self.steps {
             let mark = match step.outcome {
                 StepOutcome::Completed => "",
                 StepOutcome::TimedOut => " (bound)",
                 StepOutcome::Skipped => " (skipped)",
+                StepOutcome::Failed => " (failed)",
             };
             write!(f, " {}={}ms{mark}", step.step, step.duration.as_millis())?;
         }

@@ -1,6 +1,6 @@
 //! The bookkeeping every step of a lifecycle sequence shares, in one place: enter the
 //! step's phase, open a `tracing` span named for the step, time it, and record how it
-//! ended. The sequence itself (`run_shutdown`, later the hot upgrade) is then only the
+//! ended. The sequence itself (`run_shutdown`, `run_upgrade`) is then only the
 //! list of its steps, and no step can forget to move the phase or to be reported.
 
 use std::fmt;
@@ -14,8 +14,8 @@ use tracing::Instrument;
 use super::phase::{Phase, PhaseCell};
 use super::report::{StepOutcome, StepReport};
 
-/// A kind of step in a lifecycle sequence (the shutdown's [`Step`](super::Step); an
-/// upgrade's steps later).
+/// A kind of step in a lifecycle sequence (the shutdown's [`Step`](super::Step), the
+/// hot upgrade's `UpgradeStep`).
 pub(crate) trait SequenceStep: Copy + fmt::Display {
     /// The phase the application enters when the step begins (phases only move
     /// forward, so a step whose phase was already reached leaves it as it is).
@@ -49,9 +49,13 @@ impl<'a, S: SequenceStep> Steps<'a, S> {
     }
 
     /// Runs `body` as `step`: enters the step's phase, then awaits `body` inside the
-    /// step's span, and records its duration and outcome. `body` is a future not yet
-    /// polled, so none of it runs before the phase has moved.
-    pub(crate) async fn run(&mut self, step: S, body: impl Future<Output = StepOutcome>) {
+    /// step's span, and records its duration and outcome, which it returns. `body` is a
+    /// future not yet polled, so none of it runs before the phase has moved.
+    pub(crate) async fn run(
+        &mut self,
+        step: S,
+        body: impl Future<Output = StepOutcome>,
+    ) -> StepOutcome {
         let span = step.span();
         // Inside the span, so the "phase changed" log is attributed to the step.
         span.in_scope(|| self.phase.advance(step.phase()));
@@ -63,11 +67,20 @@ impl<'a, S: SequenceStep> Steps<'a, S> {
             duration: started.elapsed(),
             outcome,
         });
+        outcome
     }
 
     /// Time since the sequence started.
     pub(crate) fn elapsed(&self) -> Duration {
         self.started.elapsed()
+    }
+
+    /// The steps taken so far, in order.
+    pub(crate) fn taken(&self) -> Vec<StepReport<S>>
+    where
+        S: Clone,
+    {
+        self.taken.lock().clone()
     }
 
     /// The steps taken, in order.

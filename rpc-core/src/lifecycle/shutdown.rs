@@ -18,7 +18,6 @@
 //! is refused with REFUSED_STREAM, which gRPC clients retry by themselves
 //! (`transport/{peer,socket}.rs`).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -29,11 +28,8 @@ use tonic_health::ServingStatus;
 
 use super::deadline::Deadline;
 use super::sequence::{SequenceStep, Steps};
-use super::startup::ManagedReference;
 use super::{Lifecycle, Phase, ShutdownReport, Step, StepOutcome};
 use crate::inflight::InflightCounter;
-use crate::registry::Registry;
-use crate::transport::ServerHandle;
 
 impl Lifecycle {
     /// The sequence. Runs once per lifecycle (see [`Lifecycle::before_shutdown`]).
@@ -69,8 +65,9 @@ impl Lifecycle {
         steps
             .run(Step::DrainOutbound, self.drain(self.outbound(), &deadline))
             .await;
-        // 6. Close connections (GOAWAY; calls still open at the bound are cut),
-        //    channels, subscriptions and registries.
+        // 6. Close listeners and connections (GOAWAY; calls still open at the bound
+        //    are cut), channels, subscriptions, registries, and last the admin
+        //    endpoint.
         steps
             .run(
                 Step::DestroyProtocols,
@@ -92,18 +89,19 @@ impl Lifecycle {
             return None;
         }
         tracing::info!(app = %self.name(), "graceful shutdown started");
+        Some(self.deadline_from_now())
+    }
+
+    /// The bounds of a sequence starting now: `timeout`, of which `callback_timeout` is
+    /// kept for the callbacks if any is registered (nothing to keep it for otherwise).
+    pub(super) fn deadline_from_now(&self) -> Deadline {
         let config = self.config();
-        // Time is kept for step 7 only if there is something to run in it.
         let callbacks = if self.inner.callbacks.is_empty() {
             Duration::ZERO
         } else {
             config.callback_timeout
         };
-        Some(Deadline::new(
-            config.timeout,
-            callbacks,
-            self.inner.force.clone(),
-        ))
+        Deadline::new(config.timeout, callbacks, self.inner.force.clone())
     }
 
     /// Completes `report` with the steps taken and the counts kept during the sequence,
@@ -149,16 +147,6 @@ impl Lifecycle {
             .send_replace(Some(ShutdownReport::default()));
     }
 
-    /// Takes out what step 6 (or an abort) closes.
-    fn take_protocols(&self) -> Protocols {
-        let mut parts = self.inner.parts.lock();
-        Protocols {
-            servers: std::mem::take(&mut parts.servers),
-            references: std::mem::take(&mut parts.references),
-            registries: std::mem::take(&mut parts.registries),
-        }
-    }
-
     /// Waits for a start-up under way to end; false if there is nothing to shut down
     /// (never started, or start-up failed or was interrupted and undone).
     async fn wait_until_started(&self) -> bool {
@@ -171,8 +159,11 @@ impl Lifecycle {
         self.phase() != Phase::Stopped
     }
 
-    /// Step 1: health NOT_SERVING, then every registration withdrawn in parallel.
+    /// Step 1: health NOT_SERVING, then every registration withdrawn in parallel. A
+    /// manual offline or online under way ends first; later ones are refused.
     async fn unregister(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {
+        let bound = deadline.bound(self.config().step_timeout);
+        let _no_traffic_change = self.settle_traffic(bound).await;
         self.set_health(ServingStatus::NotServing).await;
         let registrations = std::mem::take(&mut self.inner.parts.lock().registrations);
         let withdrawn = AtomicUsize::new(0);
@@ -189,7 +180,6 @@ impl Lifecycle {
                 }
             }
         });
-        let bound = deadline.bound(self.config().step_timeout);
         let outcome = deadline.wait(join_all(withdrawals).map(drop), bound).await;
         report.unregister_failures = registrations.len() - withdrawn.load(Ordering::Relaxed);
         if outcome == StepOutcome::TimedOut {
@@ -256,10 +246,12 @@ impl Lifecycle {
         deadline.wait(counter.wait_idle(), bound).await
     }
 
-    /// Step 6: connections (the GOAWAY exchange, bounded by `step_timeout`), then
-    /// references and registries. What had not finished by then was lost, and is
-    /// counted: inbound requests left, streams cut, connections closed by force with
-    /// calls on them, outbound calls cancelled with their references.
+    /// Step 6: listeners and connections (the GOAWAY exchange, bounded by
+    /// `step_timeout`), then references and registries, then what the composition root
+    /// handed over (the admin endpoint, which answered probes until now). What had not
+    /// finished by then was lost, and is counted: inbound requests left, streams cut,
+    /// connections closed by force with calls on them, outbound calls cancelled with
+    /// their references.
     async fn destroy_protocols(
         &self,
         deadline: &Deadline,
@@ -323,32 +315,6 @@ impl Lifecycle {
         } else {
             StepOutcome::Completed
         }
-    }
-}
-
-/// What step 6 closes: listeners and connections, references, registries.
-struct Protocols {
-    servers: Vec<ServerHandle>,
-    references: Vec<Arc<dyn ManagedReference>>,
-    registries: Vec<Arc<dyn Registry>>,
-}
-
-impl Protocols {
-    /// Closes the references' channels and subscriptions, then the registries.
-    async fn release(&self) {
-        join_all(self.references.iter().map(|reference| reference.close())).await;
-        join_all(
-            self.registries
-                .iter()
-                .map(|registry| close_registry(registry.clone())),
-        )
-        .await;
-    }
-}
-
-async fn close_registry(registry: Arc<dyn Registry>) {
-    if let Err(error) = registry.close().await {
-        tracing::warn!(registry = registry.url(), %error, "closing registry failed");
     }
 }
 

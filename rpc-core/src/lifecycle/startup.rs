@@ -48,6 +48,9 @@ pub struct ExportedService {
     pub metadata: BTreeMap<String, String>,
     /// Register this long after the service is ready (Dubbo's delay export). Default 0.
     pub delay: Duration,
+    /// The instance id to register under. Default `None`: a fresh one. A hot upgrade's
+    /// new process passes its predecessor's, so that it registers the *same* instance.
+    pub instance_id: Option<InstanceId>,
 }
 
 impl ExportedService {
@@ -58,6 +61,7 @@ impl ExportedService {
             weight: crate::DEFAULT_WEIGHT,
             metadata: BTreeMap::new(),
             delay: Duration::ZERO,
+            instance_id: None,
         }
     }
 }
@@ -70,6 +74,10 @@ pub type BoxHttpService =
 pub struct Export {
     /// Address to bind; port 0 picks a free port.
     pub bind: SocketAddr,
+    /// An already-bound listening socket to serve instead of binding `bind`: one this
+    /// process inherited (systemd socket activation, a hot upgrade; see
+    /// `transport::InheritedListeners`). Default `None`.
+    pub listener: Option<std::net::TcpListener>,
     /// Host consumers should dial. Default: the bound IP, or `127.0.0.1` when bound to
     /// an unspecified address (`0.0.0.0`).
     pub advertise_host: Option<String>,
@@ -249,7 +257,10 @@ impl Lifecycle {
     ) -> Result<Vec<(Instance, Duration)>, StartError> {
         let mut pending = Vec::new();
         for export in exports {
-            let server = Server::bind(export.bind, export.options).await?;
+            let server = match export.listener {
+                Some(listener) => Server::from_std(listener, export.options)?,
+                None => Server::bind(export.bind, export.options).await?,
+            };
             let addr = server.local_addr();
             let host = export
                 .advertise_host
@@ -261,8 +272,12 @@ impl Lifecycle {
             parts.servers.push(handle);
             for service in export.services {
                 parts.health_names.push(service.key.interface.to_string());
+                parts.provided.push(service.key.clone());
                 let mut instance = Instance::new(service.key, host.clone(), addr.port())
                     .with_weight(service.weight);
+                if let Some(id) = service.instance_id {
+                    instance.id = id;
+                }
                 instance.metadata = service.metadata;
                 pending.push((instance, service.delay));
             }

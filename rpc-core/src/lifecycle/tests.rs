@@ -9,9 +9,10 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+use super::test_registry::TestRegistry;
 use super::*;
-use crate::registry::{RegistryError, Subscription, SubscriptionId};
-use crate::{Instance, Registry, ServiceKey};
+use crate::ServiceKey;
+use crate::registry::RegistryError;
 
 fn config() -> ShutdownConfig {
     ShutdownConfig {
@@ -34,6 +35,7 @@ fn provider_plan() -> StartPlan {
     ));
     StartPlan {
         exports: vec![Export {
+            listener: None,
             bind: "127.0.0.1:0".parse().unwrap(),
             advertise_host: None,
             options: Default::default(),
@@ -378,48 +380,19 @@ async fn an_interrupt_skips_the_remaining_waits_and_callbacks() {
     assert_eq!(report.exit_code(), 143);
 }
 
-/// A registry whose `unregister` never answers (a network partition).
-struct HangingRegistry {
-    registered: AtomicUsize,
-}
-
-#[async_trait]
-impl Registry for HangingRegistry {
-    fn url(&self) -> &str {
-        "hanging://"
-    }
-    async fn register(&self, _: &Instance) -> Result<(), RegistryError> {
-        self.registered.fetch_add(1, Ordering::SeqCst);
-        Ok(())
-    }
-    async fn unregister(&self, _: &Instance) -> Result<(), RegistryError> {
-        std::future::pending().await
-    }
-    async fn subscribe(&self, _: &ServiceKey) -> Result<Subscription, RegistryError> {
-        Err(RegistryError::Closed {
-            url: self.url().into(),
-        })
-    }
-    async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        Err(RegistryError::UnknownSubscription(id))
-    }
-    async fn close(&self) -> Result<(), RegistryError> {
-        Ok(())
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn an_unreachable_registry_cannot_hold_up_unregistering() {
-    let registry = Arc::new(HangingRegistry {
-        registered: AtomicUsize::new(0),
-    });
+    // Its withdrawals never answer (a network partition).
+    let registry = Arc::new(TestRegistry::holding_withdrawals(Arc::new(
+        tokio::sync::Semaphore::new(0),
+    )));
     let lifecycle = Lifecycle::new("test", config());
     let plan = StartPlan {
         registries: vec![registry.clone()],
         ..provider_plan()
     };
     lifecycle.start(plan).await.unwrap();
-    assert_eq!(registry.registered.load(Ordering::SeqCst), 1);
+    assert_eq!(registry.events(), ["register t.S"]);
     assert_eq!(lifecycle.registrations().len(), 1);
     let report = lifecycle.before_shutdown().await;
     assert_eq!(
@@ -497,4 +470,40 @@ async fn shutdown_of_a_lifecycle_never_started_returns_at_once() {
     let report = lifecycle.before_shutdown().await;
     assert!(report.steps.is_empty());
     assert_eq!(lifecycle.phase(), Phase::Stopped);
+}
+
+/// What the composition root hands step 6 (the admin endpoint) is closed there, while
+/// the phase is `destroying`, after the drains; a failed or aborted start-up closes it
+/// too.
+#[tokio::test(start_paused = true)]
+async fn step_6_closes_what_it_was_handed_and_so_does_an_abort() {
+    let lifecycle = started(config()).await;
+    let closed_in = Arc::new(Mutex::new(None));
+    {
+        let closed_in = closed_in.clone();
+        let phases = lifecycle.watch_phase();
+        lifecycle.close_in_step_6(move || async move {
+            *closed_in.lock() = Some(*phases.borrow());
+        });
+    }
+    assert_eq!(*closed_in.lock(), None);
+    lifecycle.before_shutdown().await;
+    assert_eq!(*closed_in.lock(), Some(Phase::Destroying));
+
+    let lifecycle = Lifecycle::new("test", config());
+    let closed = Arc::new(AtomicUsize::new(0));
+    {
+        let closed = closed.clone();
+        lifecycle.close_in_step_6(move || async move {
+            closed.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    let mut plan = StartPlan::default();
+    plan.references
+        .push((Arc::new(NeverReady(ServiceKey::new("a.B"))), true));
+    plan.check_timeout = ms(100);
+    assert!(lifecycle.start(plan).await.is_err());
+    assert_eq!(closed.load(Ordering::SeqCst), 1, "start-up undone");
+    lifecycle.abort().await;
+    assert_eq!(closed.load(Ordering::SeqCst), 1, "at most once");
 }

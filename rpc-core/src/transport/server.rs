@@ -1,6 +1,8 @@
 //! Export tonic services on a TCP listener, and close them on the lifecycle's terms.
 
+use std::io;
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -10,6 +12,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -120,8 +123,13 @@ impl Server {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        // A duplicate of the listening socket, for a hot upgrade's successor. Without
+        // one (the descriptor table is full) the server still serves; an upgrade then
+        // says why it cannot hand the socket over.
+        let listening = self.listener.as_fd().try_clone_to_owned();
         let shared = Arc::new(Shared {
             local_addr: self.local_addr,
+            listening: Mutex::new(Some(listening)),
             stop_accepting: CancellationToken::new(),
             signals: Arc::new(ConnectionSignals::default()),
             tracker: TaskTracker::new(),
@@ -186,14 +194,19 @@ async fn accept_loop<S, B>(
             }
         }
     }
-    // Returning drops the listener: the port is closed before connections drain, so new
-    // dials are refused at once (and retried elsewhere) instead of hanging.
-    tracing::debug!(addr = %shared.local_addr, "listener closed");
+    // Returning drops the listener. In a shutdown, `shutdown` has dropped the duplicate
+    // too: the port is closed before connections drain, so new dials are refused at
+    // once (and retried elsewhere) instead of hanging. After `stop_accepting` alone the
+    // duplicate (and a hot upgrade's successor) keep the socket open.
+    tracing::debug!(addr = %shared.local_addr, "accept loop ended");
 }
 
 #[derive(Debug)]
 struct Shared {
     local_addr: SocketAddr,
+    /// A close-on-exec duplicate of the listening socket, kept open after the accept
+    /// loop stops (see [`ServerHandle::stop_accepting`]) until shutdown or abort.
+    listening: Mutex<Option<io::Result<OwnedFd>>>,
     stop_accepting: CancellationToken,
     signals: Arc<ConnectionSignals>,
     tracker: TaskTracker,
@@ -319,6 +332,7 @@ impl ServerHandle {
         self.begin_close();
         let before = self.shared.close_began.get().copied().unwrap_or_default();
         self.shared.stop_accepting.cancel();
+        self.shared.listening.lock().take();
         signals.goaway.cancel();
         signals.close_idle.cancel();
         self.shared.tracker.close();
@@ -347,6 +361,33 @@ impl ServerHandle {
         self.shared.signals.refused.load(Ordering::Relaxed)
     }
 
+    /// Stops accepting connections *without closing the listening socket*: the hot
+    /// upgrade's successor accepts on the same socket from now on (it holds its own
+    /// descriptor of it), so a dial in between waits in the socket's backlog for the
+    /// successor instead of being refused. Connections already accepted are served on;
+    /// [`ServerHandle::shutdown`] later GOAWAYs them (and closes this process's
+    /// descriptor).
+    pub fn stop_accepting(&self) {
+        self.shared.stop_accepting.cancel();
+    }
+
+    /// A new close-on-exec descriptor of the listening socket, to hand to a successor
+    /// process (see `transport::ListenFds`).
+    ///
+    /// # Errors
+    /// When the server was shut down or aborted, or the descriptor cannot be duplicated
+    /// (e.g. too many open files).
+    pub fn listener_fd(&self) -> io::Result<OwnedFd> {
+        match &*self.shared.listening.lock() {
+            Some(Ok(fd)) => fd.try_clone(),
+            Some(Err(error)) => Err(io::Error::new(error.kind(), error.to_string())),
+            None => Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the server is shut down: its listening socket is closed",
+            )),
+        }
+    }
+
     /// Calls (streams) ended at a shutdown's bound so far.
     pub fn streams_cut(&self) -> usize {
         self.shared.signals.cut.calls()
@@ -356,6 +397,7 @@ impl ServerHandle {
     /// what a plain process restart does. For comparisons and tests.
     pub async fn abort(&self) {
         self.shared.stop_accepting.cancel();
+        self.shared.listening.lock().take();
         self.shared.signals.force.cancel();
         self.shared.tracker.close();
         self.shared.tracker.wait().await;

@@ -10,7 +10,7 @@ use pin_project_lite::pin_project;
 use rpc_core::metadata::{
     CLOSING, CLOSING_VALUE, HEALTH_PATH_PREFIX, NOT_EXECUTED, NOT_EXECUTED_CLOSING,
 };
-use rpc_core::{GuardedBody, InflightGuard, PhaseReader, ProviderHandles};
+use rpc_core::{GuardedBody, InflightGuard, ProviderHandles};
 use tonic::body::Body as TonicBody;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -49,8 +49,11 @@ impl<S> Layer<S> for ProviderGracefulLayer {
 ///    `rpc-not-executed: closing` without running it (our consumers re-send it
 ///    elsewhere; the transport refuses the stream instead, with `REFUSED_STREAM`, for
 ///    a client that is not an rpc consumer — see `rpc_core::transport`);
-/// 3. from shutdown step 1 on, adds `rpc-closing: 1` to its response headers so the
-///    consumer stops choosing this instance before the registry tells it.
+/// 3. from shutdown step 1 on, and while its service is manually offline, adds
+///    `rpc-closing: 1` to its response headers so the consumer stops choosing this
+///    instance before the registry tells it. Whether the service is offline is read when
+///    the request arrives (one atomic load while nothing is offline); a whole-instance
+///    offline, like the phase, is read again when the response is ready.
 ///
 /// The handles sit behind one `Arc`: the server clones this service for every request
 /// (hyper-util's `TowerToHyperService`), and one reference count is all that clone
@@ -75,6 +78,7 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let handles = &*self.handles;
+        let offline = handles.offline.covers(request.uri().path());
         // Health checks are answered during shutdown (NOT_SERVING), and neither count as
         // traffic for the offline window nor delay the drain: a probe every few seconds
         // must not hold an idle provider open.
@@ -82,7 +86,8 @@ where
             return ResponseFuture::Admitted {
                 inner: self.inner.call(request),
                 guard: None,
-                phase: handles.phase.clone(),
+                handles: self.handles.clone(),
+                offline,
             };
         }
         let guard = handles.inbound.acquire();
@@ -97,7 +102,8 @@ where
         ResponseFuture::Admitted {
             inner: self.inner.call(request),
             guard: Some(guard),
-            phase: handles.phase.clone(),
+            handles: self.handles.clone(),
+            offline,
         }
     }
 }
@@ -120,12 +126,15 @@ pin_project! {
     #[project = Projection]
     pub enum ResponseFuture<F> {
         /// The request runs; its guard moves into the response body, and the phase
-        /// read when its headers are ready decides the closing mark.
+        /// (and manual offline) read when its headers are ready decides the closing
+        /// mark.
         Admitted {
             #[pin]
             inner: F,
             guard: Option<InflightGuard>,
-            phase: PhaseReader,
+            handles: Arc<ProviderHandles>,
+            // Its service was manually offline when the request arrived.
+            offline: bool,
         },
         /// The request was refused before running.
         Rejected { response: Option<Response<TonicBody>> },
@@ -143,10 +152,11 @@ where
             Projection::Admitted {
                 inner,
                 guard,
-                phase,
+                handles,
+                offline,
             } => {
                 let mut response = std::task::ready!(inner.poll(cx))?;
-                if phase.get().is_closing() {
+                if *offline || handles.phase.get().is_closing() || handles.offline.all() {
                     response.headers_mut().insert(CLOSING, CLOSING_VALUE);
                 }
                 Poll::Ready(Ok(match guard.take() {
@@ -196,6 +206,7 @@ mod tests {
         rpc_core::lifecycle::StartPlan {
             exports: vec![rpc_core::lifecycle::Export {
                 bind: "127.0.0.1:0".parse().unwrap(),
+                listener: None,
                 advertise_host: None,
                 options: Default::default(),
                 service,
@@ -285,6 +296,73 @@ mod tests {
         assert_eq!(report.rejected, 1);
         assert_eq!(report.inbound_left, 0);
         assert_eq!(report.exit_code(), 0);
+    }
+
+    /// A lifecycle serving `helloworld.Greeter` and `echo.Echo` (registered nowhere) on
+    /// a free loopback port, so that services can be taken offline.
+    async fn serving_two_services() -> Lifecycle {
+        let lifecycle = Lifecycle::new("test", config());
+        let service = tower::util::BoxCloneSyncService::new(service_fn(
+            |_req: Request<hyper::body::Incoming>| async {
+                Ok::<_, Infallible>(Response::new(TonicBody::empty()))
+            },
+        ));
+        let services = ["helloworld.Greeter", "echo.Echo"]
+            .map(|name| rpc_core::lifecycle::ExportedService::new(rpc_core::ServiceKey::new(name)));
+        let plan = rpc_core::lifecycle::StartPlan {
+            exports: vec![rpc_core::lifecycle::Export {
+                bind: "127.0.0.1:0".parse().unwrap(),
+                listener: None,
+                advertise_host: None,
+                options: Default::default(),
+                service,
+                services: services.into(),
+            }],
+            ..Default::default()
+        };
+        lifecycle.start(plan).await.unwrap();
+        lifecycle
+    }
+
+    /// Whether the response to a request for `path` carries the closing mark; panics if
+    /// the request was refused rather than served.
+    async fn marked<S>(service: &S, path: &str) -> bool
+    where
+        S: Service<Request<TonicBody>, Response = Response<TonicBody>> + Clone,
+        S::Error: std::fmt::Debug,
+    {
+        let response = service.clone().oneshot(request(path)).await.unwrap();
+        assert!(response.headers().get(NOT_EXECUTED).is_none(), "served");
+        response.headers().get(CLOSING).is_some()
+    }
+
+    /// A manually offline service's responses carry the closing mark, the others' do
+    /// not, and every request is served; online clears the mark.
+    #[tokio::test(start_paused = true)]
+    async fn a_manually_offline_service_is_served_with_the_closing_mark() {
+        let lifecycle = serving_two_services().await;
+        let service = ProviderGracefulLayer::new(lifecycle.provider_handles()).layer(service_fn(
+            |_req: Request<TonicBody>| async {
+                Ok::<_, Infallible>(Response::new(TonicBody::empty()))
+            },
+        ));
+        let greeter = "/helloworld.Greeter/SayHello";
+        let echo = "/echo.Echo/Echo";
+        assert!(!marked(&service, greeter).await);
+
+        lifecycle
+            .offline(|key| &*key.interface == "helloworld.Greeter")
+            .await
+            .unwrap();
+        assert!(marked(&service, greeter).await);
+        assert!(!marked(&service, echo).await);
+
+        lifecycle.offline(|_| true).await.unwrap();
+        assert!(marked(&service, echo).await);
+
+        lifecycle.online(|_| true).await.unwrap();
+        assert!(!marked(&service, greeter).await);
+        assert!(!marked(&service, echo).await);
     }
 
     /// A one-shot slot so the first call of a `Fn` service can take the receiver.

@@ -138,6 +138,14 @@ impl LeaseKeeper {
         Ok(true)
     }
 
+    /// Forgets `key` without deleting it: another client wrote it under its own lease
+    /// (a hot upgrade's new process), so it no longer hangs on this client's lease, and
+    /// from now on no renewal writes it here again. `false` when it was not recorded.
+    pub(super) async fn forget(&self, key: &str) -> Result<bool, RegistryError> {
+        let mut leased = self.lock("release").await?;
+        Ok(leased.registered.remove(key).is_some())
+    }
+
     /// Closes the client (ends its subscriptions and tasks) and revokes the lease, which
     /// deletes every key attached to it, atomically. Idempotent.
     ///

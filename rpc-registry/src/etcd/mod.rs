@@ -15,6 +15,14 @@
 //! task grants a new lease as soon as etcd answers again and writes every registration
 //! under it; a key left by the old lease is simply overwritten.
 //!
+//! # Hot upgrade
+//! A put attaches a key to the lease it names, taking it off any lease it had. The hot
+//! upgrade's new process registers the same instance (same id, so the same key) under its
+//! own lease before it reports ready: the key never disappears (a watcher sees one PUT),
+//! and the old process's lease no longer holds it. The old process then
+//! [releases](Registry::release) it (forgets it without deleting) and closes: revoking
+//! its lease deletes nothing of the new process's.
+//!
 //! # Subscriptions
 //! A subscription reads the prefix, then watches it from the revision of that read plus
 //! one, so no change between the read and the watch is lost. Snapshot revisions are etcd
@@ -176,6 +184,16 @@ impl Registry for EtcdRegistry {
         self.lifetime.check_open()?;
         if self.lease.delete(self.layout.key(instance)).await? {
             tracing::debug!(url = %self.lifetime.url, instance = %instance.id, service = %instance.service, "unregistered from etcd");
+        }
+        Ok(())
+    }
+
+    /// The new process's put of the same key attached the key to *its* lease (a put
+    /// replaces a key's lease): revoking this client's lease, or letting it expire, no
+    /// longer deletes it. All that is left is to stop writing it here again.
+    async fn release(&self, instance: &Instance) -> Result<(), RegistryError> {
+        if self.lease.forget(&self.layout.key(instance)).await? {
+            tracing::debug!(url = %self.lifetime.url, instance = %instance.id, "released to another etcd client");
         }
         Ok(())
     }

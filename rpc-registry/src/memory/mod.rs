@@ -11,6 +11,12 @@
 //! at once), standing in for the propagation delay of a real registry so that
 //! shutdown's wait-for-consumers step is exercised honestly.
 //!
+//! Hot upgrade: a hub lives in one process, so a new process has a hub of its own and
+//! nothing carries over (use a networked registry across processes). Within one process
+//! (tests), a client registering an instance id another client holds takes it over: the
+//! first client's withdrawal on close no longer removes it, as with etcd; releasing
+//! ([`Registry::release`]) has nothing left to do.
+//!
 //! `hub.rs` holds the state and its rules (one snapshot per change, to every subscriber,
 //! in order); this file holds the clients.
 

@@ -208,6 +208,18 @@ impl ConnectionKeeper {
         Ok(true)
     }
 
+    /// Forgets instance `id` of the service `name` without deregistering it: another
+    /// connection registered the same address (a hot upgrade's new process) and holds it
+    /// now; from now on this client neither writes it again nor deregisters it when it
+    /// closes. `false` when it was not recorded.
+    pub(super) async fn forget(&self, id: &InstanceId, name: &str) -> bool {
+        self.registered
+            .lock()
+            .await
+            .remove(&registration_key(name, id))
+            .is_some()
+    }
+
     /// Whether closing has started.
     pub(super) fn is_closing(&self) -> bool {
         self.closing.load(Ordering::Acquire)

@@ -23,6 +23,19 @@
 //! after waiting longer than the interval: it waited for a reconnection), every
 //! registration is written again and every subscription reads again at once.
 //!
+//! # Hot upgrade
+//! Nacos identifies an instance by its address, and an ephemeral instance belongs to the
+//! connection that registered it. Measured against rnacos (tests/tests/upgrade_registry.rs
+//! and an exploration of both sequences): when a second connection (the hot upgrade's new
+//! process) registers the same address, the instance stays listed as it was (the first
+//! registration's data; no change is published) and from then on belongs to the *new*
+//! connection: the old connection's close no longer removes it — nor, in fact, does an
+//! explicit deregistration from the old connection — while the new connection's close
+//! does, at once. The sequence chosen does not rely on the second point: the old process
+//! [releases](Registry::release) the instance (forgets it: no deregistration, no
+//! re-registration after a reconnection) and closes its connection, and a watcher sees
+//! the instance throughout.
+//!
 //! # Subscriptions
 //! A subscription reads the service from the server, then reads it again each time the
 //! SDK's push listener reports a change (several reports during one read cause one more
@@ -215,6 +228,16 @@ impl Registry for NacosRegistry {
             .await?
         {
             tracing::debug!(url = %self.lifetime.url, instance = %instance.id, service = %instance.service, "unregistered from Nacos");
+        }
+        Ok(())
+    }
+
+    /// See "Hot upgrade" above: the instance stays registered through the new process's
+    /// connection; this client only stops writing and deregistering it.
+    async fn release(&self, instance: &Instance) -> Result<(), RegistryError> {
+        let name = service_name(&instance.service);
+        if self.connection.forget(&instance.id, &name).await {
+            tracing::debug!(url = %self.lifetime.url, instance = %instance.id, "released to another Nacos connection");
         }
         Ok(())
     }

@@ -19,6 +19,15 @@
 //! registration again. A znode still held by the old session (the server has not expired
 //! it yet) is replaced in one transaction (delete + create), so it never blocks the new one.
 //!
+//! # Hot upgrade
+//! An ephemeral znode belongs to the session that created it. The hot upgrade's new
+//! process registers the same instance (same id, so the same path) before it reports
+//! ready: its create finds the old process's znode and replaces it in one transaction
+//! (delete + create), so a watcher never lists the directory without it, and from then on
+//! the znode belongs to the new session. The old process then
+//! [releases](Registry::release) it (forgets it without deleting) and closes: the end of
+//! its session deletes nothing of the new process's.
+//!
 //! # Subscriptions
 //! A subscription lists the providers directory with a one-shot children watch, reads each
 //! child, publishes the set, and lists again (re-arming the watch) after every event, and
@@ -158,6 +167,21 @@ impl Registry for ZooKeeperRegistry {
             .await?
         {
             tracing::debug!(url = %self.lifetime.url, instance = %instance.id, service = %instance.service, "unregistered from ZooKeeper");
+        }
+        Ok(())
+    }
+
+    /// The new process's registration replaced the ephemeral znode in one transaction
+    /// (delete + create, see "Hot upgrade" above): it belongs to the new session, and
+    /// the end of this one no longer deletes it. All that is left is to stop creating it
+    /// here again.
+    async fn release(&self, instance: &Instance) -> Result<(), RegistryError> {
+        if self
+            .session
+            .forget(&self.layout.instance_path(instance))
+            .await
+        {
+            tracing::debug!(url = %self.lifetime.url, instance = %instance.id, "released to another ZooKeeper session");
         }
         Ok(())
     }

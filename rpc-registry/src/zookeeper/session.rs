@@ -175,6 +175,14 @@ impl SessionKeeper {
         }
     }
 
+    /// Forgets the znode `path` without deleting it: another session replaced it (a hot
+    /// upgrade's new process, in one transaction), so this session's end no longer
+    /// deletes it, and from now on no new session of this client creates it again.
+    /// `false` when it was not recorded.
+    pub(super) async fn forget(&self, path: &str) -> bool {
+        self.registered.lock().await.remove(path).is_some()
+    }
+
     /// Forgets every registration and closes the session, once the client's tasks have
     /// stopped: the server then deletes every ephemeral znode of it at once. Waits (bounded)
     /// until the server confirmed.

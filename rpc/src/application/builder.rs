@@ -18,6 +18,7 @@ use tower_layer::Layer;
 
 use crate::config::Config;
 use crate::observe::{self, Metrics, ReferenceChannel};
+use crate::upgrade::UpgradeStart;
 
 /// Collects services, references and hooks, then starts them in order.
 ///
@@ -43,6 +44,8 @@ pub struct ApplicationBuilder {
     pub(super) channel_options: ChannelOptions,
     pub(super) server_options: ServerOptions,
     pub(super) metrics: Metrics,
+    /// This process's role in a hot upgrade and its own program, read now (start-up).
+    pub(super) upgrade: UpgradeStart,
 }
 
 impl ApplicationBuilder {
@@ -63,6 +66,7 @@ impl ApplicationBuilder {
             gates: Vec::new(),
             channel_options: ChannelOptions::default(),
             server_options: ServerOptions::default(),
+            upgrade: UpgradeStart::read(),
         }
     }
 

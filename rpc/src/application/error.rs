@@ -3,6 +3,7 @@
 use rpc_core::RegistryError;
 use rpc_core::lifecycle::StartError;
 
+use crate::admin::AdminError;
 use crate::config::ConfigError;
 
 /// Why an application could not be built or started.
@@ -29,6 +30,18 @@ pub enum ApplicationError {
     /// Start-up failed (and was undone).
     #[error(transparent)]
     Start(#[from] StartError),
+    /// Not a failure: the process was started to check its configuration
+    /// (`RPC_UPGRADE=check`, by a hot upgrade) and the check passed; nothing was started.
+    /// [`ApplicationError::exit_code`] maps it to 0.
+    #[error("configuration checked (RPC_UPGRADE=check): nothing was started")]
+    Checked,
+    /// This process was started by a hot upgrade, but what its predecessor handed over
+    /// is missing or unusable.
+    #[error("hot upgrade: {0}")]
+    Upgrade(String),
+    /// The admin endpoint could not start (its message names the `admin.*` key).
+    #[error(transparent)]
+    Admin(#[from] AdminError),
     /// A reference found no provider at start-up ([`StartError::NoProvider`]) while this
     /// application provides the same interface under another group or version: most
     /// likely the two were meant to agree. Start-up was undone.
@@ -39,4 +52,18 @@ pub enum ApplicationError {
         /// What this application provides instead, and what to set.
         hint: String,
     },
+}
+
+impl ApplicationError {
+    /// The exit code a binary's `main` exits with after this error: 0 for a passed
+    /// configuration check and for a start interrupted by a shutdown signal (a clean
+    /// stop), 2 for an invalid configuration (restarting cannot fix it; systemd units use
+    /// `RestartPreventExitStatus=2`), 1 otherwise. Library code never ends the process.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Checked | Self::Start(StartError::Interrupted) => 0,
+            Self::Config(_) | Self::UnknownRegistry(_) | Self::InvalidHost(_) => 2,
+            _ => 1,
+        }
+    }
 }

@@ -5,6 +5,7 @@
 //! references; its start (start.rs) connects the registries and hands the lifecycle a
 //! start plan; [`Application`] (here) is what runs afterwards.
 
+mod admin;
 mod advertise;
 mod agreement;
 mod builder;
@@ -16,6 +17,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 
 use rpc_cluster::ClusterChannel;
+use rpc_core::lifecycle::UpgradeReport;
 use rpc_core::{Lifecycle, Phase, ShutdownReport};
 use tokio::sync::watch;
 
@@ -31,6 +33,7 @@ use crate::systemd::NotifierFinished;
 pub struct Application {
     pub(super) lifecycle: Lifecycle,
     pub(super) local_addr: Option<SocketAddr>,
+    pub(super) admin_addr: Option<SocketAddr>,
     pub(super) references: Vec<ClusterChannel>,
     pub(super) metrics: Metrics,
     /// When systemd has been told every phase (see [`crate::systemd`]).
@@ -51,6 +54,11 @@ impl Application {
     /// The address providers listen on, if the application provides any service.
     pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local_addr
+    }
+
+    /// The address the admin endpoint listens on, unless `admin.enabled` is false.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
     }
 
     /// The current phase.
@@ -93,6 +101,18 @@ impl Application {
         let report = self.lifecycle.wait().await;
         self.systemd.wait().await;
         report
+    }
+
+    /// Starts a hot upgrade (what SIGUSR2 does): a new process of this binary takes over
+    /// on the same listening socket and the same registrations, then this one drains
+    /// and exits ([`Application::wait`] returns). Resolves when the outcome is decided;
+    /// refused at once while another upgrade runs, while the previous generation
+    /// drains, or while shutting down. See [`crate::upgrade`].
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn upgrade(&self) -> impl Future<Output = UpgradeReport> + Send + 'static {
+        self.lifecycle.upgrade()
     }
 
     /// Registers a callback for the last shutdown step (see [`Lifecycle::on_shutdown`]).

@@ -37,6 +37,8 @@ impl ApplicationBuilder {
     /// - [`ApplicationError::NoMatchingProvider`] when a checked reference found no
     ///   provider and this application provides the interface under another group or
     ///   version;
+    /// - [`ApplicationError::Admin`] naming `admin.port` (in use), `admin.host` or
+    ///   `admin.token`;
     /// - otherwise the [`ApplicationError`] naming the registry, address, reference or
     ///   step that failed. What had started is undone.
     pub async fn start(mut self) -> Result<Application, ApplicationError> {
@@ -47,10 +49,41 @@ impl ApplicationBuilder {
             .map(|(channel, _)| channel.directory().service().clone())
             .collect();
         check_agreement(&self.config, &self.services, &reference_keys)?;
+        if self.upgrade.is_check() {
+            // A hot upgrade's configuration check: what can be known without starting
+            // anything (the file loaded and validated already; config and code agree).
+            self.export().await?;
+            return Err(ApplicationError::Checked);
+        }
+        let predecessor = self.upgrade.predecessor()?;
+        // The admin endpoint before anything else starts: its probes answer during the
+        // rest of start-up.
+        let admin_addr = self.start_admin()?;
+        let lifecycle = self.lifecycle.clone();
+        let started = self.start_parts(admin_addr, predecessor).await;
+        if started.is_err() {
+            // Closes the admin endpoint, and anything else still open (a failed
+            // `Lifecycle::start` has already undone its own part).
+            lifecycle.abort().await;
+        }
+        started
+    }
+
+    /// Start-up after the admin endpoint: registries, references, services (on the
+    /// listener a hot upgrade's `predecessor` handed over, if any), the lifecycle's own
+    /// steps.
+    async fn start_parts(
+        mut self,
+        admin_addr: Option<SocketAddr>,
+        predecessor: Option<rpc_core::process::predecessor::Predecessor>,
+    ) -> Result<Application, ApplicationError> {
         let registries = self.connect_registries().await?;
         let reference_registry = self.reference_registry(&registries)?;
         let references = self.managed_references(&reference_registry);
-        let exports = self.export().await?;
+        let mut exports = self.export().await?;
+        if let Some(export) = exports.first_mut() {
+            crate::upgrade::inherit(export, predecessor.as_ref());
+        }
         let plan = StartPlan {
             references,
             check_timeout: self.config.consumer.check_timeout,
@@ -60,10 +93,14 @@ impl ApplicationBuilder {
         };
         // Under systemd (Type=notify) every phase from here on is told to it.
         let systemd = crate::systemd::notify_phases(&self.lifecycle);
+        self.upgrade
+            .configure(&self.lifecycle, &self.config.upgrade);
         if let Err(error) = self.lifecycle.start(plan).await {
             return Err(self.explain(error));
         }
+        crate::upgrade::serving(&self.lifecycle, &self.config.upgrade, predecessor).await;
         Ok(Application {
+            admin_addr,
             metrics: self.metrics,
             local_addr: self
                 .lifecycle
@@ -219,6 +256,7 @@ impl ApplicationBuilder {
             })
             .collect();
         Ok(vec![Export {
+            listener: None,
             bind: SocketAddr::new(ip, protocol.port),
             advertise_host: Some(advertised.host),
             options: self.server_options.clone(),

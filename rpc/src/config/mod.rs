@@ -18,8 +18,10 @@
 //!   consumer_update_wait_time: 3s
 //!   offline_request_window_timeout: 500ms
 //!   internal_signal: true
+//! admin: { enabled: true, host: 127.0.0.1, port: 22222 }   # token: RPC_ADMIN__TOKEN
 //! metrics: { enabled: true }
 //! tracing: { enabled: true, otlp_endpoint: "http://127.0.0.1:4317" }   # endpoint: `otlp` feature
+//! upgrade: { ready_timeout: 30s, pid_file: /run/greeter/pid }   # binary: default this one
 //! ```
 //!
 //! Every key can be overridden from the environment as `RPC_<SECTION>__<KEY>` (variables
@@ -37,8 +39,10 @@ mod validate;
 use std::collections::BTreeMap;
 
 use rpc_core::ShutdownConfig;
+use rpc_core::lifecycle::UpgradeConfig;
 use serde::{Deserialize, Serialize};
 
+pub use crate::admin::AdminConfig;
 pub use crate::observe::{MetricsConfig, TracingConfig};
 pub use load::{ConfigError, ConfigFormat};
 pub use sections::{
@@ -63,10 +67,15 @@ pub struct Config {
     /// Graceful offline bounds and switches.
     #[serde(alias = "shutdown", alias = "graceful-shutdown")]
     pub graceful_shutdown: ShutdownConfig,
+    /// The admin endpoint (probes, offline/online, status). Default: on, loopback,
+    /// port 22222.
+    pub admin: AdminConfig,
     /// Prometheus metrics.
     pub metrics: MetricsConfig,
     /// Spans per call, and their OTLP export.
     pub tracing: TracingConfig,
+    /// The hot upgrade (a new binary on the same socket): see `rpc::upgrade`.
+    pub upgrade: UpgradeConfig,
     /// Where this configuration came from (see [`Config::origin`]).
     #[serde(skip)]
     origin: String,
@@ -98,8 +107,10 @@ impl Default for Config {
             provider: ProviderConfig::default(),
             consumer: ConsumerConfig::default(),
             graceful_shutdown: ShutdownConfig::default(),
+            admin: AdminConfig::default(),
             metrics: MetricsConfig::default(),
             tracing: TracingConfig::default(),
+            upgrade: UpgradeConfig::default(),
             origin: BUILT_IN_CODE.to_owned(),
         }
     }
@@ -178,6 +189,43 @@ graceful_shutdown:
             Duration::from_millis(500)
         );
         assert_eq!(config.registries["main"].url, "etcd://127.0.0.1:2379");
+    }
+
+    #[test]
+    fn the_upgrade_section_reads_durations_and_paths() {
+        let config = yaml("upgrade:\n  ready_timeout: 45s\n  pid-file: /run/x.pid\n").unwrap();
+        assert_eq!(config.upgrade.ready_timeout, Duration::from_secs(45));
+        assert_eq!(
+            config.upgrade.pid_file.as_deref(),
+            Some(std::path::Path::new("/run/x.pid"))
+        );
+        assert_eq!(config.upgrade.binary, None);
+        let (key, _) = invalid_key("upgrade:\n  ready_timeout: soon\n");
+        assert_eq!(key, "upgrade.ready_timeout");
+    }
+
+    #[test]
+    fn the_admin_section_loads_and_its_rules_name_the_key() {
+        let config = yaml("admin: { port: 0, token: s3cret, host: 0.0.0.0 }\n").unwrap();
+        assert_eq!(config.admin.port, 0);
+        assert_eq!(config.admin.token(), Some("s3cret"));
+        assert!(config.admin.enabled, "on by default");
+        assert_eq!(
+            yaml("").unwrap().admin.port,
+            crate::admin::DEFAULT_ADMIN_PORT
+        );
+
+        let (key, message) = invalid_key("admin: { host: 0.0.0.0 }\n");
+        assert_eq!(key, "admin.token");
+        assert!(message.contains("not a loopback address"), "{message}");
+        let (key, _) = invalid_key("admin: { host: admin.example }\n");
+        assert_eq!(key, "admin.host");
+        let (key, _) = invalid_key("admin: { port: 70000 }\n");
+        assert_eq!(key, "admin.port");
+        let (key, _) = invalid_key("admin: { colour: blue }\n");
+        assert_eq!(key, "admin.colour");
+        // Disabled, its rules do not apply.
+        assert!(yaml("admin: { enabled: false, host: 0.0.0.0 }\n").is_ok());
     }
 
     #[test]

@@ -49,6 +49,11 @@ impl Config {
         }
         nested("consumer.blacklist", self.consumer.blacklist.validate())?;
         nested("consumer.directory", self.consumer.directory.validate())?;
+        if self.admin.enabled {
+            self.admin
+                .bind_addr()
+                .map_err(|(key, message)| (key.to_owned(), message))?;
+        }
         self.tracing
             .validate()
             .map_err(|(key, reason)| (format!("tracing.{key}"), reason))

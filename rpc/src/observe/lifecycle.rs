@@ -5,10 +5,10 @@ use std::fmt;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
-use rpc_core::lifecycle::StepOutcome;
+use rpc_core::lifecycle::{StepOutcome, UpgradeResult};
 use rpc_core::{Lifecycle, Phase};
 
-use super::scrape::{SECONDS, gauge, gauges};
+use super::scrape::{SECONDS, counters, gauge, gauges};
 
 /// Writes, on each scrape:
 /// - `rpc_lifecycle_phase{phase}`: 1 for the current phase, 0 for every other;
@@ -16,7 +16,12 @@ use super::scrape::{SECONDS, gauge, gauges};
 ///   took, for the steps taken so far (none before shutdown);
 /// - `rpc_shutdown_step_outcome{step,outcome}`: 1 for how each step taken ended
 ///   (`completed`, `timed-out`, `skipped`), 0 for the other outcomes;
-/// - `rpc_registrations`: instances registered now (one per service and registry).
+/// - `rpc_registrations`: instances registered now (one per service and registry);
+/// - `rpc_upgrades_total{result}`: hot upgrades by result (`succeeded`, `failed`,
+///   `refused`) in this process (a process that succeeded exits soon after: its
+///   successor starts again from 0);
+/// - `rpc_upgrade_time_to_ready_seconds`: from the start of the last new process to its
+///   `ready` (absent before the first upgrade that got that far).
 #[derive(Debug)]
 pub(super) struct LifecycleCollector {
     lifecycle: Lifecycle,
@@ -79,6 +84,34 @@ impl Collector for LifecycleCollector {
             "rpc_registrations",
             "Instances registered now (one per provided service and registry).",
             self.lifecycle.registrations().len(),
+        )?;
+
+        let upgrades = self.lifecycle.upgrade_counts();
+        let results = UpgradeResult::ALL.map(|result| result.to_string());
+        counters(
+            &mut encoder,
+            "rpc_upgrades",
+            "Hot upgrades of this process, by result.",
+            UpgradeResult::ALL
+                .iter()
+                .zip(&results)
+                .map(|(result, name)| {
+                    let count = match result {
+                        UpgradeResult::Succeeded => upgrades.succeeded,
+                        UpgradeResult::Failed => upgrades.failed,
+                        UpgradeResult::Refused => upgrades.refused,
+                    };
+                    ([("result", name.as_str())], count)
+                }),
+        )?;
+        gauges(
+            &mut encoder,
+            "rpc_upgrade_time_to_ready",
+            "From the start of the last hot upgrade's new process to its ready.",
+            Some(&SECONDS),
+            upgrades
+                .last_time_to_ready
+                .map(|ready| (super::scrape::NO_LABELS, ready.as_secs_f64())),
         )
     }
 }
@@ -111,6 +144,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("rpc_registrations 0\n"), "{text}");
+        assert!(
+            text.contains("rpc_upgrades_total{result=\"refused\"} 0\n"),
+            "{text}"
+        );
         assert!(
             !text.contains("rpc_shutdown_step_duration_seconds{"),
             "{text}"

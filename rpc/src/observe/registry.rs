@@ -24,15 +24,17 @@ enum Operation {
     Subscribe,
     Unsubscribe,
     Close,
+    Release,
 }
 
 impl Operation {
-    const ALL: [Operation; 5] = [
+    const ALL: [Operation; 6] = [
         Self::Register,
         Self::Unregister,
         Self::Subscribe,
         Self::Unsubscribe,
         Self::Close,
+        Self::Release,
     ];
 
     fn name(self) -> &'static str {
@@ -42,6 +44,7 @@ impl Operation {
             Self::Subscribe => "subscribe",
             Self::Unsubscribe => "unsubscribe",
             Self::Close => "close",
+            Self::Release => "release",
         }
     }
 }
@@ -101,11 +104,17 @@ impl Registry for MeteredRegistry {
         self.counts.note(Operation::Close, &result);
         result
     }
+
+    async fn release(&self, instance: &Instance) -> Result<(), RegistryError> {
+        let result = self.inner.release(instance).await;
+        self.counts.note(Operation::Release, &result);
+        result
+    }
 }
 
 /// Writes `rpc_registry_operations_total{registry,operation,result}` on each scrape:
 /// the operations asked of each registry (`register`, `unregister`, `subscribe`,
-/// `unsubscribe`, `close`) by `result` (`ok`, `error`), `registry` being its name under
+/// `unsubscribe`, `close`, `release`) by `result` (`ok`, `error`), `registry` being its name under
 /// `registries`.
 #[derive(Debug, Default)]
 pub(super) struct RegistryOperations {

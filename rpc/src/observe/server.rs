@@ -73,6 +73,7 @@ mod tests {
     fn export() -> Export {
         let routes = tonic::service::Routes::default();
         Export {
+            listener: None,
             bind: "127.0.0.1:0".parse().unwrap(),
             advertise_host: None,
             options: Default::default(),

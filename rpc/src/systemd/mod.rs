@@ -38,10 +38,14 @@
 //!
 //! # For the hot upgrade
 //!
+//! Every application with a notify socket also tells systemd its hot upgrades (the
+//! upgrade notifier, `upgrade_notifier.rs`, called by the upgrade's sequence):
 //! [`notify_reloading`] (`RELOADING=1` with `MONOTONIC_USEC`, as systemd ≥ 253
 //! requires) when an upgrade starts; [`notify_main_pid_ready`] (`MAINPID=<new>` and
-//! `READY=1` in one datagram) when the new process has taken over; [`notify_ready`]
-//! when an upgrade failed and the old process goes on serving.
+//! `READY=1` in one datagram) when the new process has taken over, before the old one
+//! stops accepting; [`notify_ready`] when an upgrade failed and the old process goes on
+//! serving. With `ExecReload=kill -USR2 $MAINPID`, `systemctl reload` runs the upgrade
+//! and returns when it is decided (see deploy/systemd/ and docs/upgrade.md).
 //!
 //! # Limits
 //!
@@ -50,6 +54,7 @@
 //! send and is logged. systemd itself passes a path (`/run/systemd/notify`).
 
 mod phase_notifier;
+mod upgrade_notifier;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,6 +63,7 @@ use std::time::Duration;
 use sd_notify::NotifyState;
 
 pub(crate) use phase_notifier::{NotifierFinished, notify_phases};
+pub(crate) use upgrade_notifier::UpgradeNotifier;
 
 /// Time the service manager is given beyond the end of the shutdown sequence's own
 /// bound (`graceful_shutdown.timeout`), for the process to print its report and exit:

@@ -77,6 +77,8 @@ pub fn client_config(registry_url: &str) -> Config {
     // window can be short.
     config.graceful_shutdown.internal_signal = false;
     config.graceful_shutdown.offline_request_window_timeout = Duration::from_millis(10);
+    // A client that runs its cases and exits has nothing to tell an operator.
+    config.admin.enabled = false;
     config
 }
 

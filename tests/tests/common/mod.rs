@@ -12,12 +12,14 @@ use rpc::registry::MemoryHub;
 use rpc::{Application, ApplicationBuilder, Config};
 use rpc_testkit::services::{EchoProvider, GreeterProvider};
 
-/// A configuration for tests: loopback, port 0, no signal handlers, quick shutdown, no
-/// default log subscriber (a test that wants logs calls [`logs`]).
+/// A configuration for tests: loopback, port 0 (the admin endpoint's too: tests run
+/// side by side), no signal handlers, quick shutdown, no default log subscriber (a test
+/// that wants logs calls [`logs`]).
 pub fn config(name: &str) -> Config {
     let mut config = Config::default();
     config.application.name = name.to_owned();
     config.graceful_shutdown.internal_signal = false;
+    config.admin.port = 0;
     config.application.logging = false;
     config
 }

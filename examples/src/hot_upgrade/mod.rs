@@ -1,0 +1,361 @@
+//! `hot-upgrade`: replace a provider's binary in place, again and again, under load, and
+//! count every request, connection and stream.
+//!
+//! One provider process (this program's `provider` mode, see `provider.rs`) serves a
+//! greeter. A consumer application sends open-loop unary calls through the shared load
+//! generator; beside it a new connection is dialled every 10 ms and long server streams
+//! are kept open. Meanwhile the provider is upgraded N times by SIGUSR2 (or its admin
+//! endpoint): each new generation inherits the listening socket, registers the same
+//! instance, says ready, and the old one drains and exits. With `--registry` the
+//! consumer finds the provider there, and a watcher notes any moment the instance was
+//! missing. At the end the run reports what failed (nothing, it must be), each
+//! upgrade's report, the socket inode of every generation, the processes left and the
+//! provider's descriptors before and after.
+
+mod generation;
+mod options;
+mod probes;
+mod provider;
+mod summary;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use generation::{Generations, fd_count, listening_inode, processes_of};
+use probes::ProbeCounts;
+use proto::greeter::HelloRequest;
+use proto::greeter::greeter_client::GreeterClient;
+use rpc::{Application, Config, ServiceKey, UpgradeReport};
+use rpc_testkit::load::{self, LoadOptions};
+use tokio::time::Instant;
+
+pub use options::{ChildBehaviour, Options, Trigger};
+pub use provider::run_provider;
+pub use summary::{GenerationRecord, Latency, Summary};
+
+/// The service the provider exports.
+const SERVICE: &str = "helloworld.Greeter";
+
+/// Runs the whole demonstration.
+///
+/// # Errors
+/// When the provider or the consumer cannot start, or an upgrade never resolves.
+pub async fn run(options: Options) -> Result<Summary, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let config_path = dir.path().join("provider.yaml");
+    let behaviour = dir.path().join("behaviour");
+    let pid_file = dir.path().join("provider.pid");
+    std::fs::write(&config_path, provider_config(&options, &pid_file))
+        .map_err(|e| e.to_string())?;
+    std::fs::write(&behaviour, "good").map_err(|e| e.to_string())?;
+
+    let generations =
+        Generations::start(&options.executable, &config_path, &behaviour, pid_file).await?;
+    let addr = generations.addr().to_owned();
+    let port: u16 = addr
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    let first = generations.current().ok_or("no pid file")?;
+    let fds_before = fd_count(first).unwrap_or(0);
+    let mut records = vec![GenerationRecord {
+        pid: first,
+        listening_inode: listening_inode(first, port),
+        exit_code: None,
+    }];
+
+    let (consumer, client) = consumer(&options, &addr).await?;
+    let absence = match &options.registry {
+        Some(url) => Some(probes::watch_registry(url, ServiceKey::new(SERVICE)).await?),
+        None => None,
+    };
+    let counts = Arc::new(ProbeCounts::default());
+    probes::spawn_connector(addr.clone(), options.connect_every, counts.clone());
+    probes::spawn_streams(
+        client.clone(),
+        options.streams,
+        options.stream_length,
+        counts.clone(),
+    );
+
+    let started = Instant::now();
+    let warmup = (options.duration / 6).max(Duration::from_millis(500));
+    let interval = options.duration.saturating_sub(warmup * 2) / options.upgrades.max(1) as u32;
+    let mut driver = None;
+    let record = load::run(
+        LoadOptions::new(options.rate, options.duration),
+        |_| {
+            let mut client = client.clone();
+            async move {
+                let request = HelloRequest {
+                    name: "load".into(),
+                    count: 1,
+                };
+                client
+                    .say_hello(request)
+                    .await
+                    .map(|r| r.into_inner().provider)
+            }
+        },
+        |load| {
+            if options.progress {
+                spawn_progress(load.clone(), counts.clone());
+            }
+            let options = options.clone();
+            let generations = generations.clone();
+            let behaviour = behaviour.clone();
+            driver = Some(tokio::spawn(async move {
+                let mut upgraded = Vec::new();
+                for n in 0..options.upgrades {
+                    tokio::time::sleep_until(started + warmup + interval * n as u32).await;
+                    let bad = n == 0 && options.child != ChildBehaviour::Good;
+                    let kind = if bad {
+                        child_word(options.child)
+                    } else {
+                        "good"
+                    };
+                    let _ = std::fs::write(&behaviour, kind);
+                    load.set_restarting(true);
+                    let outcome = upgrade_once(&options, &generations, port, bad).await;
+                    load.set_restarting(false);
+                    match outcome {
+                        Ok(record) => upgraded.extend(record),
+                        Err(error) => {
+                            eprintln!("hot-upgrade: {error}");
+                            break;
+                        }
+                    }
+                }
+                upgraded
+            }));
+        },
+    )
+    .await;
+    let upgraded = match driver {
+        Some(driver) => driver.await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    records.extend(upgraded);
+
+    // Let the streams in progress finish, then stop every probe and the consumer.
+    counts.stop.store(true, Ordering::Relaxed);
+    tokio::time::sleep(options.stream_length + Duration::from_millis(300)).await;
+    consumer.before_shutdown().await;
+    let last = generations.current().unwrap_or(first);
+    let fds_after = settle_fds(last, fds_before).await;
+    let marker = config_path.to_string_lossy().into_owned();
+    // Wait (bounded) for the last old generation to be gone and reaped.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes_of(&marker).len() > 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let at_end = processes_of(&marker);
+    // Read before the last generation is stopped: its shutdown unregisters, as it must.
+    let registry_absent_ms = absence.map_or(0.0, |a| a.lock().total_now().as_secs_f64() * 1e3);
+    let exits = generations.exits();
+    for record in &mut records {
+        record.exit_code = exits.get(&record.pid).copied();
+    }
+    let stopped = generations.stop().await;
+    if let Some(record) = records.last_mut() {
+        record.exit_code = stopped;
+    }
+
+    let details = upgrade_reports(&generations.lines());
+    let mut samples = record.failure_samples.clone();
+    samples.extend(counts.samples.lock().iter().cloned());
+    Ok(Summary {
+        sent: record.sent,
+        succeeded: record.succeeded,
+        failed: record.failed(),
+        failed_by_code: record.failed_by_code.clone(),
+        failure_samples: samples,
+        connections_attempted: counts.connections_attempted.load(Ordering::Relaxed),
+        connections_refused: counts.connections_refused.load(Ordering::Relaxed),
+        connection_calls_failed: counts.connection_calls_failed.load(Ordering::Relaxed),
+        streams_opened: counts.streams_opened.load(Ordering::Relaxed),
+        streams_cut: counts.streams_cut.load(Ordering::Relaxed),
+        upgrades: details.iter().filter(|r| r.succeeded()).count(),
+        upgrades_failed: details.iter().filter(|r| !r.succeeded()).count(),
+        upgrades_planned: options.upgrades,
+        upgrade_details: details,
+        registry_absent_ms,
+        registry: options.registry.clone(),
+        trigger: options.trigger,
+        child: options.child,
+        fds_before,
+        fds_after,
+        generations: records,
+        processes_at_end: at_end.len(),
+        zombies: at_end.iter().filter(|(_, state)| *state == 'Z').count(),
+        latency_steady_ms: Latency::of(&record.steady),
+        latency_during_upgrades_ms: Latency::of(&record.during_restart),
+        elapsed_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The provider's configuration file.
+fn provider_config(options: &Options, pid_file: &std::path::Path) -> String {
+    let registry = options.registry.as_deref().unwrap_or("memory://");
+    format!(
+        "application: {{ name: hot-upgrade-provider, logging: false }}\n\
+         registries: {{ main: {{ url: \"{registry}\" }} }}\n\
+         protocol: {{ host: 127.0.0.1, port: 0 }}\n\
+         provider: {{ services: {{ {SERVICE}: {{}} }} }}\n\
+         graceful_shutdown: {{ timeout: 20s, step_timeout: 3s, internal_signal: true }}\n\
+         upgrade: {{ ready_timeout: {}ms, pid_file: \"{}\" }}\n",
+        options.ready_timeout.as_millis(),
+        pid_file.display()
+    )
+}
+
+/// The consumer application and its client: through the registry, or straight to the
+/// provider's address.
+async fn consumer(
+    options: &Options,
+    addr: &str,
+) -> Result<(Application, GreeterClient<rpc::ReferenceChannel>), String> {
+    let mut config = Config::default();
+    config.application.name = "hot-upgrade-consumer".into();
+    config.application.logging = false;
+    config.graceful_shutdown.internal_signal = false;
+    let url = match &options.registry {
+        Some(url) => url.clone(),
+        None => format!("static://{addr}"),
+    };
+    config.registries = [("main".to_owned(), rpc::config::RegistryConfig { url })].into();
+    let mut builder = Application::builder(config);
+    let client = GreeterClient::new(builder.reference(SERVICE));
+    let app = builder
+        .start()
+        .await
+        .map_err(|e| format!("consumer: {e}"))?;
+    Ok((app, client))
+}
+
+fn child_word(child: ChildBehaviour) -> &'static str {
+    match child {
+        ChildBehaviour::Good => "good",
+        ChildBehaviour::Fail => "fail",
+        ChildBehaviour::Hang => "hang",
+    }
+}
+
+/// Triggers one upgrade and waits until it is decided (and, when it succeeded, until
+/// the old generation has exited): the new generation's record, if any.
+async fn upgrade_once(
+    options: &Options,
+    generations: &Generations,
+    port: u16,
+    bad: bool,
+) -> Result<Option<GenerationRecord>, String> {
+    let old = generations.current().ok_or("no pid file")?;
+    let failed_before = failed_upgrades(&generations.lines());
+    trigger(options, old).await?;
+    let decided = options.ready_timeout + Duration::from_secs(10);
+    if bad {
+        let deadline = Instant::now() + decided;
+        while failed_upgrades(&generations.lines()) == failed_before {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the failed upgrade was not reported within {decided:?}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        return Ok(None);
+    }
+    let new = generations.wait_for_pid_change(old, decided).await?;
+    let record = GenerationRecord {
+        pid: new,
+        listening_inode: listening_inode(new, port),
+        exit_code: None,
+    };
+    if generations
+        .wait_exit(old, Duration::from_secs(30))
+        .await
+        .is_none()
+    {
+        return Err(format!(
+            "generation {old} did not exit within 30 s after handing over"
+        ));
+    }
+    Ok(Some(record))
+}
+
+/// Starts one upgrade of process `pid`.
+async fn trigger(options: &Options, pid: i32) -> Result<(), String> {
+    match options.trigger {
+        Trigger::Signal => nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGUSR2,
+        )
+        .map_err(|e| format!("SIGUSR2 to {pid}: {e}")),
+        Trigger::Admin => Err("the admin trigger needs the admin endpoint".to_owned()),
+    }
+}
+
+/// The upgrade reports the generations printed, without repeats.
+fn upgrade_reports(lines: &[String]) -> Vec<UpgradeReport> {
+    let mut reports: Vec<UpgradeReport> = Vec::new();
+    for json in lines.iter().filter_map(|l| l.strip_prefix("upgrade ")) {
+        if let Ok(report) = serde_json::from_str::<UpgradeReport>(json)
+            && !reports.contains(&report)
+        {
+            reports.push(report);
+        }
+    }
+    reports
+}
+
+fn failed_upgrades(lines: &[String]) -> usize {
+    upgrade_reports(lines)
+        .iter()
+        .filter(|r| !r.succeeded())
+        .count()
+}
+
+/// Waits (bounded) until `pid` has `target` descriptors again (its clients' connections
+/// closing); the count then.
+async fn settle_fds(pid: i32, target: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let count = fd_count(pid).unwrap_or(0);
+        if count <= target || Instant::now() > deadline {
+            return count;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn spawn_progress(load: load::Load, counts: Arc<ProbeCounts>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            if load.finished() {
+                return;
+            }
+            let (elapsed, sent, ok, failed, p99) = load.with_record(|r| {
+                let second = r.seconds.len().saturating_sub(2);
+                (
+                    r.started.elapsed().as_secs(),
+                    r.sent,
+                    r.succeeded,
+                    r.failed(),
+                    r.p99_ms(second),
+                )
+            });
+            eprintln!(
+                "[{elapsed:>3}s] sent {sent:>7} ok {ok:>7} failed {failed:>4} | connections {} refused {} | streams {} cut {} | p99 {p99:.1} ms",
+                counts.connections_attempted.load(Ordering::Relaxed),
+                counts.connections_refused.load(Ordering::Relaxed),
+                counts.streams_opened.load(Ordering::Relaxed),
+                counts.streams_cut.load(Ordering::Relaxed),
+            );
+        }
+    });
+}

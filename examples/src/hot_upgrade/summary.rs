@@ -1,0 +1,252 @@
+//! What a `hot-upgrade` run found: the numbers, the table a person reads and the JSON a
+//! machine reads.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use rpc::UpgradeReport;
+use serde::Serialize;
+
+use super::options::{ChildBehaviour, Trigger};
+
+/// Latency percentiles, in milliseconds.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest.
+    pub max: f64,
+    /// Requests measured.
+    pub count: u64,
+}
+
+impl Latency {
+    /// The percentiles of `histogram` (microseconds).
+    pub fn of(histogram: &Histogram<u64>) -> Self {
+        let ms = |micros: u64| micros as f64 / 1000.0;
+        if histogram.is_empty() {
+            return Self::default();
+        }
+        Self {
+            p50: ms(histogram.value_at_quantile(0.50)),
+            p99: ms(histogram.value_at_quantile(0.99)),
+            max: ms(histogram.max()),
+            count: histogram.len(),
+        }
+    }
+}
+
+/// One generation of the provider, seen from outside.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GenerationRecord {
+    /// Its pid.
+    pub pid: i32,
+    /// The inode of the listening socket it holds.
+    pub listening_inode: Option<u64>,
+    /// Its exit code once it exited (0 after a clean hand-over).
+    pub exit_code: Option<i32>,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    /// Unary requests due.
+    pub sent: u64,
+    /// Succeeded.
+    pub succeeded: u64,
+    /// Failed, all codes.
+    pub failed: u64,
+    /// Failed, by gRPC code.
+    pub failed_by_code: BTreeMap<String, u64>,
+    /// Samples of failures (unary, connections, streams).
+    pub failure_samples: Vec<String>,
+    /// New connections dialled.
+    pub connections_attempted: u64,
+    /// New connections refused.
+    pub connections_refused: u64,
+    /// Calls on new connections that failed.
+    pub connection_calls_failed: u64,
+    /// Server streams opened.
+    pub streams_opened: u64,
+    /// Server streams cut.
+    pub streams_cut: u64,
+    /// Upgrades that succeeded.
+    pub upgrades: usize,
+    /// Upgrades triggered.
+    pub upgrades_planned: usize,
+    /// Upgrades that failed (expected with `--child fail|hang`).
+    pub upgrades_failed: usize,
+    /// Each upgrade's report, in order (the final one of each handed-over generation).
+    pub upgrade_details: Vec<UpgradeReport>,
+    /// Milliseconds the instance was missing from the registry (0 without one).
+    pub registry_absent_ms: f64,
+    /// The registry, if any.
+    pub registry: Option<String>,
+    /// How upgrades were triggered.
+    pub trigger: Trigger,
+    /// How the first new binary behaved.
+    pub child: ChildBehaviour,
+    /// Descriptors of the first generation before any client connected.
+    pub fds_before: usize,
+    /// Descriptors of the last generation once every client left.
+    pub fds_after: usize,
+    /// Every generation, in order.
+    pub generations: Vec<GenerationRecord>,
+    /// Provider processes alive at the end (before the last was stopped).
+    pub processes_at_end: usize,
+    /// Zombies among them.
+    pub zombies: usize,
+    /// Unary latency outside upgrades.
+    pub latency_steady_ms: Latency,
+    /// Unary latency from each trigger to the old process's exit.
+    pub latency_during_upgrades_ms: Latency,
+    /// Wall time of the run, seconds.
+    pub elapsed_s: f64,
+}
+
+impl Summary {
+    /// The p99 during upgrades the issue allows: max(3 × steady p99, steady p99 + 50 ms).
+    pub fn p99_bound_ms(&self) -> f64 {
+        let steady = self.latency_steady_ms.p99;
+        (3.0 * steady).max(steady + 50.0)
+    }
+
+    /// Whether every socket inode is the first generation's.
+    pub fn same_socket(&self) -> bool {
+        let first = self.generations.first().and_then(|g| g.listening_inode);
+        first.is_some() && self.generations.iter().all(|g| g.listening_inode == first)
+    }
+
+    /// Every acceptance criterion of the run.
+    pub fn lossless(&self) -> bool {
+        let expected_failures = usize::from(self.child != ChildBehaviour::Good);
+        self.failed == 0
+            && self.connections_refused == 0
+            && self.connection_calls_failed == 0
+            && self.streams_cut == 0
+            && self.upgrades_failed == expected_failures
+            && self.upgrades + self.upgrades_failed == self.upgrades_planned
+            && self.latency_during_upgrades_ms.p99 <= self.p99_bound_ms()
+            && self.same_socket()
+            && self.processes_at_end == 1
+            && self.zombies == 0
+            && self.fds_after == self.fds_before
+            && self.registry_absent_ms == 0.0
+    }
+
+    /// The table printed at the end of a run.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let yes = |ok: bool| if ok { "yes" } else { "NO" };
+        let _ = writeln!(
+            out,
+            "hot-upgrade: {} upgrades by {:?}, child {:?}, registry {}",
+            self.upgrades_planned,
+            self.trigger,
+            self.child,
+            self.registry.as_deref().unwrap_or("none (direct address)")
+        );
+        let _ = writeln!(out, "| measure | value |");
+        let _ = writeln!(out, "|---|---|");
+        let rows: Vec<(&str, String)> = vec![
+            (
+                "requests sent / ok / failed",
+                format!("{} / {} / {}", self.sent, self.succeeded, self.failed),
+            ),
+            ("failed by code", format!("{:?}", self.failed_by_code)),
+            (
+                "new connections / refused / failed calls",
+                format!(
+                    "{} / {} / {}",
+                    self.connections_attempted,
+                    self.connections_refused,
+                    self.connection_calls_failed
+                ),
+            ),
+            (
+                "server streams opened / cut",
+                format!("{} / {}", self.streams_opened, self.streams_cut),
+            ),
+            (
+                "upgrades succeeded / failed / planned",
+                format!(
+                    "{} / {} / {}",
+                    self.upgrades, self.upgrades_failed, self.upgrades_planned
+                ),
+            ),
+            (
+                "p50 / p99 steady (ms)",
+                format!(
+                    "{:.2} / {:.2}",
+                    self.latency_steady_ms.p50, self.latency_steady_ms.p99
+                ),
+            ),
+            (
+                "p50 / p99 during upgrades (ms)",
+                format!(
+                    "{:.2} / {:.2} (bound {:.1})",
+                    self.latency_during_upgrades_ms.p50,
+                    self.latency_during_upgrades_ms.p99,
+                    self.p99_bound_ms()
+                ),
+            ),
+            (
+                "same listening socket (inode) in every generation",
+                format!(
+                    "{} ({:?})",
+                    yes(self.same_socket()),
+                    self.generations.first().and_then(|g| g.listening_inode)
+                ),
+            ),
+            (
+                "generations (pid: exit code)",
+                self.generations
+                    .iter()
+                    .map(|g| {
+                        format!(
+                            "{}: {}",
+                            g.pid,
+                            g.exit_code.map_or("serving".to_owned(), |c| c.to_string())
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            (
+                "provider processes at the end / zombies",
+                format!("{} / {}", self.processes_at_end, self.zombies),
+            ),
+            (
+                "provider fds before / after",
+                format!("{} / {}", self.fds_before, self.fds_after),
+            ),
+            (
+                "instance missing from the registry (ms)",
+                format!("{:.0}", self.registry_absent_ms),
+            ),
+            ("lossless", yes(self.lossless()).to_owned()),
+        ];
+        for (name, value) in rows {
+            let _ = writeln!(out, "| {name} | {value} |");
+        }
+        for (n, report) in self.upgrade_details.iter().enumerate() {
+            let _ = writeln!(out, "upgrade {}: {report}", n + 1);
+        }
+        for sample in &self.failure_samples {
+            let _ = writeln!(out, "failure: {sample}");
+        }
+        out
+    }
+
+    /// Writes the JSON to `path`.
+    ///
+    /// # Errors
+    /// The file system's error.
+    pub fn write_json(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let json = serde_json::to_string_pretty(self).map_err(std::io::Error::other)?;
+        std::fs::write(path, json)
+    }
+}

@@ -1,0 +1,115 @@
+//! `hot-upgrade` runs, short and bounded: without a registry (with the failure paths),
+//! and through etcd, ZooKeeper and Nacos (`RPC_TEST_*_URL`, as the other registry tests;
+//! SKIPPED without them unless `RPC_TEST_REQUIRE_REGISTRIES=1`).
+
+use std::time::Duration;
+
+use rpc_examples::hot_upgrade::{self, ChildBehaviour, Options, Summary};
+
+fn short() -> Options {
+    Options {
+        rate: 300,
+        duration: Duration::from_secs(6),
+        upgrades: 2,
+        streams: 4,
+        ..Options::new(env!("CARGO_BIN_EXE_hot-upgrade").into())
+    }
+}
+
+fn assert_lossless(summary: &Summary) {
+    print!("{}", summary.table());
+    assert_eq!(summary.failed, 0, "{:?}", summary.failure_samples);
+    assert_eq!(summary.connections_refused, 0);
+    assert_eq!(summary.connection_calls_failed, 0);
+    assert_eq!(summary.streams_cut, 0, "{:?}", summary.failure_samples);
+    assert!(summary.same_socket(), "{:?}", summary.generations);
+    assert_eq!((summary.processes_at_end, summary.zombies), (1, 0));
+    assert_eq!(summary.fds_after, summary.fds_before);
+    assert_eq!(summary.registry_absent_ms, 0.0);
+    for generation in &summary.generations {
+        assert_eq!(generation.exit_code, Some(0), "{generation:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_upgrades_lose_nothing_and_leave_one_process() {
+    let summary = hot_upgrade::run(short()).await.expect("the run starts");
+    assert_lossless(&summary);
+    assert_eq!(summary.upgrades, 2);
+    assert_eq!(summary.generations.len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_binary_that_fails_is_reported_within_a_second_and_the_next_upgrade_succeeds() {
+    let options = Options {
+        child: ChildBehaviour::Fail,
+        ..short()
+    };
+    let summary = hot_upgrade::run(options).await.expect("the run starts");
+    assert_lossless(&summary);
+    assert_eq!((summary.upgrades_failed, summary.upgrades), (1, 1));
+    let failed = &summary.upgrade_details[0];
+    assert!(!failed.succeeded());
+    assert!(failed.total < Duration::from_secs(1), "{failed}");
+    assert!(
+        failed
+            .reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("this build is broken"),
+        "the new process's own stderr: {failed}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_binary_that_hangs_is_killed_at_the_ready_timeout() {
+    let options = Options {
+        child: ChildBehaviour::Hang,
+        ready_timeout: Duration::from_secs(2),
+        ..short()
+    };
+    let summary = hot_upgrade::run(options).await.expect("the run starts");
+    assert_lossless(&summary);
+    assert_eq!((summary.upgrades_failed, summary.upgrades), (1, 1));
+    let wait = summary.upgrade_details[0]
+        .step(rpc::core::lifecycle::UpgradeStep::WaitReady)
+        .expect("it waited")
+        .duration;
+    assert!(
+        wait.abs_diff(Duration::from_secs(2)) <= Duration::from_millis(500),
+        "{wait:?}"
+    );
+}
+
+async fn through(var: &str) {
+    let Ok(url) = std::env::var(var) else {
+        assert!(
+            std::env::var_os("RPC_TEST_REQUIRE_REGISTRIES").is_none(),
+            "{var} is not set but RPC_TEST_REQUIRE_REGISTRIES is"
+        );
+        println!("SKIPPED: {var} is not set (scripts/test.sh starts the registries)");
+        return;
+    };
+    let options = Options {
+        registry: Some(url),
+        ..short()
+    };
+    let summary = hot_upgrade::run(options).await.expect("the run starts");
+    assert_lossless(&summary);
+    assert_eq!(summary.upgrades, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrades_through_etcd_keep_the_instance_registered() {
+    through("RPC_TEST_ETCD_URL").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrades_through_zookeeper_keep_the_instance_registered() {
+    through("RPC_TEST_ZOOKEEPER_URL").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrades_through_nacos_keep_the_instance_registered() {
+    through("RPC_TEST_NACOS_URL").await;
+}

@@ -1,0 +1,38 @@
+//! The `upgrade` configuration section.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Settings of the hot upgrade (a new binary on the same socket), as the `upgrade`
+/// section of the configuration spells them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpgradeConfig {
+    /// The binary to start. Default: the path of this process's executable, read at
+    /// start-up, so that installing a new build over that file and triggering runs the
+    /// new build (see `process::Program::current`). Set it when deploys switch a
+    /// symbolic link.
+    pub binary: Option<PathBuf>,
+    /// Bound on the new binary's configuration check, and on its start until it reports
+    /// ready (it registers first, so include the registry connection, `consumer.check`
+    /// and readiness gates). Default 30 s; any value is allowed.
+    #[serde(with = "humantime_serde", alias = "ready-timeout")]
+    pub ready_timeout: Duration,
+    /// A file each process writes its pid to, atomically (a new file renamed over the
+    /// old), once it is ready: for a service manager's `PIDFile=` or a script. Default
+    /// none.
+    #[serde(alias = "pid-file")]
+    pub pid_file: Option<PathBuf>,
+}
+
+impl Default for UpgradeConfig {
+    fn default() -> Self {
+        Self {
+            binary: None,
+            ready_timeout: Duration::from_secs(30),
+            pid_file: None,
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! `GET /status`: the application as JSON — phase and its history, the probes,
+//! registrations registry by registry, each reference with its instances, in-flight
+//! counters and the shutdown's steps. Everything is read through the lifecycle's and
+//! the cluster's public API; this file only shapes it for people and for the page.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use rpc_cluster::{Availability, ClusterChannel, ClusterKind, Invoker, LoadBalanceKind};
+use rpc_core::Lifecycle;
+use rpc_core::lifecycle::Registration;
+use rpc_core::lifecycle::{Probe, ProbeAnswer};
+use rpc_core::lifecycle::{ShutdownReport, Step, StepOutcome};
+use serde::Serialize;
+use tokio::time::Instant;
+
+use super::answer;
+use super::state::AdminState;
+
+/// The whole answer of `GET /status`. Durations are milliseconds.
+#[derive(Serialize)]
+pub(crate) struct Status {
+    application: String,
+    phase: String,
+    /// How long the application has been in `phase`.
+    phase_ms: u64,
+    /// Every phase entered, with when, counted from the first.
+    phases: Vec<PhaseEntry>,
+    probes: Probes,
+    /// Provided services that are manually offline.
+    offline: Vec<String>,
+    /// The providers' listeners.
+    listeners: Vec<String>,
+    in_flight: InFlight,
+    /// Registrations, registry by registry.
+    registries: Vec<RegistryView>,
+    references: Vec<ReferenceView>,
+    shutdown: ShutdownView,
+}
+
+/// The shutdown sequence: its steps so far, each with its duration and outcome, while
+/// it runs — the admin endpoint closes in step 6, so this is what it shows of a
+/// shutdown — and the report of one that finished, for an endpoint that outlives its
+/// sequence (a listener handed over by a hot upgrade).
+#[derive(Serialize)]
+struct ShutdownView {
+    steps: Vec<StepView>,
+    /// The finished shutdown's report as one line (as the shutdown logs it).
+    report: Option<String>,
+    /// What the report implies: 0 clean, 1 forced, 130 / 143 interrupted.
+    exit_code: Option<i32>,
+}
+
+#[derive(Serialize)]
+struct StepView {
+    step: Step,
+    duration_ms: f64,
+    outcome: StepOutcome,
+}
+
+#[derive(Serialize)]
+struct PhaseEntry {
+    phase: String,
+    at_ms: u64,
+}
+
+/// The three probes' answers, in the order they matter at start-up.
+#[derive(Serialize)]
+struct Probes {
+    live: ProbeView,
+    startup: ProbeView,
+    ready: ProbeView,
+}
+
+#[derive(Serialize)]
+struct ProbeView {
+    passed: bool,
+    reason: String,
+}
+
+#[derive(Serialize)]
+struct InFlight {
+    /// Requests this application's providers are serving.
+    inbound: usize,
+    /// Calls this application's references have in flight.
+    outbound: usize,
+}
+
+#[derive(Serialize)]
+struct RegistryView {
+    registry: String,
+    registrations: Vec<RegistrationView>,
+}
+
+#[derive(Serialize)]
+struct RegistrationView {
+    service: String,
+    instance: String,
+    address: String,
+    weight: u32,
+    /// `registered`, or `offline` while withdrawn by a manual offline.
+    state: &'static str,
+}
+
+#[derive(Serialize)]
+struct ReferenceView {
+    service: String,
+    cluster: ClusterKind,
+    loadbalance: LoadBalanceKind,
+    /// Calls made through the reference, and what the cluster did about failures.
+    calls: u64,
+    retries: u64,
+    reroutes: u64,
+    ejections: u64,
+    instances: Vec<InstanceView>,
+}
+
+#[derive(Serialize)]
+struct InstanceView {
+    id: String,
+    address: String,
+    weight: u32,
+    /// `healthy`, `ejected` (by the blacklist) or `closing` (it said it is leaving).
+    state: &'static str,
+    in_flight: usize,
+    /// The peak-EWMA latency estimate P2C weighs.
+    latency_ms: f64,
+    /// Attempts sent to it, and how many failed.
+    dispatched: u64,
+    failures: u64,
+}
+
+/// `GET /status`.
+pub(crate) async fn status(State(state): State<AdminState>) -> Response {
+    answer::json(StatusCode::OK, &Status::of(&state))
+}
+
+impl Status {
+    /// The status of the application `state` shows, now.
+    pub(crate) fn of(state: &AdminState) -> Self {
+        let lifecycle = &state.lifecycle;
+        let (phases, phase_ms) = phases(lifecycle);
+        Self {
+            application: lifecycle.name().to_owned(),
+            phase: lifecycle.phase().to_string(),
+            phase_ms,
+            phases,
+            probes: Probes {
+                live: lifecycle.probe(Probe::Live).into(),
+                startup: lifecycle.probe(Probe::Startup).into(),
+                ready: lifecycle.probe(Probe::Ready).into(),
+            },
+            offline: lifecycle
+                .offline_services()
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+            listeners: lifecycle
+                .servers()
+                .iter()
+                .map(|server| server.local_addr().to_string())
+                .collect(),
+            in_flight: InFlight {
+                inbound: lifecycle.inbound().current(),
+                outbound: lifecycle.outbound().current(),
+            },
+            registries: registries(lifecycle.registrations_by_registry()),
+            references: state.references.iter().map(ReferenceView::of).collect(),
+            shutdown: ShutdownView::of(lifecycle),
+        }
+    }
+}
+
+/// The phase history counted from its first entry, and the time in the current phase.
+fn phases(lifecycle: &Lifecycle) -> (Vec<PhaseEntry>, u64) {
+    let history = lifecycle.phase_history();
+    let Some((_, first)) = history.first().copied() else {
+        return (Vec::new(), 0);
+    };
+    let current = history.last().map_or(0, |(_, at)| ms(at.elapsed()));
+    let entries = history
+        .into_iter()
+        .map(|(phase, at)| PhaseEntry {
+            phase: phase.to_string(),
+            at_ms: ms(at - first),
+        })
+        .collect();
+    (entries, current)
+}
+
+fn registries(registrations: Vec<Registration>) -> Vec<RegistryView> {
+    let mut by_registry: BTreeMap<String, Vec<RegistrationView>> = BTreeMap::new();
+    for registration in registrations {
+        let instance = &registration.instance;
+        by_registry
+            .entry(registration.registry.clone())
+            .or_default()
+            .push(RegistrationView {
+                service: instance.service.to_string(),
+                instance: instance.id.to_string(),
+                address: instance.authority(),
+                weight: instance.weight,
+                state: if registration.online {
+                    "registered"
+                } else {
+                    "offline"
+                },
+            });
+    }
+    by_registry
+        .into_iter()
+        .map(|(registry, registrations)| RegistryView {
+            registry,
+            registrations,
+        })
+        .collect()
+}
+
+impl ShutdownView {
+    fn of(lifecycle: &Lifecycle) -> Self {
+        let report = lifecycle.shutdown_report();
+        Self {
+            steps: lifecycle
+                .shutdown_steps()
+                .into_iter()
+                .map(|step| StepView {
+                    step: step.step,
+                    duration_ms: step.duration.as_secs_f64() * 1e3,
+                    outcome: step.outcome,
+                })
+                .collect(),
+            exit_code: report.as_ref().map(ShutdownReport::exit_code),
+            report: report.map(|report| report.to_string()),
+        }
+    }
+}
+
+impl ReferenceView {
+    fn of(channel: &ClusterChannel) -> Self {
+        let counts = channel.stats();
+        let config = channel.config();
+        let now = Instant::now();
+        Self {
+            service: channel.directory().service().to_string(),
+            cluster: config.cluster,
+            loadbalance: config.loadbalance,
+            calls: counts.calls,
+            retries: counts.retries,
+            reroutes: counts.reroutes,
+            ejections: counts.blacklist.ejections,
+            instances: channel
+                .directory()
+                .list()
+                .invokers()
+                .iter()
+                .map(|invoker| InstanceView::of(invoker, now))
+                .collect(),
+        }
+    }
+}
+
+impl InstanceView {
+    fn of(invoker: &Invoker, now: Instant) -> Self {
+        let stats = invoker.stats();
+        Self {
+            id: invoker.id().to_string(),
+            address: invoker.authority().to_owned(),
+            weight: invoker.weight(),
+            state: instance_state(invoker, now),
+            in_flight: invoker.active(),
+            latency_ms: invoker.latency_estimate(now).as_secs_f64() * 1e3,
+            dispatched: stats.dispatched,
+            failures: stats.failures,
+        }
+    }
+}
+
+/// What the cluster thinks of an instance: `closing` once it said it is leaving,
+/// `ejected` while the blacklist keeps it out (or it awaits its probe), else `healthy`.
+fn instance_state(invoker: &Invoker, now: Instant) -> &'static str {
+    if invoker.is_closing(now) {
+        return "closing";
+    }
+    match invoker.availability(now) {
+        Availability::Ready => "healthy",
+        Availability::Probe | Availability::Unavailable { .. } => "ejected",
+    }
+}
+
+impl From<ProbeAnswer> for ProbeView {
+    fn from(answer: ProbeAnswer) -> Self {
+        Self {
+            passed: answer.passed,
+            reason: answer.reason,
+        }
+    }
+}
+
+fn ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}

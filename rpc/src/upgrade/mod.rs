@@ -1,0 +1,149 @@
+//! The hot upgrade in an application: replace the binary of a running instance without
+//! giving up its address, its registrations, or a single request (docs/upgrade.md).
+//!
+//! SIGUSR2 (with `graceful_shutdown.internal_signal`, the default), or
+//! [`Application::upgrade`](crate::Application::upgrade), runs the upgrade's sequence
+//! (`rpc_core::lifecycle`'s `Lifecycle::upgrade`): the new binary checks its
+//! configuration, starts with this process's listening sockets, registers the same
+//! instances and reports ready; only then does this process stop accepting, drain and
+//! exit, leaving the registrations to the new one.
+//!
+//! What [`ApplicationBuilder::start`](crate::ApplicationBuilder::start) does for it,
+//! depending on how the process was started (`rpc_core::process::Role`):
+//! - **plain**: serves as usual, on an inherited socket if systemd passed one (socket
+//!   activation: `LISTEN_FDS`), and makes upgrades possible;
+//! - **check** (`RPC_UPGRADE=check`): checks what the configuration and the code can
+//!   tell without starting anything, and fails with [`ApplicationError::Checked`], which
+//!   [`ApplicationError::exit_code`] maps to 0 — so `main` exits 0, or with the error;
+//! - **successor**: serves on the inherited sockets, registers its predecessor's
+//!   instances under their ids, then tells the predecessor it is ready; upgrades are
+//!   refused until the predecessor has exited.
+//!
+//! Every process writes `upgrade.pid_file` (when set) once it serves.
+
+mod pid_file;
+
+use std::sync::Arc;
+
+use rpc_core::Lifecycle;
+use rpc_core::lifecycle::{Export, UpgradeConfig};
+use rpc_core::process::predecessor::Predecessor;
+use rpc_core::process::successor::ProcessSpawner;
+use rpc_core::process::{Program, Role};
+use rpc_core::transport::{GRPC_LISTENER, InheritedListeners};
+
+use crate::application::ApplicationError;
+use crate::systemd::UpgradeNotifier;
+
+/// What start-up needs of the upgrade machinery, read when the builder is made.
+#[derive(Debug)]
+pub(crate) struct UpgradeStart {
+    role: Role,
+    /// This process's own program, read at start-up (see [`Program::current`]).
+    program: Option<Program>,
+}
+
+impl UpgradeStart {
+    /// Reads this process's role and program.
+    pub(crate) fn read() -> Self {
+        let program = Program::current()
+            .inspect_err(|error| tracing::warn!(%error, "cannot read this process's executable path; upgrades need upgrade.binary"))
+            .ok();
+        Self {
+            role: Role::current(),
+            program,
+        }
+    }
+
+    /// Whether this process only checks its configuration.
+    pub(crate) fn is_check(&self) -> bool {
+        self.role == Role::Check
+    }
+
+    /// The hand-over from the predecessor, when this process is a successor.
+    ///
+    /// # Errors
+    /// [`ApplicationError::Upgrade`] when it is a successor without a usable hand-over.
+    pub(crate) fn predecessor(&self) -> Result<Option<Predecessor>, ApplicationError> {
+        if self.role != Role::Successor {
+            return Ok(None);
+        }
+        Predecessor::from_env()
+            .map_err(|error| ApplicationError::Upgrade(format!("hand-over: {error}")))
+    }
+
+    /// Makes upgrades of `lifecycle` possible, starting `config.binary` or this
+    /// process's own program with the same arguments.
+    pub(crate) fn configure(&self, lifecycle: &Lifecycle, config: &UpgradeConfig) {
+        let program = match (&config.binary, &self.program) {
+            (Some(binary), program) => Program {
+                binary: binary.clone(),
+                args: program.as_ref().map(|p| p.args.clone()).unwrap_or_default(),
+            },
+            (None, Some(program)) => program.clone(),
+            (None, None) => return,
+        };
+        lifecycle.configure_upgrade(
+            config.clone(),
+            Arc::new(ProcessSpawner::new(program)),
+            Some(Arc::new(UpgradeNotifier)),
+        );
+    }
+}
+
+/// Serves `export` on an inherited listening socket when this process has one (socket
+/// activation, or a successor), and registers its services under the predecessor's
+/// instance ids.
+pub(crate) fn inherit(export: &mut Export, predecessor: Option<&Predecessor>) {
+    if let Some(listener) = InheritedListeners::global().take(GRPC_LISTENER) {
+        if let Ok(addr) = listener.local_addr()
+            && addr != export.bind
+            && export.bind.port() != 0
+        {
+            tracing::warn!(configured = %export.bind, inherited = %addr, "serving on the inherited socket, not on the configured address");
+        }
+        export.listener = Some(listener);
+    }
+    let Some(predecessor) = predecessor else {
+        return;
+    };
+    for service in &mut export.services {
+        if let Some(instance) = predecessor
+            .instances()
+            .iter()
+            .find(|instance| instance.service == service.key)
+        {
+            service.instance_id = Some(instance.id.clone());
+        }
+    }
+}
+
+/// Once `lifecycle` serves: writes the pid file, and as a successor tells the
+/// predecessor it is ready (upgrades are refused until the predecessor has exited).
+///
+/// A predecessor that cannot be told is gone (it died: one that gives up on this
+/// process kills it first). This process then serves on, alone: withdrawing its
+/// registrations would remove the very instances it serves.
+pub(crate) async fn serving(
+    lifecycle: &Lifecycle,
+    config: &UpgradeConfig,
+    predecessor: Option<Predecessor>,
+) {
+    if let Some(path) = &config.pid_file
+        && let Err(error) = pid_file::write(path)
+    {
+        tracing::warn!(path = %path.display(), %error, "cannot write the pid file");
+    }
+    let Some(predecessor) = predecessor else {
+        return;
+    };
+    match predecessor.announce_ready().await {
+        Ok(alive) => {
+            tracing::info!(app = %lifecycle.name(), "ready; the previous generation hands over");
+            lifecycle.predecessor_alive(alive.gone());
+        }
+        Err(error) => {
+            tracing::warn!(app = %lifecycle.name(), %error, "the previous generation is gone before it heard this one is ready; serving on");
+        }
+    }
+}
