@@ -19,6 +19,7 @@
 mod call_bounds;
 mod channel;
 mod connection;
+mod counts;
 mod error;
 mod inherit;
 mod message_size_status;
@@ -28,6 +29,7 @@ mod socket;
 
 pub use call_bounds::CUT_AT_SHUTDOWN;
 pub use channel::{ChannelOptions, connect_lazy};
+pub use counts::{ConnectionCounts, ServerShutdown};
 pub use error::TransportError;
 pub use inherit::{ADMIN_LISTENER, GRPC_LISTENER, InheritedListeners, LISTEN_FDS_START, ListenFds};
-pub use server::{CUT_LEAD, ConnectionCounts, Server, ServerHandle, ServerOptions, ServerShutdown};
+pub use server::{CUT_LEAD, Server, ServerHandle, ServerOptions};

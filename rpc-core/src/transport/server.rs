@@ -21,6 +21,7 @@ use tower::Service;
 
 use super::TransportError;
 use super::connection::{self, ConnectionSignals};
+use super::counts::{ConnectionCounts, ServerShutdown};
 use crate::registry::BoxError;
 
 /// How long before a shutdown's bound the calls still open are ended with a status:
@@ -222,48 +223,6 @@ struct Shared {
 #[derive(Clone, Debug)]
 pub struct ServerHandle {
     shared: Arc<Shared>,
-}
-
-/// What happened to the connections of a server from the start of its close (the first
-/// of [`ServerHandle::goaway_plain_clients_that_call`],
-/// [`ServerHandle::goaway_plain_clients`] and [`ServerHandle::shutdown`]) to the end of [`ServerHandle::shutdown`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ServerShutdown {
-    /// Connections that closed after the graceful GOAWAY exchange.
-    pub closed_gracefully: usize,
-    /// Connections closed by us with nothing in flight, without the end of the GOAWAY
-    /// exchange: their peer did not answer its PING within 100 ms, or ignored the
-    /// GOAWAY and kept the socket open. Nothing is lost by it.
-    pub closed_idle: usize,
-    /// Connections closed because the deadline passed first, with calls still on them.
-    pub forced: usize,
-    /// Connections closed at once because the peer had not begun HTTP/2 with us: it had
-    /// not sent a byte, or (accepted during the shutdown) not a request.
-    pub unused: usize,
-    /// Calls (typically streams) still open at the bound, ended with `UNAVAILABLE`,
-    /// "provider shut down before the stream ended" ([`super::CUT_AT_SHUTDOWN`]).
-    pub streams_cut: usize,
-}
-
-/// What a server's connections look like at one moment, for metrics.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ConnectionCounts {
-    /// Connections open now.
-    pub open: usize,
-    /// Connections that were sent the first GOAWAY of a graceful close, since the server
-    /// started (connections whose peer never spoke are closed without one).
-    pub goaway_sent: u64,
-}
-
-impl std::ops::Add for ConnectionCounts {
-    type Output = Self;
-
-    fn add(self, other: Self) -> Self {
-        Self {
-            open: self.open + other.open,
-            goaway_sent: self.goaway_sent + other.goaway_sent,
-        }
-    }
 }
 
 impl ServerHandle {
