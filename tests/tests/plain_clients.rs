@@ -64,16 +64,13 @@ fn parse_summary(lines: Vec<String>) -> Summary {
 /// provider's report is clean.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpcio_round_robin_loses_nothing_when_a_provider_stops() {
-    common::logs();
     let Ok(python) = std::env::var("RPC_TEST_PYTHON") else {
         println!(
             "SKIPPED grpcio_round_robin_loses_nothing_when_a_provider_stops: RPC_TEST_PYTHON is not set (run scripts/test.sh)"
         );
         return;
     };
-    let hub = MemoryHub::new();
-    let leaving = common::echo_provider(&hub, 0, common::config("leaving")).await;
-    let staying = common::echo_provider(&hub, 0, common::config("staying")).await;
+    let (_hub, leaving, staying) = two_providers().await;
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/balanced_load.py");
     let mut client = Command::new(python)
         .arg(script)
@@ -209,13 +206,27 @@ where
     })
 }
 
+/// Two echo providers on one in-process registry: the one a test stops, the one that
+/// stays.
+async fn two_providers() -> (MemoryHub, Application, Application) {
+    common::logs();
+    let hub = MemoryHub::new();
+    let leaving = common::echo_provider(&hub, 0, common::config("leaving")).await;
+    let staying = common::echo_provider(&hub, 0, common::config("staying")).await;
+    (hub, leaving, staying)
+}
+
+/// An open-loop run through a provider's stop: the stopping provider's report, every
+/// call, and when the stop ended.
+struct Run {
+    report: rpc::ShutdownReport,
+    sent: Vec<Sent>,
+    split: Split,
+}
+
 /// Runs [`RATE`] calls/s through `call` over `leaving` and `staying`, stops `leaving`
 /// two seconds in, and goes on for two seconds after its sequence ended.
-async fn stop_one_under_load<F>(
-    leaving: &Application,
-    staying: &Application,
-    call: F,
-) -> (rpc::ShutdownReport, Split)
+async fn stop_one_under_load<F>(leaving: &Application, staying: &Application, call: F) -> Run
 where
     F: Fn() -> futures_util::future::BoxFuture<'static, Result<(), tonic::Status>> + Send + 'static,
 {
@@ -238,13 +249,13 @@ where
         .await
         .expect("load ends")
         .expect("load task");
-    for call in sent.iter().filter(|s| s.result.is_err()).take(3) {
-        println!(
-            "  e.g. {:?}",
-            call.result.as_ref().err().map(|s| (s.code(), s.message()))
-        );
+    let split = Split::of(&sent, exited);
+    println!("leaving provider: {report}");
+    Run {
+        report,
+        sent,
+        split,
     }
-    (report, Split::of(&sent, exited))
 }
 
 /// tonic's `Channel::balance_list` over the same two providers, same load. tonic's
@@ -261,43 +272,24 @@ where
 /// stream), and a report that counts each refusal tonic saw as a loss.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tonic_balance_list_loses_what_its_channel_cannot_retry() {
-    common::logs();
-    let hub = MemoryHub::new();
-    let leaving = common::echo_provider(&hub, 0, common::config("leaving")).await;
-    let staying = common::echo_provider(&hub, 0, common::config("staying")).await;
+    let (_hub, leaving, staying) = two_providers().await;
     let endpoints = [&leaving, &staying].map(|app| {
         tonic::transport::Endpoint::from_shared(format!("http://{}", address(app))).expect("uri")
     });
     let client = EchoClient::new(tonic::transport::Channel::balance_list(
         endpoints.into_iter(),
     ));
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let load = tokio::spawn(open_loop(move || echo_call(&client), RATE, stop.clone()));
-    until("both providers serve the load", || {
-        [&leaving, &staying]
-            .iter()
-            .all(|app| app.lifecycle().inbound().current() > 5)
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let report = timeout(BOUND, leaving.before_shutdown())
-        .await
-        .expect("the shutdown ends");
-    let exited = Instant::now();
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
-    let sent = timeout(BOUND, load)
-        .await
-        .expect("load ends")
-        .expect("load task");
-    let split = Split::of(&sent, exited);
+    let Run {
+        report,
+        sent,
+        split,
+    } = stop_one_under_load(&leaving, &staying, move || echo_call(&client)).await;
     let mut kinds = std::collections::BTreeMap::<String, usize>::new();
     for status in sent.iter().filter_map(|s| s.result.as_ref().err()) {
         *kinds
             .entry(format!("{:?}: {}", status.code(), status.message()))
             .or_default() += 1;
     }
-    println!("leaving provider: {report}");
     println!("tonic balance_list: {split}");
     println!("tonic's failures: {kinds:?}");
     let refused = kinds
@@ -331,10 +323,7 @@ async fn tonic_balance_channel_fed_by_health_loses_nothing() {
     use tonic::transport::channel::Change;
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
-    common::logs();
-    let hub = MemoryHub::new();
-    let leaving = common::echo_provider(&hub, 0, common::config("leaving")).await;
-    let staying = common::echo_provider(&hub, 0, common::config("staying")).await;
+    let (_hub, leaving, staying) = two_providers().await;
     let (channel, changes) = tonic::transport::Channel::balance_channel::<String>(16);
     for app in [&leaving, &staying] {
         let uri = format!("http://{}", address(app));
@@ -360,8 +349,8 @@ async fn tonic_balance_channel_fed_by_health_loses_nothing() {
         });
     }
     let client = EchoClient::new(channel);
-    let (report, split) = stop_one_under_load(&leaving, &staying, move || echo_call(&client)).await;
-    println!("leaving provider: {report}");
+    let Run { report, split, .. } =
+        stop_one_under_load(&leaving, &staying, move || echo_call(&client)).await;
     println!("tonic balance_channel, removal on NOT_SERVING: {split}");
     assert_eq!((split.failed_before, split.failed_after), (0, 0), "{split}");
     assert_eq!(report.exit_code(), 0, "{report}");
@@ -373,10 +362,7 @@ async fn tonic_balance_channel_fed_by_health_loses_nothing() {
 /// where tonic's `balance_list` keeps dialling the dead address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_reference_over_a_static_list_loses_nothing() {
-    common::logs();
-    let hub = MemoryHub::new();
-    let leaving = common::echo_provider(&hub, 0, common::config("leaving")).await;
-    let staying = common::echo_provider(&hub, 0, common::config("staying")).await;
+    let (_hub, leaving, staying) = two_providers().await;
     let mut config = common::config("consumer");
     config.registries.insert(
         "default".to_owned(),
@@ -387,8 +373,8 @@ async fn our_reference_over_a_static_list_loses_nothing() {
     let mut builder = Application::builder(config);
     let client = EchoClient::new(builder.reference("echo.Echo"));
     let consumer = builder.start().await.expect("consumer starts");
-    let (report, split) = stop_one_under_load(&leaving, &staying, move || echo_call(&client)).await;
-    println!("leaving provider: {report}");
+    let Run { report, split, .. } =
+        stop_one_under_load(&leaving, &staying, move || echo_call(&client)).await;
     println!("our reference over static://A,B: {split}");
     println!("consumer: {:?}", consumer.references()[0].stats());
     assert_eq!((split.failed_before, split.failed_after), (0, 0), "{split}");

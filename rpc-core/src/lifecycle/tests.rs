@@ -291,17 +291,21 @@ async fn callbacks_run_once_in_order_bounded_and_a_panic_is_contained() {
     assert_eq!(first.exit_code(), 1);
 }
 
+/// `timeout` 4 s, of which `callback_timeout` 1 s.
+fn four_seconds_one_for_callbacks() -> ShutdownConfig {
+    ShutdownConfig {
+        timeout: ms(4_000),
+        callback_timeout: ms(1_000),
+        ..config()
+    }
+}
+
 /// Issue 12, rule 8: the drains use every bound (a request that never ends) and
 /// would leave no time for callbacks; `callback_timeout` is kept for them out of
 /// `timeout`, so each one runs, bounded, and one that hangs takes only its share.
 #[tokio::test(start_paused = true)]
 async fn callbacks_run_even_when_the_drains_use_the_whole_timeout() {
-    let lifecycle = started(ShutdownConfig {
-        timeout: ms(4_000),
-        callback_timeout: ms(1_000),
-        ..config()
-    })
-    .await;
+    let lifecycle = started(four_seconds_one_for_callbacks()).await;
     let _stuck = lifecycle.inbound().acquire();
     let ran = Arc::new(Mutex::new(Vec::new()));
     let hung = ran.clone();
@@ -338,12 +342,7 @@ async fn callbacks_run_even_when_the_drains_use_the_whole_timeout() {
 /// Without a callback, nothing is kept: the steps have the whole `timeout`.
 #[tokio::test(start_paused = true)]
 async fn no_time_is_kept_when_no_callback_is_registered() {
-    let lifecycle = started(ShutdownConfig {
-        timeout: ms(4_000),
-        callback_timeout: ms(1_000),
-        ..config()
-    })
-    .await;
+    let lifecycle = started(four_seconds_one_for_callbacks()).await;
     let _stuck = lifecycle.inbound().acquire();
     let report = lifecycle.before_shutdown().await;
     assert_eq!(
