@@ -87,17 +87,7 @@ async fn grpcio_round_robin_loses_nothing_when_a_provider_stops() {
         started.ok().and_then(Result::ok).flatten().as_deref(),
         Some("started")
     );
-    until("both providers serve the load", || {
-        [&leaving, &staying]
-            .iter()
-            .all(|app| app.lifecycle().inbound().current() > 5)
-    })
-    .await;
-    // Two seconds in, with about 30 calls of 200 ms in flight on each provider.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let report = timeout(BOUND, leaving.before_shutdown())
-        .await
-        .expect("the shutdown ends");
+    let report = stop_under_load(&leaving, &staying).await;
     let mut lines = Vec::new();
     while let Ok(Some(line)) = timeout(BOUND, stdout.next_line())
         .await
@@ -206,6 +196,21 @@ where
     })
 }
 
+/// Once both providers serve the load, lets it run two seconds (about 30 calls of
+/// 200 ms in flight on each provider), then stops `leaving` and returns its report.
+async fn stop_under_load(leaving: &Application, staying: &Application) -> rpc::ShutdownReport {
+    until("both providers serve the load", || {
+        [leaving, staying]
+            .iter()
+            .all(|app| app.lifecycle().inbound().current() > 5)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    timeout(BOUND, leaving.before_shutdown())
+        .await
+        .expect("the shutdown ends")
+}
+
 /// Two echo providers on one in-process registry: the one a test stops, the one that
 /// stays.
 async fn two_providers() -> (MemoryHub, Application, Application) {
@@ -232,16 +237,7 @@ where
 {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let load = tokio::spawn(open_loop(call, RATE, stop.clone()));
-    until("both providers serve the load", || {
-        [leaving, staying]
-            .iter()
-            .all(|app| app.lifecycle().inbound().current() > 5)
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let report = timeout(BOUND, leaving.before_shutdown())
-        .await
-        .expect("the shutdown ends");
+    let report = stop_under_load(leaving, staying).await;
     let exited = Instant::now();
     tokio::time::sleep(Duration::from_secs(2)).await;
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
