@@ -1,7 +1,9 @@
 //! How long an idle provider takes from the shutdown trigger to the end of the
 //! sequence, against its offline window (500 ms by default). Target: at most the window
-//! plus 0.2 s. Two cases, 10 runs each: no client at all, and one idle tonic client
-//! connected (so the GOAWAY exchange is part of it).
+//! plus 0.2 s (issue 12, rule 1), and exit code 0. Three cases, 10 runs each: no client
+//! at all; one idle tonic client connected (so the GOAWAY exchange is part of it); and
+//! five peers that never finish a graceful close (silent, mute to the PING, half-closed,
+//! ignoring GOAWAY, idle tonic: `rpc_testkit::peers`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +14,7 @@ use proto::echo::echo_server::EchoServer;
 use rpc::registry::MemoryHub;
 use rpc::{Application, Config};
 use rpc_testkit::measure::median;
+use rpc_testkit::peers::StubbornPeers;
 use rpc_testkit::services::EchoProvider;
 use tokio::time::Instant;
 
@@ -27,13 +30,25 @@ async fn provider(hub: &MemoryHub) -> Application {
     builder.start().await.expect("provider starts")
 }
 
-async fn measure(with_client: bool) -> Vec<f64> {
+/// Who is connected when the shutdown is triggered.
+#[derive(Clone, Copy)]
+enum Peers {
+    None,
+    IdleClient,
+    Stubborn,
+}
+
+async fn measure(peers: Peers) -> Vec<f64> {
     let mut overheads = Vec::new();
     for _ in 0..RUNS {
         let hub = MemoryHub::new();
         let app = provider(&hub).await;
         let window = app.lifecycle().config().offline_request_window_timeout;
-        let _client = if with_client {
+        let _stubborn = match peers {
+            Peers::Stubborn => Some(StubbornPeers::connect(app.local_addr().unwrap()).await),
+            _ => None,
+        };
+        let _client = if matches!(peers, Peers::IdleClient) {
             let addr = app.local_addr().unwrap();
             let mut client = EchoClient::connect(format!("http://{addr}")).await.unwrap();
             client
@@ -63,8 +78,12 @@ async fn main() {
     println!(
         "idle provider, trigger to end of shutdown, minus the 500 ms offline window ({RUNS} runs)"
     );
-    for (label, with_client) in [("no client", false), ("one idle client", true)] {
-        let overheads = measure(with_client).await;
+    for (label, peers) in [
+        ("no client", Peers::None),
+        ("one idle client", Peers::IdleClient),
+        ("5 stubborn peers", Peers::Stubborn),
+    ] {
+        let overheads = measure(peers).await;
         let max = overheads.iter().copied().fold(f64::MIN, f64::max);
         println!(
             "  {label:<16} median +{:.1} ms   max +{max:.1} ms   (target ≤ +200 ms)",

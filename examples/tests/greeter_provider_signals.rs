@@ -1,6 +1,6 @@
 //! The greeter-provider binary under real signals: SIGTERM → graceful exit 0; a second
 //! SIGINT / SIGTERM during shutdown → 130 / 143; SIGHUP does not stop it; a shutdown that
-//! had to force a connection closed → 1.
+//! had to cut a call → 1.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, ChildStderr, ChildStdout, Command, Stdio};
@@ -150,19 +150,28 @@ fn sighup_does_not_shut_down() {
 
 #[test]
 fn a_forced_shutdown_exits_1() {
-    use std::io::Write;
     let provider = Provider::start(&[("RPC_GRACEFUL_SHUTDOWN__STEP_TIMEOUT", "300ms")]);
-    // A peer that starts HTTP/2 and then never answers: its connection must be forced.
-    let mut mute = std::net::TcpStream::connect(&provider.addr).unwrap();
-    mute.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+    // A call whose request never ends (its message never comes): the handler waits for
+    // it past every bound, and step 6 must cut it. (A peer that merely never answers
+    // the GOAWAY's PING, with nothing in flight, no longer forces anything: issue 12.)
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let _call = runtime.block_on(async {
+        let socket = tokio::net::TcpStream::connect(&provider.addr)
+            .await
+            .unwrap();
+        let (send, connection) = h2::client::handshake(socket).await.unwrap();
+        tokio::spawn(connection);
+        let mut send = send.ready().await.unwrap();
+        let request = http::Request::post(format!(
+            "http://{}/helloworld.Greeter/SayHello",
+            provider.addr
+        ))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
         .unwrap();
-    // The server's own SETTINGS frame proves it has taken the connection as HTTP/2.
-    use std::io::Read;
-    mute.set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut settings = [0u8; 9];
-    mute.read_exact(&mut settings).unwrap();
-    assert_eq!(settings[3], 0x4, "a SETTINGS frame");
+        send.send_request(request, false).unwrap()
+    });
     provider.signal(Signal::SIGTERM);
     assert_eq!(provider.exit_code(), 1);
 }

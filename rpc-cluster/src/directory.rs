@@ -6,7 +6,10 @@
 //! left") keeps the last known instances when empty protection is on. A removed
 //! instance leaves the pick list at once, but its connection lives on until its calls
 //! in flight finish, at most `closing_invoker_expire_time` (the opposite of a known
-//! Dubbo issue, where a removal destroyed invokers under calls in flight).
+//! Dubbo issue, where a removal destroyed invokers under calls in flight). A removal
+//! that leaves no instance at all keeps the removed ones as a last resort instead
+//! (`last_resort.rs`): a provider being restarted still serves while it waits for its
+//! consumers to move, and there is nowhere else to move to.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -20,6 +23,7 @@ use tokio::time::Instant;
 
 use crate::config::DirectoryConfig;
 use crate::invoker::{Invoker, InvokerSettings};
+use crate::last_resort::LastResort;
 use crate::loadbalance::InvokerList;
 
 /// A borrowed view of the directory's current list (see [`Directory::current`]).
@@ -62,6 +66,7 @@ pub struct Directory {
     list: ArcSwap<InvokerList>,
     state: Mutex<State>,
     known: watch::Sender<usize>,
+    last_resort: LastResort,
 }
 
 #[derive(Debug, Default)]
@@ -86,6 +91,7 @@ impl Directory {
             list: ArcSwap::from_pointee(InvokerList::default()),
             state: Mutex::new(State::default()),
             known: watch::Sender::new(0),
+            last_resort: LastResort::default(),
         }
     }
 
@@ -171,8 +177,16 @@ impl Directory {
         let count = list.len();
         self.list.store(Arc::new(list));
         drop(state);
-        for invoker in gone {
-            self.retire(invoker);
+        if count == 0 {
+            for invoker in &gone {
+                invoker.mark_removed();
+            }
+            let expire = self.config.closing_invoker_expire_time;
+            self.last_resort.keep(gone, expire);
+        } else {
+            for invoker in gone.into_iter().chain(self.last_resort.take_all()) {
+                self.retire(invoker);
+            }
         }
         self.known.send_replace(count);
         tracing::debug!(service = %self.service, added, removed, updated, count, "directory updated");
@@ -188,9 +202,23 @@ impl Directory {
     pub fn destroy_all(&self) {
         let invokers: Vec<_> = self.state.lock().by_id.drain().map(|(_, i)| i).collect();
         self.list.store(Arc::new(InvokerList::default()));
-        for invoker in invokers {
+        for invoker in invokers.into_iter().chain(self.last_resort.take_all()) {
             invoker.mark_removed();
             invoker.destroy();
+        }
+    }
+
+    /// An instance kept as a last resort and not in `tried`, for a call that finds no
+    /// selectable instance in the list (see `last_resort.rs`).
+    pub(crate) fn last_resort(&self, tried: &[InstanceId]) -> Option<Arc<Invoker>> {
+        self.last_resort.pick(tried)
+    }
+
+    /// `invoker` refused a call (not executed, or its connection was refused): if it was
+    /// kept as a last resort, it no longer is, and closes once idle.
+    pub(crate) fn refused_by(&self, invoker: &Arc<Invoker>) {
+        if self.last_resort.forget(invoker) {
+            self.retire(invoker.clone());
         }
     }
 

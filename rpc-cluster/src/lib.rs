@@ -53,6 +53,7 @@ mod ewma;
 mod failback_queue;
 mod health;
 mod invoker;
+mod last_resort;
 pub mod loadbalance;
 mod observe;
 mod reference;

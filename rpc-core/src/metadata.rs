@@ -17,6 +17,14 @@ pub const CLOSING: HeaderName = HeaderName::from_static("rpc-closing");
 /// a request to another instance under every cluster strategy.
 pub const NOT_EXECUTED: HeaderName = HeaderName::from_static("rpc-not-executed");
 
+/// Request header every call of an rpc consumer carries (value: `1`): the caller reads
+/// the [`CLOSING`] mark and re-sends a [`NOT_EXECUTED`] refusal to another instance. A
+/// provider tells a caller without it in HTTP/2's own terms instead: its connection gets
+/// GOAWAY as soon as the shutdown starts waiting for consumers, and a request it sends
+/// once refusals have begun is refused with `REFUSED_STREAM` (see
+/// `rpc-core/src/transport/peer.rs`).
+pub const CONSUMER: HeaderName = HeaderName::from_static("rpc-consumer");
+
 /// Request header that overrides the reference's configured `retries` for one call
 /// (a decimal number; `0` means exactly one attempt).
 pub const RETRIES: HeaderName = HeaderName::from_static("rpc-retries");
@@ -33,6 +41,14 @@ pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
 /// The value of [`CLOSING`].
 pub const CLOSING_VALUE: HeaderValue = HeaderValue::from_static("1");
+
+/// Path prefix of the gRPC health service (`grpc.health.v1.Health`). Health checks are
+/// answered during shutdown (NOT_SERVING) and are no calls: they neither count as
+/// traffic nor delay a drain, and a probe does not send a connection away.
+pub const HEALTH_PATH_PREFIX: &str = "/grpc.health.v1.Health/";
+
+/// The value of [`CONSUMER`].
+pub const CONSUMER_VALUE: HeaderValue = HeaderValue::from_static("1");
 
 /// The value of [`NOT_EXECUTED`] when the provider is shutting down.
 pub const NOT_EXECUTED_CLOSING: HeaderValue = HeaderValue::from_static("closing");

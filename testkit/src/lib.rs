@@ -12,6 +12,8 @@
 //! - [`interop`]: gRPC's interop test service, served by an `rpc` provider, and the
 //!   interop client calling through an `rpc` reference (the `interop-server` and
 //!   `interop-client` examples and the interop tests run this code).
+//! - [`peers`]: peers that never finish a graceful HTTP/2 close (mute, half-closed,
+//!   ignoring GOAWAY, silent, idle), for shutdown tests and benchmarks.
 //! - [`measure`]: the latency histogram every measurement uses, throughput and
 //!   percentiles of a run, medians of repeated runs.
 //! - [`init_logging`]: the `tracing` subscriber the example binaries install.
@@ -26,6 +28,7 @@ pub mod interop;
 pub mod load;
 mod logging;
 pub mod measure;
+pub mod peers;
 pub mod services;
 
 pub use logging::init_logging;

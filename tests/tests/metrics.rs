@@ -44,6 +44,17 @@ fn echo(payload: &'static [u8]) -> EchoRequest {
     }
 }
 
+/// `request` as an rpc consumer sends it (`rpc-consumer: 1`): a closing provider refuses
+/// it with "closing, not executed" (a plain client gets REFUSED_STREAM instead).
+fn as_consumer(request: EchoRequest) -> Request<EchoRequest> {
+    let mut request = Request::new(request);
+    request.metadata_mut().insert(
+        "rpc-consumer",
+        tonic::metadata::MetadataValue::from_static("1"),
+    );
+    request
+}
+
 /// The value of the sample `series` (name and labels, as encoded) in `text`.
 fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines()
@@ -90,7 +101,7 @@ async fn a_scrape_during_shutdown_sees_the_phase_move_and_every_rejection() {
     // One request held in flight keeps the drain (step 4) waiting.
     let held = tokio::spawn({
         let mut client = direct.clone();
-        async move { client.echo(echo(b"hold")).await }
+        async move { client.echo(as_consumer(echo(b"hold"))).await }
     });
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while provider.lifecycle().inbound().current() == 0 {
@@ -131,7 +142,7 @@ async fn a_scrape_during_shutdown_sees_the_phase_move_and_every_rejection() {
     // Every request now is refused; the counter counts each, and nothing else.
     let mut refused: u32 = 0;
     for _ in 0..7 {
-        let status = direct.echo(echo(b"late")).await.unwrap_err();
+        let status = direct.echo(as_consumer(echo(b"late"))).await.unwrap_err();
         assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
         assert_eq!(
             status.metadata().get("rpc-not-executed").unwrap(),

@@ -17,7 +17,8 @@ use crate::invoker::Invoker;
 /// penalty and the peers an ejection is weighed against, `rng` an ejection's jitter.
 ///
 /// A success or an application error is a healthy answer. A closing provider's refusal
-/// marks the instance closing and counts nothing against it. Any other failure counts
+/// marks the instance closing and counts nothing against it; it (and a refused
+/// connection) also ends the instance's use as the directory's last resort. Any other failure counts
 /// toward ejection and enters the latency estimate as at least the failure penalty, so
 /// an instance that fails fast does not look fast to P2C.
 ///
@@ -41,6 +42,9 @@ pub(super) fn learn(
         }
         Outcome::Failure(failure) => {
             invoker.note_result(true, now);
+            if matches!(failure.kind, FailureKind::Rejected | FailureKind::NotSent) {
+                directory.refused_by(invoker);
+            }
             if failure.kind == FailureKind::Rejected {
                 blacklist.mark_closing(invoker, now);
             } else {

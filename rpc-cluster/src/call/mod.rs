@@ -29,7 +29,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use rand::rngs::SmallRng;
-use rpc_core::metadata::{RETRIES, grpc_timeout};
+use rpc_core::metadata::{CONSUMER, CONSUMER_VALUE, RETRIES, grpc_timeout};
 use rpc_core::{BoxError, InstanceId};
 use smallvec::SmallVec;
 use tonic::body::Body as TonicBody;
@@ -74,6 +74,10 @@ impl Call {
     /// `grpc-timeout` and `rpc-retries` headers applied.
     pub(crate) fn new(stack: Arc<ReferenceStack>, request: Request<TonicBody>) -> Self {
         let (mut parts, body) = request.into_parts();
+        // Tells the provider that this caller reads its closing mark and re-sends a
+        // "not executed" refusal: it is then refused that way rather than with
+        // REFUSED_STREAM, and its connection is not sent GOAWAY early.
+        parts.headers.insert(CONSUMER, CONSUMER_VALUE);
         let config = &stack.config;
         let override_retries = parts
             .headers

@@ -2,7 +2,9 @@
 //! blacklist makes unavailable (ejected, closing, being probed) and what this call
 //! already tried, then the load balance's choice — or, when nothing is selectable,
 //! panic mode: the instance whose ejection or closing ends soonest, rather than failing
-//! every call while every instance looks bad.
+//! every call while every instance looks bad; and when the list has none either, an
+//! instance the registry removed last, while it still serves (the directory's last
+//! resort: a provider being restarted serves until it refuses).
 
 use std::sync::Arc;
 
@@ -68,12 +70,21 @@ impl Call {
     ) -> Option<Arc<Invoker>> {
         loop {
             let list = current(&self.stack.directory);
-            let invoker = self.pick_from(&list, route, panic)?;
+            let Some(invoker) = self.pick_from(&list, route, panic) else {
+                return panic.then(|| self.last_resort()).flatten();
+            };
             if !invoker.is_removed() {
                 return Some(invoker);
             }
             self.tried.push(invoker.id().clone());
         }
+    }
+
+    /// A removed instance the directory keeps because none was left, not tried yet.
+    fn last_resort(&self) -> Option<Arc<Invoker>> {
+        let invoker = self.stack.directory.last_resort(&self.tried)?;
+        self.stack.blacklist.stats().note_panic_pick();
+        Some(invoker)
     }
 
     fn pick_from(&mut self, list: &InvokerList, route: Route, panic: bool) -> Option<Arc<Invoker>> {

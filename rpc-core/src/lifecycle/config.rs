@@ -14,6 +14,13 @@ pub struct ShutdownConfig {
     /// (e.g. 25 s to fit Kubernetes' default 30 s grace period).
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
+    /// Time kept out of `timeout` for the application's shutdown callbacks (step 7):
+    /// steps 1 to 6 end by `timeout - callback_timeout`, so the callbacks run even when
+    /// the drains used every bound. The callbacks run one after another within it, each
+    /// allowed an equal share of what is left when it starts. Kept only when a callback
+    /// is registered; at most `timeout`. Default 5 s.
+    #[serde(with = "humantime_serde", alias = "callback-timeout")]
+    pub callback_timeout: Duration,
     /// Bound on each draining step (inbound, outbound) and on closing connections.
     /// Default 3 s.
     #[serde(with = "humantime_serde", alias = "step-timeout")]
@@ -36,6 +43,7 @@ impl Default for ShutdownConfig {
     fn default() -> Self {
         Self {
             timeout: Duration::from_secs(60),
+            callback_timeout: Duration::from_secs(5),
             step_timeout: Duration::from_secs(3),
             consumer_update_wait_time: Duration::from_secs(3),
             offline_request_window_timeout: Duration::from_millis(500),
@@ -47,7 +55,8 @@ impl Default for ShutdownConfig {
 impl ShutdownConfig {
     /// Checks the bounds that make no sense at zero: `timeout` (the whole sequence would
     /// be cut before step 1 ends, forcing every request in flight) and `step_timeout`
-    /// (every drain and every GOAWAY exchange would be forced). The two waits for
+    /// (every drain and every GOAWAY exchange would be forced) — and that
+    /// `callback_timeout` leaves the steps some of `timeout`. The two waits for
     /// consumers may be zero: that is a deliberate "do not wait".
     ///
     /// # Errors
@@ -63,6 +72,16 @@ impl ShutdownConfig {
                     "must be more than 0: a zero bound forces every request in flight".into(),
                 ));
             }
+        }
+        if self.callback_timeout >= self.timeout {
+            return Err((
+                "callback_timeout",
+                format!(
+                    "must be less than timeout ({:?}): it is kept out of timeout for the \
+                     callbacks, and would leave the shutdown steps no time",
+                    self.timeout
+                ),
+            ));
         }
         Ok(())
     }
@@ -84,6 +103,14 @@ mod tests {
             ..ShutdownConfig::default()
         };
         assert_eq!(zero_step.validate().unwrap_err().0, "step_timeout");
+        let all_for_callbacks = ShutdownConfig {
+            timeout: Duration::from_secs(5),
+            ..ShutdownConfig::default()
+        };
+        assert_eq!(
+            all_for_callbacks.validate().unwrap_err().0,
+            "callback_timeout"
+        );
         let no_waits = ShutdownConfig {
             consumer_update_wait_time: Duration::ZERO,
             offline_request_window_timeout: Duration::ZERO,
@@ -102,6 +129,9 @@ mod tests {
             serde_json::from_str(r#"{"consumer-update-wait-time":"1s","internal-signal":false}"#)
                 .unwrap();
         assert_eq!(kebab.consumer_update_wait_time, Duration::from_secs(1));
+        let callbacks: ShutdownConfig =
+            serde_json::from_str(r#"{"callback-timeout":"2s"}"#).unwrap();
+        assert_eq!(callbacks.callback_timeout, Duration::from_secs(2));
         assert!(!kebab.internal_signal);
         assert_eq!(
             kebab.offline_request_window_timeout,

@@ -1,5 +1,6 @@
-//! Bounds of the shutdown sequence: the whole `timeout`, each step's bound, and the
-//! second-signal interrupt, combined in one wait helper.
+//! Bounds of the shutdown sequence: the whole `timeout`, the part of it kept for the
+//! callbacks, each step's bound, and the second-signal interrupt, combined in one wait
+//! helper.
 
 use std::future::Future;
 use std::time::Duration;
@@ -9,26 +10,34 @@ use tokio_util::sync::CancellationToken;
 
 use super::StepOutcome;
 
-/// The end of the whole sequence plus the interrupt token.
+/// The end of steps 1 to 6, the time kept for step 7, and the interrupt token.
 pub(crate) struct Deadline {
+    /// `timeout - callbacks` after the start: steps 1 to 6 end by then.
     end: Instant,
+    /// What step 7 gets, whenever it begins.
+    callbacks: Duration,
     force: CancellationToken,
 }
 
 impl Deadline {
-    pub(crate) fn new(total: Duration, force: CancellationToken) -> Self {
+    /// Bounds starting now: `total` for the whole sequence, of which `callbacks` (at
+    /// most `total`) is kept for step 7.
+    pub(crate) fn new(total: Duration, callbacks: Duration, force: CancellationToken) -> Self {
+        let callbacks = callbacks.min(total);
         Self {
-            end: Instant::now() + total,
+            end: Instant::now() + (total - callbacks),
+            callbacks,
             force,
         }
     }
 
-    /// The end of the whole sequence.
-    pub(crate) fn end(&self) -> Instant {
-        self.end
+    /// When step 7, beginning now, must end: the time kept for it from now. Steps 1 to
+    /// 6 ended by `timeout - callbacks`, so this is never past the end of `timeout`.
+    pub(crate) fn callbacks_end(&self) -> Instant {
+        Instant::now() + self.callbacks
     }
 
-    /// `now + bound`, but never past the end of the whole sequence.
+    /// `now + bound`, but never past the end of steps 1 to 6.
     pub(crate) fn bound(&self, bound: Duration) -> Instant {
         (Instant::now() + bound).min(self.end)
     }

@@ -20,6 +20,7 @@ mod handles;
 mod observe;
 mod phase;
 mod probes;
+mod protocols;
 mod report;
 mod sequence;
 mod shutdown;
@@ -70,7 +71,7 @@ use crate::transport::ServerHandle;
 use crate::{Instance, ServiceKey};
 use callbacks::Callbacks;
 use phase::PhaseCell;
-use shutdown::Closer;
+use protocols::Closer;
 use upgrade::{AtShutdown, UpgradeState};
 
 /// One application's lifecycle: its phase, its in-flight counters, what it started, and
@@ -213,8 +214,9 @@ impl Lifecycle {
     }
 
     /// Registers a callback for shutdown step 7. Callbacks run exactly once, in
-    /// registration order, each bounded by the time left of `timeout`; a panic is caught
-    /// and logged.
+    /// registration order, within `callback_timeout` (kept out of `timeout` for them, so
+    /// they run even when the drains used every bound), each allowed an equal share of
+    /// what is left when it starts; a panic is caught and logged.
     pub fn on_shutdown<F, Fut>(&self, callback: F)
     where
         F: FnOnce() -> Fut + Send + 'static,

@@ -102,18 +102,33 @@ pub struct ShutdownReport {
     pub steps: Vec<StepReport>,
     /// From the start of step 1 to the end of step 7.
     pub total: Duration,
-    /// Inbound requests refused as "closing, not executed" (consumers re-route them).
+    /// Requests of rpc consumers refused as "closing, not executed" (step 3 on): the
+    /// consumers re-send them to another instance.
     pub rejected: u64,
-    /// Inbound requests still in flight when the drain-inbound bound passed.
+    /// Requests of other clients refused with `REFUSED_STREAM` (step 3 on). gRPC's own
+    /// clients (C-core, Java, Go) retry such a stream by themselves; a client that does
+    /// not (tonic's channel) reports it to its caller as `UNAVAILABLE`. The report
+    /// cannot tell which, so each counts as a possible loss ([`ShutdownReport::forced`]).
+    /// With the GOAWAY such clients get in step 2, none is expected.
+    #[serde(default)]
+    pub refused_streams: usize,
+    /// Inbound requests still unfinished when step 6 had closed the connections: lost.
+    /// A request still in flight at the drain's bound that then ends during step 6 is
+    /// not counted (nor forced): it lost nothing.
     pub inbound_left: usize,
-    /// Outbound requests still in flight when the drain-outbound bound passed.
+    /// Outbound calls still in flight when step 6 closed the references: cancelled.
     pub outbound_left: usize,
     /// Registrations that could not be withdrawn, by error or because the step's bound
     /// passed first (they expire with the registry session or lease).
     pub unregister_failures: usize,
     /// Connections closed after the GOAWAY exchange.
     pub connections_closed: usize,
-    /// Connections closed by force when the bound passed.
+    /// Connections closed by us with nothing in flight, without waiting for their peer
+    /// to end the GOAWAY exchange (a peer that does not answer the PING, or ignores the
+    /// GOAWAY and keeps the socket open): nothing is lost, so it is not forced.
+    #[serde(default)]
+    pub connections_idle: usize,
+    /// Connections closed by force when the bound passed, with calls still on them.
     pub connections_forced: usize,
     /// Calls (typically streams) still open at the bound of step 6, ended with
     /// `UNAVAILABLE`, "provider shut down before the stream ended".
@@ -132,16 +147,19 @@ pub struct ShutdownReport {
 }
 
 impl ShutdownReport {
-    /// Whether anything had to be cut short: requests left in flight, streams ended at
-    /// the bound, connections closed by force, a callback that failed, or a second
-    /// signal. A step that merely used its
-    /// full wait (e.g. consumers kept sending until `consumer_update_wait_time`) loses
-    /// nothing and does not count.
+    /// Whether anything had to be cut short: requests left unfinished, streams ended at
+    /// the bound, connections closed by force with calls on them, outbound calls
+    /// cancelled, streams refused to a client that may not retry them, a callback that
+    /// failed, or a second signal. A step that merely used its full wait (consumers kept
+    /// sending until `consumer_update_wait_time`; a drain reached its bound but its
+    /// request ended in step 6) and an idle connection closed without its peer's answer
+    /// lose nothing and do not count.
     pub fn forced(&self) -> bool {
         self.inbound_left > 0
             || self.outbound_left > 0
             || self.connections_forced > 0
             || self.streams_cut > 0
+            || self.refused_streams > 0
             || self.callbacks_failed > 0
             || self.interrupted_by.is_some()
     }
@@ -185,11 +203,13 @@ impl fmt::Display for ShutdownReport {
         }
         write!(
             f,
-            "; rejected={} inbound_left={} outbound_left={} connections closed={} forced={}",
+            "; rejected={} refused_streams={} inbound_left={} outbound_left={} connections closed={} idle={} forced={}",
             self.rejected,
+            self.refused_streams,
             self.inbound_left,
             self.outbound_left,
             self.connections_closed,
+            self.connections_idle,
             self.connections_forced
         )?;
         if self.streams_cut > 0 {

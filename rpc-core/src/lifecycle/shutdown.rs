@@ -3,25 +3,33 @@
 //! Read [`Lifecycle::run_shutdown`] top to bottom: it is the list of steps. Each step is
 //! a method below that waits only as long as its condition needs; entering its phase,
 //! its span, its timing and its line in the report are done for every step alike by
-//! [`Steps::run`]. Three bounds apply: `timeout` for the whole sequence, `step_timeout`
-//! for each drain and for closing connections, and `consumer_update_wait_time` for
-//! step 2; a second signal ends every remaining wait at once.
+//! [`Steps::run`]. Four bounds apply: `timeout` for the whole sequence, of which
+//! `callback_timeout` is kept for step 7 (steps 1 to 6 end by `timeout -
+//! callback_timeout`, so the callbacks always get their time), `step_timeout` for each
+//! drain and for closing connections, and `consumer_update_wait_time` for step 2; a
+//! second signal ends every remaining wait at once.
+//!
+//! Two kinds of peers are moved away differently. rpc consumers read the closing mark
+//! (step 1 on) and re-send a "not executed" refusal elsewhere (step 3 on). Plain gRPC
+//! clients read neither: from step 2 on a plain client's call sends its connection the
+//! first GOAWAY, so it opens no new stream here, and a connection it dials again is not
+//! given HTTP/2's SETTINGS before it sends a request, which gRPC's own clients wait
+//! for: they call elsewhere. A request of theirs that still comes once refusals began
+//! is refused with REFUSED_STREAM, which gRPC clients retry by themselves
+//! (`transport/{peer,socket}.rs`).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use futures_util::FutureExt;
-use futures_util::future::{BoxFuture, join_all};
+use futures_util::future::join_all;
 use tokio::time::Instant;
 use tonic_health::ServingStatus;
 
 use super::deadline::Deadline;
 use super::sequence::{SequenceStep, Steps};
-use super::startup::ManagedReference;
 use super::{Lifecycle, Phase, ShutdownReport, Step, StepOutcome};
 use crate::inflight::InflightCounter;
-use crate::registry::Registry;
-use crate::transport::ServerHandle;
 
 impl Lifecycle {
     /// The sequence. Runs once per lifecycle (see [`Lifecycle::before_shutdown`]).
@@ -39,30 +47,27 @@ impl Lifecycle {
             .await;
         // 2. Give consumers time to drop this instance: until no request came for one
         //    offline window, at most consumer_update_wait_time. Skipped when this
-        //    application exports no service: no consumer can be sending to it.
+        //    application exports no service: no consumer can be sending to it. A client
+        //    that reads no closing mark gets GOAWAY at its next call.
         steps
             .run(Step::WaitForConsumers, self.wait_for_consumers(&deadline))
             .await;
         // 3. From now on a new request is refused with "closing, not executed", which
-        //    our consumers re-send elsewhere.
-        steps.run(Step::RejectNew, reject_new()).await;
+        //    our consumers re-send elsewhere (other clients: REFUSED_STREAM); plain
+        //    clients' connections get GOAWAY.
+        steps.run(Step::RejectNew, self.reject_new()).await;
         // 4. Let inbound requests in flight finish.
         steps
-            .run(
-                Step::DrainInbound,
-                self.drain(self.inbound(), &deadline, &mut report.inbound_left),
-            )
+            .run(Step::DrainInbound, self.drain(self.inbound(), &deadline))
             .await;
         // 5. Let outbound calls in flight finish; this process's own code may still
         //    start new ones until this step ends.
         steps
-            .run(
-                Step::DrainOutbound,
-                self.drain(self.outbound(), &deadline, &mut report.outbound_left),
-            )
+            .run(Step::DrainOutbound, self.drain(self.outbound(), &deadline))
             .await;
-        // 6. Close listeners and connections (GOAWAY), channels, subscriptions,
-        //    registries, and last the admin endpoint.
+        // 6. Close listeners and connections (GOAWAY; calls still open at the bound
+        //    are cut), channels, subscriptions, registries, and last the admin
+        //    endpoint.
         steps
             .run(
                 Step::DestroyProtocols,
@@ -84,10 +89,19 @@ impl Lifecycle {
             return None;
         }
         tracing::info!(app = %self.name(), "graceful shutdown started");
-        Some(Deadline::new(
-            self.config().timeout,
-            self.inner.force.clone(),
-        ))
+        Some(self.deadline_from_now())
+    }
+
+    /// The bounds of a sequence starting now: `timeout`, of which `callback_timeout` is
+    /// kept for the callbacks if any is registered (nothing to keep it for otherwise).
+    pub(super) fn deadline_from_now(&self) -> Deadline {
+        let config = self.config();
+        let callbacks = if self.inner.callbacks.is_empty() {
+            Duration::ZERO
+        } else {
+            config.callback_timeout
+        };
+        Deadline::new(config.timeout, callbacks, self.inner.force.clone())
     }
 
     /// Completes `report` with the steps taken and the counts kept during the sequence,
@@ -99,7 +113,10 @@ impl Lifecycle {
     ) -> ShutdownReport {
         report.total = steps.elapsed();
         report.steps = steps.into_reports();
-        report.rejected = self.inner.rejections.count();
+        // Refusals a plain client got as REFUSED_STREAM are reported apart from those
+        // rpc consumers got as "not executed" (and re-sent).
+        let refused = report.refused_streams as u64;
+        report.rejected = self.inner.rejections.count().saturating_sub(refused);
         report.interrupted_by = *self.inner.interrupt.lock();
         self.advance(Phase::Stopped);
         tracing::info!(app = %self.name(), %report, "graceful shutdown finished");
@@ -128,34 +145,6 @@ impl Lifecycle {
         self.inner
             .finished
             .send_replace(Some(ShutdownReport::default()));
-    }
-
-    /// Takes out what step 6 (or an abort, or the hot upgrade's drain) closes.
-    pub(super) fn take_protocols(&self) -> Protocols {
-        let mut parts = self.inner.parts.lock();
-        Protocols {
-            servers: std::mem::take(&mut parts.servers),
-            references: std::mem::take(&mut parts.references),
-            registries: std::mem::take(&mut parts.registries),
-            closers: std::mem::take(&mut parts.closers),
-        }
-    }
-
-    /// Hands step 6 something the composition root started beside this lifecycle's own
-    /// listeners — the admin endpoint — to close last, after listeners, references and
-    /// registries, so that it answers (probes, status) during the whole sequence. An
-    /// [`abort`](Lifecycle::abort), including the one that undoes a failed start-up,
-    /// closes it too. `close` runs at most once.
-    pub fn close_in_step_6<F, Fut>(&self, close: F)
-    where
-        F: FnOnce() -> Fut + Send + 'static,
-        Fut: std::future::Future<Output = ()> + Send + 'static,
-    {
-        self.inner
-            .parts
-            .lock()
-            .closers
-            .push(Box::new(move || close().boxed()));
     }
 
     /// Waits for a start-up under way to end; false if there is nothing to shut down
@@ -214,6 +203,12 @@ impl Lifecycle {
             return StepOutcome::Skipped;
         }
         let start = Instant::now();
+        // A client that reads no closing mark would keep sending until the bound, and
+        // be refused in step 3: its next call sends its connection the first GOAWAY,
+        // and the connection it dials again is held back until it calls elsewhere.
+        for server in self.servers() {
+            server.goaway_plain_clients_that_call();
+        }
         let window = self.config().offline_request_window_timeout;
         let bound = deadline.bound(self.config().consumer_update_wait_time);
         // Counted from the start of this step: an idle provider still serves for one
@@ -234,23 +229,29 @@ impl Lifecycle {
         deadline.wait(quiet, bound).await
     }
 
-    /// Steps 4 and 5: until `counter` reaches zero, at most `step_timeout`; `left` is
-    /// set to what was still in flight when the step ended.
-    async fn drain(
-        &self,
-        counter: &InflightCounter,
-        deadline: &Deadline,
-        left: &mut usize,
-    ) -> StepOutcome {
-        let bound = deadline.bound(self.config().step_timeout);
-        let outcome = deadline.wait(counter.wait_idle(), bound).await;
-        *left = counter.current();
-        outcome
+    /// Step 3: refusals begin (entering [`Phase::Rejecting`], done by [`Steps::run`],
+    /// is what the provider filter reads on every request), and every connection of a
+    /// plain client gets its first GOAWAY, so that it opens no new stream to be refused.
+    async fn reject_new(&self) -> StepOutcome {
+        for server in self.servers() {
+            server.goaway_plain_clients();
+        }
+        StepOutcome::Completed
     }
 
-    /// Step 6: listeners and connections (GOAWAY, bounded by `step_timeout`), then
-    /// references and registries, then what the composition root handed over (the
-    /// admin endpoint, which answered probes until now).
+    /// Steps 4 and 5: until `counter` reaches zero, at most `step_timeout`. A request
+    /// still in flight at the bound is not lost yet: it may end during step 6.
+    async fn drain(&self, counter: &InflightCounter, deadline: &Deadline) -> StepOutcome {
+        let bound = deadline.bound(self.config().step_timeout);
+        deadline.wait(counter.wait_idle(), bound).await
+    }
+
+    /// Step 6: listeners and connections (the GOAWAY exchange, bounded by
+    /// `step_timeout`), then references and registries, then what the composition root
+    /// handed over (the admin endpoint, which answered probes until now). What had not
+    /// finished by then was lost, and is counted: inbound requests left, streams cut,
+    /// connections closed by force with calls on them, outbound calls cancelled with
+    /// their references.
     async fn destroy_protocols(
         &self,
         deadline: &Deadline,
@@ -263,23 +264,32 @@ impl Lifecycle {
         } else {
             deadline.bound(self.config().step_timeout)
         };
-        let closed = join_all(
+        let servers = join_all(
             protocols
                 .servers
                 .iter()
                 .map(|server| server.shutdown(bound)),
-        )
-        .await;
-        for connections in closed {
+        );
+        // The last responses' guards drop just after their connection closes.
+        let inbound_done = deadline.wait(self.inbound().wait_idle(), bound);
+        let (closed, _) = tokio::join!(servers, inbound_done);
+        for (server, connections) in protocols.servers.iter().zip(closed) {
             report.connections_closed += connections.closed_gracefully;
+            report.connections_idle += connections.closed_idle;
             report.connections_forced += connections.forced;
             report.streams_cut += connections.streams_cut;
+            report.refused_streams += server.refused_streams();
         }
+        report.inbound_left = self.inbound().current();
+        report.outbound_left = self.outbound().current();
         let release = protocols.release();
         let outcome = deadline
             .wait(release, deadline.bound(self.config().step_timeout))
             .await;
-        let cut_short = report.connections_forced > 0 || report.streams_cut > 0;
+        let cut_short = report.connections_forced > 0
+            || report.streams_cut > 0
+            || report.inbound_left > 0
+            || report.outbound_left > 0;
         if cut_short && outcome == StepOutcome::Completed {
             StepOutcome::TimedOut
         } else {
@@ -287,7 +297,9 @@ impl Lifecycle {
         }
     }
 
-    /// Step 7: the application's callbacks, unless a second signal skipped them.
+    /// Step 7: the application's callbacks, within `callback_timeout` (kept for them out
+    /// of `timeout`, so they run even after the drains used their bounds), unless a
+    /// second signal skipped them.
     async fn run_callbacks(&self, deadline: &Deadline, report: &mut ShutdownReport) -> StepOutcome {
         if deadline.interrupted() {
             let skipped = self.inner.callbacks.discard();
@@ -296,53 +308,14 @@ impl Lifecycle {
             }
             return StepOutcome::Skipped;
         }
-        report.callbacks_failed = self.inner.callbacks.run_all(deadline.end()).await;
+        let end = deadline.callbacks_end();
+        report.callbacks_failed = self.inner.callbacks.run_all(end).await;
         if report.callbacks_failed > 0 {
             StepOutcome::TimedOut
         } else {
             StepOutcome::Completed
         }
     }
-}
-
-/// Something [`Lifecycle::close_in_step_6`] was handed.
-pub(super) type Closer = Box<dyn FnOnce() -> BoxFuture<'static, ()> + Send>;
-
-/// What step 6 closes (and a hot upgrade's old process after its hand-over): listeners
-/// and connections, references, registries, and last what the composition root handed
-/// over (the admin endpoint).
-pub(super) struct Protocols {
-    pub(super) servers: Vec<ServerHandle>,
-    references: Vec<Arc<dyn ManagedReference>>,
-    registries: Vec<Arc<dyn Registry>>,
-    closers: Vec<Closer>,
-}
-
-impl Protocols {
-    /// Closes the references' channels and subscriptions, then the registries, then
-    /// what the composition root handed over.
-    pub(super) async fn release(self) {
-        join_all(self.references.iter().map(|reference| reference.close())).await;
-        join_all(
-            self.registries
-                .iter()
-                .map(|registry| close_registry(registry.clone())),
-        )
-        .await;
-        join_all(self.closers.into_iter().map(|close| close())).await;
-    }
-}
-
-async fn close_registry(registry: Arc<dyn Registry>) {
-    if let Err(error) = registry.close().await {
-        tracing::warn!(registry = registry.url(), %error, "closing registry failed");
-    }
-}
-
-/// Step 3. Entering [`Phase::Rejecting`] (done by [`Steps::run`]) is the whole step:
-/// the provider filter reads the phase on every request and refuses from then on.
-async fn reject_new() -> StepOutcome {
-    StepOutcome::Completed
 }
 
 /// A span per step, named as the report names it, with the `outcome` field

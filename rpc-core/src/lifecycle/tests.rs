@@ -209,6 +209,29 @@ async fn drains_end_when_the_counters_reach_zero_or_at_the_step_bound() {
     assert_eq!(report.exit_code(), 1);
 }
 
+/// Issue 12, rule 1: a drain that reaches its bound loses nothing yet. A request still
+/// in flight then that ends during step 6 was not cut: the stop is clean.
+#[tokio::test(start_paused = true)]
+async fn a_request_that_ends_during_step_six_is_not_forced() {
+    let lifecycle = started(config()).await;
+    let inbound = lifecycle.inbound().acquire();
+    let release = tokio::spawn(async move {
+        // The window ends at 0.5 s, the drain's bound at 3.5 s; this ends at 4 s.
+        tokio::time::sleep(ms(4_000)).await;
+        drop(inbound);
+    });
+    let report = lifecycle.before_shutdown().await;
+    release.await.unwrap();
+    assert_eq!(
+        outcome(&report, Step::DrainInbound),
+        (ms(3_000), StepOutcome::TimedOut)
+    );
+    assert_eq!(outcome(&report, Step::DestroyProtocols).0, ms(500));
+    assert_eq!(report.inbound_left, 0);
+    assert!(!report.forced(), "{report}");
+    assert_eq!(report.exit_code(), 0);
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_whole_sequence_is_bounded_by_timeout() {
     let lifecycle = started(ShutdownConfig {
@@ -266,6 +289,67 @@ async fn callbacks_run_once_in_order_bounded_and_a_panic_is_contained() {
         "the slow callback was cut at the timeout"
     );
     assert_eq!(first.exit_code(), 1);
+}
+
+/// `timeout` 4 s, of which `callback_timeout` 1 s.
+fn four_seconds_one_for_callbacks() -> ShutdownConfig {
+    ShutdownConfig {
+        timeout: ms(4_000),
+        callback_timeout: ms(1_000),
+        ..config()
+    }
+}
+
+/// Issue 12, rule 8: the drains use every bound (a request that never ends) and
+/// would leave no time for callbacks; `callback_timeout` is kept for them out of
+/// `timeout`, so each one runs, bounded, and one that hangs takes only its share.
+#[tokio::test(start_paused = true)]
+async fn callbacks_run_even_when_the_drains_use_the_whole_timeout() {
+    let lifecycle = started(four_seconds_one_for_callbacks()).await;
+    let _stuck = lifecycle.inbound().acquire();
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let hung = ran.clone();
+    lifecycle.on_shutdown(move || async move {
+        hung.lock().push(("hangs", Instant::now()));
+        std::future::pending::<()>().await;
+    });
+    let after = ran.clone();
+    lifecycle.on_shutdown(move || async move {
+        after.lock().push(("flushes", Instant::now()));
+    });
+    let started_at = Instant::now();
+    let report = lifecycle.before_shutdown().await;
+    // Steps 1 to 6 end by timeout - callback_timeout = 3 s; step 7 has the rest.
+    let callbacks_began = started_at + ms(3_000);
+    // The hung one had half of the second, then the second ran at once.
+    assert_eq!(
+        outcome(&report, Step::Callbacks),
+        (ms(500), StepOutcome::TimedOut)
+    );
+    assert_eq!(report.total, ms(3_500));
+    assert_eq!(
+        *ran.lock(),
+        [
+            ("hangs", callbacks_began),
+            ("flushes", callbacks_began + ms(500)),
+        ],
+        "every callback ran, in order"
+    );
+    assert_eq!(report.callbacks_failed, 1, "the one that hung");
+    assert_eq!(report.exit_code(), 1);
+}
+
+/// Without a callback, nothing is kept: the steps have the whole `timeout`.
+#[tokio::test(start_paused = true)]
+async fn no_time_is_kept_when_no_callback_is_registered() {
+    let lifecycle = started(four_seconds_one_for_callbacks()).await;
+    let _stuck = lifecycle.inbound().acquire();
+    let report = lifecycle.before_shutdown().await;
+    assert_eq!(
+        outcome(&report, Step::DrainInbound),
+        (ms(3_000), StepOutcome::TimedOut)
+    );
+    assert_eq!(report.total, ms(4_000));
 }
 
 #[tokio::test(start_paused = true)]

@@ -3,9 +3,11 @@
 //! The server side is a small accept loop over hyper's HTTP/2 connection (the same parts
 //! tonic's own server uses), written here because graceful offline needs what tonic's
 //! `serve_with_shutdown` does not give: a bound on how long connections may take to close,
-//! the two-step GOAWAY on every connection at the moment the lifecycle chooses, and
-//! closing connections that never completed the HTTP/2 handshake ourselves instead of
-//! waiting for the peer. Every call is bounded by the caller's deadline and by the
+//! the two-step GOAWAY on each connection at the moment the lifecycle chooses for its
+//! kind of peer (a plain gRPC client early, an rpc consumer last; `peer.rs`), a
+//! connection dialled during the shutdown held back until it calls (`socket.rs`), and
+//! closing ourselves connections that never completed the HTTP/2 handshake or carry
+//! nothing, instead of waiting for the peer. Every call is bounded by the caller's deadline and by the
 //! server's drain bound, and ends at either with a status that says so
 //! ([`CUT_AT_SHUTDOWN`]; see `call_bounds.rs`).
 //!
@@ -17,13 +19,17 @@
 mod call_bounds;
 mod channel;
 mod connection;
+mod counts;
 mod error;
 mod inherit;
 mod message_size_status;
+mod peer;
 mod server;
+mod socket;
 
 pub use call_bounds::CUT_AT_SHUTDOWN;
 pub use channel::{ChannelOptions, connect_lazy};
+pub use counts::{ConnectionCounts, ServerShutdown};
 pub use error::TransportError;
 pub use inherit::{ADMIN_LISTENER, GRPC_LISTENER, InheritedListeners, LISTEN_FDS_START, ListenFds};
-pub use server::{CUT_LEAD, ConnectionCounts, Server, ServerHandle, ServerOptions, ServerShutdown};
+pub use server::{CUT_LEAD, Server, ServerHandle, ServerOptions};

@@ -3,8 +3,8 @@
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,6 +21,7 @@ use tower::Service;
 
 use super::TransportError;
 use super::connection::{self, ConnectionSignals};
+use super::counts::{ConnectionCounts, ServerShutdown};
 use crate::registry::BoxError;
 
 /// How long before a shutdown's bound the calls still open are ended with a status:
@@ -133,6 +134,7 @@ impl Server {
             stop_accepting: CancellationToken::new(),
             signals: Arc::new(ConnectionSignals::default()),
             tracker: TaskTracker::new(),
+            close_began: OnceLock::new(),
         });
         let builder = http2_builder(&self.options);
         shared.tracker.spawn(accept_loop(
@@ -209,6 +211,9 @@ struct Shared {
     stop_accepting: CancellationToken,
     signals: Arc<ConnectionSignals>,
     tracker: TaskTracker,
+    /// The tallies when the close began (the first GOAWAY or the shutdown): what
+    /// [`ServerHandle::shutdown`] reports is counted from there.
+    close_began: OnceLock<ServerShutdown>,
 }
 
 /// Controls a serving [`Server`]: its address, its connections, and how it stops.
@@ -218,41 +223,6 @@ struct Shared {
 #[derive(Clone, Debug)]
 pub struct ServerHandle {
     shared: Arc<Shared>,
-}
-
-/// What happened to the connections of a server during [`ServerHandle::shutdown`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ServerShutdown {
-    /// Connections that closed after the graceful GOAWAY exchange.
-    pub closed_gracefully: usize,
-    /// Connections closed because the deadline passed first.
-    pub forced: usize,
-    /// Connections closed at once because the peer had not sent a byte (no handshake).
-    pub unused: usize,
-    /// Calls (typically streams) still open at the bound, ended with `UNAVAILABLE`,
-    /// "provider shut down before the stream ended" ([`super::CUT_AT_SHUTDOWN`]).
-    pub streams_cut: usize,
-}
-
-/// What a server's connections look like at one moment, for metrics.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ConnectionCounts {
-    /// Connections open now.
-    pub open: usize,
-    /// Connections that were sent the first GOAWAY of a graceful close, since the server
-    /// started (connections whose peer never spoke are closed without one).
-    pub goaway_sent: u64,
-}
-
-impl std::ops::Add for ConnectionCounts {
-    type Output = Self;
-
-    fn add(self, other: Self) -> Self {
-        Self {
-            open: self.open + other.open,
-            goaway_sent: self.goaway_sent + other.goaway_sent,
-        }
-    }
 }
 
 impl ServerHandle {
@@ -276,21 +246,54 @@ impl ServerHandle {
         }
     }
 
+    /// Shutdown step 2: from now on a call of a plain gRPC client — one that is not an
+    /// rpc consumer, and so reads no closing mark — makes its connection start its
+    /// graceful close (the first GOAWAY, with its PING): the call is still served, the
+    /// client opens no new stream on the connection; and a new connection is held back
+    /// from HTTP/2 until its peer sends a request, so a gRPC client that dials again
+    /// (and waits for the server's SETTINGS first) calls another instance. rpc
+    /// consumers' connections, and those of clients that stopped calling, stay as they
+    /// are; the listener stays open (see `socket.rs`).
+    pub fn goaway_plain_clients_that_call(&self) {
+        self.begin_close();
+        self.shared.signals.plain_clients_go.cancel();
+    }
+
+    /// Shutdown step 3: starts the graceful close of every connection that never
+    /// carried an rpc consumer's call, so that no plain client
+    /// opens new streams while requests are refused. rpc consumers stopped choosing
+    /// this instance at its closing mark; their connections close in
+    /// [`ServerHandle::shutdown`], as before.
+    pub fn goaway_plain_clients(&self) {
+        self.begin_close();
+        self.shared.signals.goaway_plain.cancel();
+    }
+
+    /// Notes the tallies the close is counted from (once).
+    fn begin_close(&self) {
+        self.shared.close_began.get_or_init(|| self.tallies());
+    }
+
     /// Stops accepting and closes every connection gracefully, by `deadline`.
     ///
     /// In order: the listener is closed (new dials are refused); every connection that
-    /// has begun HTTP/2 gets the two-step GOAWAY and is awaited; connections whose peer
-    /// never sent a byte are closed at once. Calls still open [`CUT_LEAD`] before
-    /// `deadline` are ended with `UNAVAILABLE`, "provider shut down before the stream
-    /// ended", so their callers learn why (the lead lets those trailers reach them);
-    /// whatever connection is still open at `deadline` is then closed by force. Never
-    /// waits past `deadline`, whatever the peers do.
+    /// has begun HTTP/2 gets the two-step GOAWAY (unless it already has) and is awaited;
+    /// connections whose peer never sent a byte (or, accepted during the shutdown, no
+    /// request) are closed at once, and so is every
+    /// connection with no call in flight once its peer has had 100 ms to answer its
+    /// GOAWAY's PING (a mute peer, or one that ignores the GOAWAY, holds nothing). Calls
+    /// still open [`CUT_LEAD`] before `deadline` are ended with `UNAVAILABLE`, "provider
+    /// shut down before the stream ended", so their callers learn why (the lead lets
+    /// those trailers reach them); whatever connection is still open at `deadline` is
+    /// then closed by force. Never waits past `deadline`, whatever the peers do.
     pub async fn shutdown(&self, deadline: Instant) -> ServerShutdown {
         let signals = &self.shared.signals;
-        let before = self.tallies();
+        self.begin_close();
+        let before = self.shared.close_began.get().copied().unwrap_or_default();
         self.shared.stop_accepting.cancel();
         self.shared.listening.lock().take();
         signals.goaway.cancel();
+        signals.close_idle.cancel();
         self.shared.tracker.close();
         let cut_at = deadline.checked_sub(CUT_LEAD).unwrap_or(deadline);
         let closed = |bound| tokio::time::timeout_at(bound, self.shared.tracker.wait());
@@ -304,10 +307,17 @@ impl ServerHandle {
         let after = self.tallies();
         ServerShutdown {
             closed_gracefully: after.closed_gracefully - before.closed_gracefully,
+            closed_idle: after.closed_idle - before.closed_idle,
             forced: after.forced - before.forced,
             unused: after.unused - before.unused,
             streams_cut: after.streams_cut - before.streams_cut,
         }
+    }
+
+    /// Requests refused with `REFUSED_STREAM` so far: requests of clients that are not
+    /// rpc consumers, sent once refusals had begun (see `peer.rs`).
+    pub fn refused_streams(&self) -> usize {
+        self.shared.signals.refused.load(Ordering::Relaxed)
     }
 
     /// Stops accepting connections *without closing the listening socket*: the hot
@@ -356,6 +366,7 @@ impl ServerHandle {
         let signals = &self.shared.signals;
         ServerShutdown {
             closed_gracefully: signals.closed_gracefully.load(Ordering::Relaxed),
+            closed_idle: signals.closed_idle.load(Ordering::Relaxed),
             forced: signals.forced.load(Ordering::Relaxed),
             unused: signals.unused.load(Ordering::Relaxed),
             streams_cut: signals.cut.calls(),

@@ -7,17 +7,13 @@ use std::task::{Context, Poll};
 
 use http::{Request, Response};
 use pin_project_lite::pin_project;
-use rpc_core::metadata::{CLOSING, CLOSING_VALUE, NOT_EXECUTED, NOT_EXECUTED_CLOSING};
+use rpc_core::metadata::{
+    CLOSING, CLOSING_VALUE, HEALTH_PATH_PREFIX, NOT_EXECUTED, NOT_EXECUTED_CLOSING,
+};
 use rpc_core::{GuardedBody, InflightGuard, ProviderHandles};
 use tonic::body::Body as TonicBody;
 use tower_layer::Layer;
 use tower_service::Service;
-
-/// Path prefix of the gRPC health service. Health checks are answered during shutdown
-/// (they report NOT_SERVING), and they neither count as traffic for the "no request
-/// during the offline window" condition nor delay the drain: a probe every few seconds
-/// must not hold an idle provider open.
-const HEALTH_PREFIX: &str = "/grpc.health.v1.Health/";
 
 /// Applies [`ProviderGraceful`] to a service (tonic routes).
 #[derive(Clone, Debug)]
@@ -51,7 +47,8 @@ impl<S> Layer<S> for ProviderGracefulLayer {
 ///    arrival time;
 /// 2. from shutdown step 3 on, answers it at once with `UNAVAILABLE` plus
 ///    `rpc-not-executed: closing` without running it (our consumers re-send it
-///    elsewhere);
+///    elsewhere; the transport refuses the stream instead, with `REFUSED_STREAM`, for
+///    a client that is not an rpc consumer — see `rpc_core::transport`);
 /// 3. from shutdown step 1 on, and while its service is manually offline, adds
 ///    `rpc-closing: 1` to its response headers so the consumer stops choosing this
 ///    instance before the registry tells it. Whether the service is offline is read when
@@ -82,7 +79,10 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let handles = &*self.handles;
         let offline = handles.offline.covers(request.uri().path());
-        if request.uri().path().starts_with(HEALTH_PREFIX) {
+        // Health checks are answered during shutdown (NOT_SERVING), and neither count as
+        // traffic for the offline window nor delay the drain: a probe every few seconds
+        // must not hold an idle provider open.
+        if request.uri().path().starts_with(HEALTH_PATH_PREFIX) {
             return ResponseFuture::Admitted {
                 inner: self.inner.call(request),
                 guard: None,

@@ -102,6 +102,7 @@ impl Lifecycle {
         let closed = join_all(protocols.servers.iter().map(|s| s.shutdown(bound))).await;
         for connections in closed {
             report.connections_closed += connections.closed_gracefully;
+            report.connections_idle += connections.closed_idle;
             report.connections_forced += connections.forced;
             report.streams_cut += connections.streams_cut;
         }
@@ -138,7 +139,8 @@ impl Lifecycle {
             self.inner.callbacks.discard();
             return StepOutcome::Skipped;
         }
-        report.callbacks_failed = self.inner.callbacks.run_all(deadline.end()).await;
+        let end = deadline.callbacks_end();
+        report.callbacks_failed = self.inner.callbacks.run_all(end).await;
         if report.callbacks_failed > 0 {
             StepOutcome::TimedOut
         } else {

@@ -37,7 +37,6 @@ use tracing::Instrument;
 pub use config::UpgradeConfig;
 pub use report::{Refusal, UpgradeReport, UpgradeResult, UpgradeStep};
 
-use super::deadline::Deadline;
 use super::sequence::{SequenceStep, Steps};
 use super::{Lifecycle, Phase, ShutdownReport, StepOutcome, StepReport};
 use crate::Instance;
@@ -300,7 +299,7 @@ impl Lifecycle {
         }
         run.report.result = UpgradeResult::Succeeded;
         let _ = decided.send(run.finish(&steps));
-        let deadline = Deadline::new(self.config().timeout, self.inner.force.clone());
+        let deadline = self.deadline_from_now();
         let mut drained = ShutdownReport {
             handed_over_to: run.report.new_pid,
             ..ShutdownReport::default()

@@ -1,0 +1,45 @@
+//! What a server's connections look like, counted: at one moment (for metrics), and
+//! over its close (for the shutdown report).
+
+/// What happened to the connections of a server from the start of its close (the first
+/// of [`goaway_plain_clients_that_call`](super::ServerHandle::goaway_plain_clients_that_call),
+/// [`goaway_plain_clients`](super::ServerHandle::goaway_plain_clients) and
+/// [`shutdown`](super::ServerHandle::shutdown)) to the end of its `shutdown`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerShutdown {
+    /// Connections that closed after the graceful GOAWAY exchange.
+    pub closed_gracefully: usize,
+    /// Connections closed by us with nothing in flight, without the end of the GOAWAY
+    /// exchange: their peer did not answer its PING within 100 ms, or ignored the
+    /// GOAWAY and kept the socket open. Nothing is lost by it.
+    pub closed_idle: usize,
+    /// Connections closed because the deadline passed first, with calls still on them.
+    pub forced: usize,
+    /// Connections closed at once because the peer had not begun HTTP/2 with us: it had
+    /// not sent a byte, or (accepted during the shutdown) not a request.
+    pub unused: usize,
+    /// Calls (typically streams) still open at the bound, ended with `UNAVAILABLE`,
+    /// "provider shut down before the stream ended" ([`super::CUT_AT_SHUTDOWN`]).
+    pub streams_cut: usize,
+}
+
+/// What a server's connections look like at one moment, for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionCounts {
+    /// Connections open now.
+    pub open: usize,
+    /// Connections that were sent the first GOAWAY of a graceful close, since the server
+    /// started (connections whose peer never spoke are closed without one).
+    pub goaway_sent: u64,
+}
+
+impl std::ops::Add for ConnectionCounts {
+    type Output = Self;
+
+    fn add(self, other: Self) -> Self {
+        Self {
+            open: self.open + other.open,
+            goaway_sent: self.goaway_sent + other.goaway_sent,
+        }
+    }
+}

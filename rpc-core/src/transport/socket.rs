@@ -1,0 +1,221 @@
+//! An accepted socket as HTTP/2 reads it: whether the peer ever sent a byte, and, for
+//! a connection accepted during a shutdown, the bytes read ahead while it was held back
+//! until its peer sent a request.
+//!
+//! Why hold a connection back: once a shutdown has begun, a plain gRPC client that was
+//! sent GOAWAY dials the same address again at once, and would be served there again —
+//! the GOAWAY would move it nowhere, and the wait for consumers would last its whole
+//! bound. gRPC's own clients (C-core, hence grpcio; Go; Java) do not use a new
+//! connection before the server's SETTINGS frame arrives: a connection that gets none
+//! stays "connecting" for them, and they call another address. rpc consumers (hyper,
+//! under tonic's channel) send their request without waiting. So a connection accepted
+//! during a shutdown is handed to HTTP/2 — which sends SETTINGS first — only once its
+//! peer has sent a request; one that never does is closed at the server's shutdown,
+//! having carried nothing. The listener itself stays open until then, so an rpc
+//! consumer that learns late of this instance's leaving still reaches it and is told
+//! so ("closing, not executed") rather than refused a connection.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes, BytesMut};
+use pin_project_lite::pin_project;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// The HTTP/2 client connection preface (RFC 9113 §3.4).
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// Length of an HTTP/2 frame header (RFC 9113 §4.1).
+const FRAME_HEADER: usize = 9;
+/// The frame type that opens a stream: a request.
+const HEADERS: u8 = 0x1;
+/// Most bytes read ahead while waiting for a request. A client's preface, SETTINGS and
+/// WINDOW_UPDATE take about 100 bytes; a peer that sends 16 KiB of anything else
+/// before a request is not a client worth holding a buffer for.
+const READ_AHEAD_LIMIT: usize = 16 * 1024;
+
+/// Reads from `stream` until its peer has sent a request (the preface, then a HEADERS
+/// frame), and returns every byte read. `None` when the peer closed first, sent
+/// something that is not HTTP/2, or [`READ_AHEAD_LIMIT`] bytes without a request.
+pub(crate) async fn read_until_request(stream: &mut TcpStream) -> Option<Bytes> {
+    let mut read = BytesMut::with_capacity(256);
+    loop {
+        match first_request(&read) {
+            Scan::Request => return Some(read.freeze()),
+            Scan::NotHttp2 => return None,
+            Scan::NotYet if read.len() >= READ_AHEAD_LIMIT => return None,
+            Scan::NotYet => {}
+        }
+        if stream.read_buf(&mut read).await.ok()? == 0 {
+            return None;
+        }
+    }
+}
+
+/// What the bytes a peer sent so far show.
+#[derive(Debug, PartialEq, Eq)]
+enum Scan {
+    Request,
+    NotHttp2,
+    NotYet,
+}
+
+fn first_request(bytes: &[u8]) -> Scan {
+    let preface = PREFACE.len().min(bytes.len());
+    if bytes[..preface] != PREFACE[..preface] {
+        return Scan::NotHttp2;
+    }
+    let mut at = PREFACE.len();
+    while let Some(header) = bytes.get(at..at + FRAME_HEADER) {
+        if header[3] == HEADERS {
+            return Scan::Request;
+        }
+        let length =
+            usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+        at += FRAME_HEADER + length;
+    }
+    Scan::NotYet
+}
+
+pin_project! {
+    /// An accepted socket that replays what was read ahead, and notes whether the peer
+    /// ever sent a byte.
+    pub(crate) struct PeerSocket {
+        #[pin]
+        stream: TcpStream,
+        read_ahead: Bytes,
+        seen: bool,
+        flag: Arc<AtomicBool>,
+    }
+}
+
+impl PeerSocket {
+    /// `stream`, whose first bytes were `read_ahead` (empty if none were read); `flag`
+    /// is set once the peer is known to have sent a byte.
+    pub(crate) fn new(stream: TcpStream, read_ahead: Bytes, flag: Arc<AtomicBool>) -> Self {
+        let seen = !read_ahead.is_empty();
+        if seen {
+            flag.store(true, Ordering::Release);
+        }
+        Self {
+            stream,
+            read_ahead,
+            seen,
+            flag,
+        }
+    }
+}
+
+impl AsyncRead for PeerSocket {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.project();
+        if !this.read_ahead.is_empty() {
+            let n = this.read_ahead.len().min(buf.remaining());
+            buf.put_slice(&this.read_ahead[..n]);
+            this.read_ahead.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        let before = buf.filled().len();
+        let poll = this.stream.poll_read(cx, buf);
+        if !*this.seen && buf.filled().len() > before {
+            *this.seen = true;
+            this.flag.store(true, Ordering::Release);
+        }
+        poll
+    }
+}
+
+impl AsyncWrite for PeerSocket {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.project().stream.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().stream.poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().stream.poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.project().stream.poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(kind: u8, length: usize) -> Vec<u8> {
+        let mut frame = vec![
+            (length >> 16) as u8,
+            (length >> 8) as u8,
+            length as u8,
+            kind,
+            0,
+        ];
+        frame.extend([0, 0, 0, 0]);
+        frame.extend(std::iter::repeat_n(0, length));
+        frame
+    }
+
+    #[test]
+    fn a_request_is_the_first_headers_frame_after_the_preface() {
+        let mut bytes = PREFACE[..10].to_vec();
+        assert_eq!(first_request(&bytes), Scan::NotYet);
+        bytes = PREFACE.to_vec();
+        bytes.extend(frame(0x4, 6)); // SETTINGS
+        bytes.extend(frame(0x8, 4)); // WINDOW_UPDATE
+        assert_eq!(first_request(&bytes), Scan::NotYet);
+        bytes.extend(&frame(HEADERS, 20)[..FRAME_HEADER]);
+        assert_eq!(first_request(&bytes), Scan::Request);
+        assert_eq!(first_request(b"GET / HTTP/1.1\r\n"), Scan::NotHttp2);
+    }
+
+    #[tokio::test]
+    async fn what_was_read_ahead_is_read_again_first() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (mut accepted, _) = listener.accept().await.unwrap();
+        let mut request = PREFACE.to_vec();
+        request.extend(frame(0x4, 0));
+        request.extend(frame(HEADERS, 3));
+        tokio::io::AsyncWriteExt::write_all(&mut client, &request)
+            .await
+            .unwrap();
+        let read = read_until_request(&mut accepted).await.unwrap();
+        assert!(request.starts_with(&read) && read.len() >= PREFACE.len() + 2 * FRAME_HEADER);
+        tokio::io::AsyncWriteExt::write_all(&mut client, b"!")
+            .await
+            .unwrap();
+        let flag = Arc::new(AtomicBool::new(false));
+        let mut socket = PeerSocket::new(accepted, read, flag.clone());
+        assert!(flag.load(Ordering::Acquire));
+        let mut replayed = vec![0; request.len() + 1];
+        socket.read_exact(&mut replayed).await.unwrap();
+        assert_eq!(&replayed[..request.len()], &request[..]);
+        assert_eq!(replayed[request.len()], b'!');
+    }
+}
