@@ -19,11 +19,20 @@ mod channel;
 mod connection;
 mod error;
 mod inherit;
+mod message_limits;
 mod message_size_status;
 mod server;
+mod server_options;
 
 pub use call_bounds::CUT_AT_SHUTDOWN;
 pub use channel::{ChannelOptions, connect_lazy};
 pub use error::TransportError;
 pub use inherit::{ADMIN_LISTENER, GRPC_LISTENER, InheritedListeners, LISTEN_FDS_START, ListenFds};
-pub use server::{CUT_LEAD, ConnectionCounts, Server, ServerHandle, ServerOptions, ServerShutdown};
+pub use message_limits::{
+    DEFAULT_MAX_MESSAGE_SIZE, MessageLimit, MessageLimitFuture, MessageLimitLayer, MessageLimits,
+};
+pub use server::{CUT_LEAD, ConnectionCounts, Server, ServerHandle, ServerShutdown};
+pub use server_options::{
+    DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_HEADER_LIST_SIZE,
+    DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, ServerOptions,
+};

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioExecutor;
 use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::Service;
 
-use super::TransportError;
 use super::connection::{self, ConnectionSignals};
+use super::{ServerOptions, TransportError};
 use crate::registry::BoxError;
 
 /// How long before a shutdown's bound the calls still open are ended with a status:
@@ -28,31 +28,6 @@ use crate::registry::BoxError;
 /// 100 ms: writing a trailers frame on an open connection takes well under 1 ms, so
 /// this covers a loaded machine, and is small next to `step_timeout` (default 3 s).
 pub const CUT_LEAD: Duration = Duration::from_millis(100);
-
-/// HTTP/2 settings of an exported server. The defaults are hyper's (and so tonic's).
-#[derive(Clone, Debug)]
-pub struct ServerOptions {
-    /// Interval of HTTP/2 keep-alive PINGs; `None` (default) sends none.
-    pub http2_keepalive_interval: Option<Duration>,
-    /// How long to wait for a keep-alive PING's acknowledgement. Default 20 s.
-    pub http2_keepalive_timeout: Duration,
-    /// Streams one connection may have open at once; `None` (default) for no limit.
-    pub max_concurrent_streams: Option<u32>,
-    /// Pause after a failed `accept` (e.g. too many open files) before trying again,
-    /// so the loop does not spin. Default 50 ms.
-    pub accept_error_backoff: Duration,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        Self {
-            http2_keepalive_interval: None,
-            http2_keepalive_timeout: Duration::from_secs(20),
-            max_concurrent_streams: None,
-            accept_error_backoff: Duration::from_millis(50),
-        }
-    }
-}
 
 /// A bound listener, not serving yet. Binding first and serving second lets the caller
 /// learn the port (port 0 picks a free one) before anything is announced.
@@ -134,7 +109,7 @@ impl Server {
             signals: Arc::new(ConnectionSignals::default()),
             tracker: TaskTracker::new(),
         });
-        let builder = http2_builder(&self.options);
+        let builder = self.options.http2_builder();
         shared.tracker.spawn(accept_loop(
             self.listener,
             service,
@@ -144,16 +119,6 @@ impl Server {
         ));
         ServerHandle { shared }
     }
-}
-
-fn http2_builder(options: &ServerOptions) -> http2::Builder<TokioExecutor> {
-    let mut builder = http2::Builder::new(TokioExecutor::new());
-    builder
-        .timer(TokioTimer::new())
-        .keep_alive_interval(options.http2_keepalive_interval)
-        .keep_alive_timeout(options.http2_keepalive_timeout)
-        .max_concurrent_streams(options.max_concurrent_streams);
-    builder
 }
 
 async fn accept_loop<S, B>(

@@ -56,6 +56,7 @@ impl ApplicationBuilder {
         );
         let metrics = Metrics::new(&config.metrics, &lifecycle);
         Self {
+            server_options: config.protocol.server_options(),
             config,
             lifecycle,
             metrics,
@@ -65,7 +66,6 @@ impl ApplicationBuilder {
             references: Vec::new(),
             gates: Vec::new(),
             channel_options: ChannelOptions::default(),
-            server_options: ServerOptions::default(),
             upgrade: UpgradeStart::read(),
         }
     }
@@ -96,6 +96,11 @@ impl ApplicationBuilder {
 
     /// Provides `service` (a tonic-generated `*Server`, unchanged). Its registration
     /// settings come from `provider.services.<name>`.
+    ///
+    /// Its messages are limited by `protocol.max_decoding_message_size` and
+    /// `max_encoding_message_size` (default 4 MiB each). The generated server keeps its
+    /// own decoding limit too (tonic's default, 4 MiB): to accept larger requests, raise
+    /// both, e.g. `GreeterServer::new(greeter).max_decoding_message_size(usize::MAX)`.
     pub fn service<S>(&mut self, service: S) -> &mut Self
     where
         S: tower::Service<
@@ -179,7 +184,8 @@ impl ApplicationBuilder {
         self
     }
 
-    /// HTTP/2 settings of the provider listener.
+    /// HTTP/2 settings of the provider listener, instead of those `protocol` configures
+    /// (its keep-alive and limits).
     pub fn server_options(&mut self, options: ServerOptions) -> &mut Self {
         self.server_options = options;
         self

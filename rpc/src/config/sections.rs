@@ -36,35 +36,6 @@ pub struct RegistryConfig {
     pub url: String,
 }
 
-/// `protocol`: the listener of this application's providers.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ProtocolConfig {
-    /// Protocol name; `tri` (Dubbo's Triple, gRPC-compatible) and `grpc` both mean gRPC
-    /// over HTTP/2. Default `tri`.
-    pub name: String,
-    /// IP to bind. Default `127.0.0.1`; use `0.0.0.0` with `advertise_host` to serve
-    /// other hosts (e.g. the pod IP on Kubernetes).
-    pub host: String,
-    /// Port to bind; 0 picks a free one (consumers find it through the registry).
-    /// Default 0.
-    pub port: u16,
-    /// Host consumers dial. Default: `host`, or `127.0.0.1` if `host` is unspecified.
-    #[serde(alias = "advertise-host")]
-    pub advertise_host: Option<String>,
-}
-
-impl Default for ProtocolConfig {
-    fn default() -> Self {
-        Self {
-            name: "tri".to_owned(),
-            host: "127.0.0.1".to_owned(),
-            port: 0,
-            advertise_host: None,
-        }
-    }
-}
-
 /// `provider`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

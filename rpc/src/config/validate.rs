@@ -12,21 +12,9 @@ impl Config {
             rpc_registry::check_url(&registry.url)
                 .map_err(|error| (format!("registries.{name}.url"), error.to_string()))?;
         }
-        if !matches!(self.protocol.name.as_str(), "tri" | "grpc") {
-            return Err((
-                "protocol.name".into(),
-                format!(
-                    "`{}` is not a protocol: use `tri` or `grpc`",
-                    self.protocol.name
-                ),
-            ));
-        }
-        if self.protocol.host.parse::<std::net::IpAddr>().is_err() {
-            return Err((
-                "protocol.host".into(),
-                format!("`{}` is not an IP address to bind", self.protocol.host),
-            ));
-        }
+        self.protocol
+            .validate()
+            .map_err(|(key, reason)| (format!("protocol.{key}"), reason))?;
         self.graceful_shutdown
             .validate()
             .map_err(|(key, reason)| (format!("graceful_shutdown.{key}"), reason))?;
