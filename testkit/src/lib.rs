@@ -17,6 +17,8 @@
 //! - [`init_logging`]: the `tracing` subscriber the example binaries install.
 //! - [`http`]: a small HTTP/1.1 client for the admin endpoint (`GET /ready`, `POST
 //!   /offline`).
+//! - [`wire`]: bad input on the wire (raw HTTP/2 frames, hand-written gRPC calls, the
+//!   rapid-reset, header-list and CONTINUATION floods).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -27,5 +29,6 @@ pub mod load;
 mod logging;
 pub mod measure;
 pub mod services;
+pub mod wire;
 
 pub use logging::init_logging;
