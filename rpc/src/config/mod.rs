@@ -37,6 +37,7 @@ mod load;
 mod protocol;
 mod sections;
 mod validate;
+mod whole_numbers;
 
 use std::collections::BTreeMap;
 
