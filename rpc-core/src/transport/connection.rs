@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
@@ -16,6 +17,8 @@ use hyper_util::service::TowerToHyperService;
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpConnectInfo;
 use tower::{Service, ServiceExt};
@@ -44,9 +47,18 @@ pub(crate) struct ConnectionSignals {
     pub(crate) goaway_sent: AtomicU64,
 }
 
-/// Serves `stream` with `service` until the connection ends or the signals end it.
+/// A TLS handshake to make before HTTP/2: the acceptor in force when the connection was
+/// accepted, and how long the peer has to finish it.
+pub(crate) struct Handshake {
+    pub(crate) acceptor: TlsAcceptor,
+    pub(crate) timeout: Duration,
+}
+
+/// Serves `stream` with `service` (after the TLS handshake, if any) until the connection
+/// ends or the signals end it.
 pub(crate) async fn serve<S, B>(
     stream: TcpStream,
+    tls: Option<Handshake>,
     service: S,
     builder: http2::Builder<TokioExecutor>,
     signals: Arc<ConnectionSignals>,
@@ -69,8 +81,63 @@ pub(crate) async fn serve<S, B>(
         request
     });
     let service = CallBounds::new(service, signals.cut.clone());
+    let tally = match tls {
+        None => serve_http2(stream, service, &builder, &signals).await,
+        Some(handshake) => match handshake_unless_closing(stream, handshake, &signals).await {
+            Ok(stream) => serve_http2(stream, service, &builder, &signals).await,
+            Err(tally) => tally,
+        },
+    };
+    tally.fetch_add(1, Ordering::Relaxed);
+    signals.open.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// The TLS handshake, bounded by its timeout and given up when the server closes: a
+/// connection still in its handshake carries no stream, so nothing is lost, and it is
+/// tallied as unused. A failed handshake (a client that does not trust us, or has no
+/// certificate a mutual-TLS provider accepts) ends the connection, tallied as closed.
+async fn handshake_unless_closing<'a>(
+    stream: TcpStream,
+    handshake: Handshake,
+    signals: &'a ConnectionSignals,
+) -> Result<TlsStream<TcpStream>, &'a AtomicUsize> {
+    let bounded = tokio::time::timeout(handshake.timeout, handshake.acceptor.accept(stream));
+    tokio::select! {
+        biased;
+        _ = signals.force.cancelled() => Err(&signals.unused),
+        _ = signals.goaway.cancelled() => Err(&signals.unused),
+        result = bounded => match result {
+            Ok(Ok(stream)) => Ok(stream),
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "TLS handshake failed");
+                Err(&signals.closed_gracefully)
+            }
+            Err(_elapsed) => {
+                tracing::debug!(timeout = ?handshake.timeout, "TLS handshake not finished in time");
+                Err(&signals.closed_gracefully)
+            }
+        },
+    }
+}
+
+/// Serves HTTP/2 on `io` until the connection ends or the signals end it; the tally the
+/// connection's end belongs to.
+async fn serve_http2<'a, IO, S, B>(
+    io: IO,
+    service: S,
+    builder: &http2::Builder<TokioExecutor>,
+    signals: &'a ConnectionSignals,
+) -> &'a AtomicUsize
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     let heard_from_peer = Arc::new(AtomicBool::new(false));
-    let io = TokioIo::new(FirstRead::new(stream, heard_from_peer.clone()));
+    let io = TokioIo::new(FirstRead::new(io, heard_from_peer.clone()));
     let conn = builder.serve_connection(io, TowerToHyperService::new(service));
     tokio::pin!(conn);
 
@@ -83,7 +150,7 @@ pub(crate) async fn serve<S, B>(
             Some(&signals.closed_gracefully)
         }
     };
-    let tally = match outcome {
+    match outcome {
         Some(tally) => tally,
         // A peer that never sent a byte has not begun the HTTP/2 handshake: there is
         // no stream to protect, so close it ourselves rather than wait on it.
@@ -104,9 +171,7 @@ pub(crate) async fn serve<S, B>(
                 }
             }
         }
-    };
-    tally.fetch_add(1, Ordering::Relaxed);
-    signals.open.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 fn log_end(result: Result<(), hyper::Error>) {
@@ -116,17 +181,18 @@ fn log_end(result: Result<(), hyper::Error>) {
 }
 
 pin_project! {
-    /// A socket that notes whether the peer ever sent a byte.
-    struct FirstRead {
+    /// A socket (after TLS, if any) that notes whether the peer ever sent a byte of
+    /// HTTP/2.
+    struct FirstRead<T> {
         #[pin]
-        stream: TcpStream,
+        stream: T,
         seen: bool,
         flag: Arc<AtomicBool>,
     }
 }
 
-impl FirstRead {
-    fn new(stream: TcpStream, flag: Arc<AtomicBool>) -> Self {
+impl<T> FirstRead<T> {
+    fn new(stream: T, flag: Arc<AtomicBool>) -> Self {
         Self {
             stream,
             seen: false,
@@ -135,7 +201,7 @@ impl FirstRead {
     }
 }
 
-impl AsyncRead for FirstRead {
+impl<T: AsyncRead> AsyncRead for FirstRead<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -152,7 +218,7 @@ impl AsyncRead for FirstRead {
     }
 }
 
-impl AsyncWrite for FirstRead {
+impl<T: AsyncWrite> AsyncWrite for FirstRead<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -23,6 +23,7 @@ mod message_limits;
 mod message_size_status;
 mod server;
 mod server_options;
+mod tls;
 
 pub use call_bounds::CUT_AT_SHUTDOWN;
 pub use channel::{ChannelOptions, connect_lazy};
@@ -36,3 +37,4 @@ pub use server_options::{
     DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_HEADER_LIST_SIZE,
     DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, ServerOptions,
 };
+pub use tls::{ClientTls, DEFAULT_RELOAD_INTERVAL, ServerTlsFiles, TlsError};

@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::Service;
 
-use super::connection::{self, ConnectionSignals};
+use super::connection::{self, ConnectionSignals, Handshake};
+use super::tls::ServerTls;
 use super::{ServerOptions, TransportError};
 use crate::registry::BoxError;
 
@@ -36,13 +37,16 @@ pub struct Server {
     listener: TcpListener,
     local_addr: SocketAddr,
     options: ServerOptions,
+    tls: Option<Arc<ServerTls>>,
 }
 
 impl Server {
-    /// Binds `addr` (port 0 picks a free port).
+    /// Binds `addr` (port 0 picks a free port), and reads the TLS files if `options`
+    /// name some.
     ///
     /// # Errors
-    /// [`TransportError::Bind`] when the address cannot be bound, e.g. the port is in use.
+    /// [`TransportError::Bind`] when the address cannot be bound, e.g. the port is in use;
+    /// [`TransportError::Tls`] when a TLS file cannot be used.
     pub async fn bind(addr: SocketAddr, options: ServerOptions) -> Result<Self, TransportError> {
         let listener = TcpListener::bind(addr)
             .await
@@ -53,7 +57,8 @@ impl Server {
     /// Serves on an already-bound listener, e.g. one inherited from a parent process.
     ///
     /// # Errors
-    /// [`TransportError::Bind`] when the socket cannot be registered with the runtime.
+    /// [`TransportError::Bind`] when the socket cannot be registered with the runtime;
+    /// [`TransportError::Tls`] when a TLS file cannot be used.
     pub fn from_std(
         listener: std::net::TcpListener,
         options: ServerOptions,
@@ -75,10 +80,12 @@ impl Server {
         let local_addr = listener
             .local_addr()
             .map_err(|source| TransportError::Bind { addr, source })?;
+        let tls = options.tls.clone().map(ServerTls::load).transpose()?;
         Ok(Self {
             listener,
             local_addr,
             options,
+            tls,
         })
     }
 
@@ -109,11 +116,20 @@ impl Server {
             signals: Arc::new(ConnectionSignals::default()),
             tracker: TaskTracker::new(),
         });
-        let builder = self.options.http2_builder();
+        if let Some(tls) = &self.tls {
+            shared
+                .tracker
+                .spawn(tls.clone().watch(shared.stop_accepting.clone()));
+        }
+        let connections = Connections {
+            builder: self.options.http2_builder(),
+            tls: self.tls,
+            tls_handshake_timeout: self.options.tls_handshake_timeout,
+        };
         shared.tracker.spawn(accept_loop(
             self.listener,
             service,
-            builder,
+            connections,
             shared.clone(),
             self.options.accept_error_backoff,
         ));
@@ -121,10 +137,18 @@ impl Server {
     }
 }
 
+/// How each accepted connection is served: hyper's HTTP/2 settings, and TLS first if
+/// configured.
+struct Connections {
+    builder: http2::Builder<TokioExecutor>,
+    tls: Option<Arc<ServerTls>>,
+    tls_handshake_timeout: Duration,
+}
+
 async fn accept_loop<S, B>(
     listener: TcpListener,
     service: S,
-    builder: http2::Builder<TokioExecutor>,
+    connections: Connections,
     shared: Arc<Shared>,
     backoff: Duration,
 ) where
@@ -145,10 +169,17 @@ async fn accept_loop<S, B>(
                 if let Err(error) = stream.set_nodelay(true) {
                     tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted socket");
                 }
+                // The acceptor is taken now: a connection accepted after a reload uses
+                // the new certificate, the ones before keep theirs.
+                let tls = connections.tls.as_ref().map(|tls| Handshake {
+                    acceptor: tls.acceptor(),
+                    timeout: connections.tls_handshake_timeout,
+                });
                 shared.tracker.spawn(connection::serve(
                     stream,
+                    tls,
                     service.clone(),
-                    builder.clone(),
+                    connections.builder.clone(),
                     shared.signals.clone(),
                 ));
             }

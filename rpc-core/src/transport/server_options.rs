@@ -18,6 +18,8 @@
 use std::time::Duration;
 
 use hyper::server::conn::http2;
+
+use super::ServerTlsFiles;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 /// Streams one connection may have open at once, by default: hyper's default, and twice
@@ -58,6 +60,12 @@ pub struct ServerOptions {
     /// Pause after a failed `accept` (e.g. too many open files) before trying again,
     /// so the loop does not spin. Default 50 ms.
     pub accept_error_backoff: Duration,
+    /// TLS: serve HTTPS with these files (reloaded when they change). Default none
+    /// (plain HTTP/2).
+    pub tls: Option<ServerTlsFiles>,
+    /// Bound on a connection's TLS handshake: a peer that has not finished it by then
+    /// is disconnected. Default 10 s.
+    pub tls_handshake_timeout: Duration,
 }
 
 impl Default for ServerOptions {
@@ -70,6 +78,8 @@ impl Default for ServerOptions {
             max_pending_accept_reset_streams: DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS,
             max_local_error_reset_streams: DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS,
             accept_error_backoff: Duration::from_millis(50),
+            tls: None,
+            tls_handshake_timeout: Duration::from_secs(10),
         }
     }
 }

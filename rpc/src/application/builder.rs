@@ -57,6 +57,10 @@ impl ApplicationBuilder {
         let metrics = Metrics::new(&config.metrics, &lifecycle);
         Self {
             server_options: config.protocol.server_options(),
+            channel_options: ChannelOptions {
+                tls: config.consumer.tls.clone(),
+                ..ChannelOptions::default()
+            },
             config,
             lifecycle,
             metrics,
@@ -65,7 +69,6 @@ impl ApplicationBuilder {
             services: Vec::new(),
             references: Vec::new(),
             gates: Vec::new(),
-            channel_options: ChannelOptions::default(),
             upgrade: UpgradeStart::read(),
         }
     }
@@ -178,7 +181,8 @@ impl ApplicationBuilder {
         self
     }
 
-    /// Settings of the channels to provider instances.
+    /// Settings of the channels to provider instances, instead of the defaults and the
+    /// TLS `consumer.tls` configures.
     pub fn channel_options(&mut self, options: ChannelOptions) -> &mut Self {
         self.channel_options = options;
         self

@@ -222,9 +222,10 @@ fn invalid(
     if let Some(cut) = message.find(" for key `") {
         message.truncate(cut);
     }
-    // serde reports an unknown field at its parent; name the field itself.
-    if let Some(field) = message
-        .strip_prefix("unknown field `")
+    // serde reports an unknown or a missing field at its parent; name the field itself.
+    if let Some(field) = ["unknown field `", "missing field `"]
+        .iter()
+        .find_map(|prefix| message.strip_prefix(prefix))
         .and_then(|rest| rest.split('`').next())
         && !key.ends_with(field)
     {

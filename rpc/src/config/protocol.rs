@@ -8,7 +8,7 @@ use std::time::Duration;
 use rpc_core::transport::{
     DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_HEADER_LIST_SIZE,
     DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_MESSAGE_SIZE,
-    DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, MessageLimits, ServerOptions,
+    DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, MessageLimits, ServerOptions, ServerTlsFiles,
 };
 use serde::{Deserialize, Serialize};
 
@@ -70,6 +70,12 @@ pub struct ProtocolConfig {
     /// closed. Default 1024.
     #[serde(alias = "max-local-error-reset-streams")]
     pub max_local_error_reset_streams: usize,
+    /// TLS (HTTPS): `{ cert, key, client_ca, reload_interval }` — the certificate chain
+    /// and key (PEM), the CA client certificates must chain to for mutual TLS (default
+    /// none: clients are not asked), and how often the files are checked for a change
+    /// (default 10 s; changed files are loaded for new connections). Default none:
+    /// plain HTTP/2.
+    pub tls: Option<ServerTlsFiles>,
 }
 
 impl Default for ProtocolConfig {
@@ -87,6 +93,7 @@ impl Default for ProtocolConfig {
             keepalive_timeout: Duration::from_secs(20),
             max_pending_accept_reset_streams: DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS,
             max_local_error_reset_streams: DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS,
+            tls: None,
         }
     }
 }
@@ -104,6 +111,7 @@ impl ProtocolConfig {
             max_header_list_size: self.max_header_list_size,
             max_pending_accept_reset_streams: self.max_pending_accept_reset_streams,
             max_local_error_reset_streams: self.max_local_error_reset_streams,
+            tls: self.tls.clone(),
             ..ServerOptions::default()
         }
     }
@@ -162,7 +170,34 @@ impl ProtocolConfig {
         {
             return Err(("keepalive_interval", "must be more than 0".to_owned()));
         }
+        if let Some(tls) = &self.tls {
+            readable("tls.cert", Some(&tls.cert))?;
+            readable("tls.key", Some(&tls.key))?;
+            readable("tls.client_ca", tls.client_ca.as_ref())?;
+            if tls.reload_interval.is_zero() {
+                return Err(("tls.reload_interval", "must be more than 0".to_owned()));
+            }
+        }
         Ok(())
+    }
+}
+
+/// Whether a TLS file named by `key` can be opened: checked with the configuration, so
+/// that the error names the key (the certificate itself is read when the listener
+/// binds).
+pub(super) fn readable(
+    key: &'static str,
+    path: Option<&std::path::PathBuf>,
+) -> Result<(), (&'static str, String)> {
+    match path.map(std::fs::File::open) {
+        Some(Err(error)) => Err((
+            key,
+            format!(
+                "cannot read `{}`: {error}",
+                path.map_or(String::new(), |p| p.display().to_string())
+            ),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -237,5 +272,28 @@ mod tests {
             invalid_key("protocol: { keepalive_timeout: 0s }"),
             "protocol.keepalive_timeout"
         );
+    }
+
+    #[test]
+    fn tls_files_must_be_readable_and_named_by_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("cert.pem");
+        std::fs::write(&cert, "not read yet").unwrap();
+        let text = |key: &str| {
+            format!(
+                "protocol:\n  tls:\n    cert: {}\n    key: {key}\n    reload-interval: 1s\n",
+                cert.display()
+            )
+        };
+        assert_eq!(
+            invalid_key(&text("/nonexistent/key.pem")),
+            "protocol.tls.key"
+        );
+        let read = protocol(&text(&cert.display().to_string())).unwrap();
+        let tls = read.server_options().tls.unwrap();
+        assert_eq!(tls.reload_interval, Duration::from_secs(1));
+        assert_eq!(tls.client_ca, None);
+        let error = protocol("protocol: { tls: { cert: a.pem } }").unwrap_err();
+        assert!(error.to_string().contains("protocol.tls.key"), "{error}");
     }
 }

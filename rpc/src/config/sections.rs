@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rpc_cluster::{BlacklistConfig, DirectoryConfig, ReferenceConfig};
+use rpc_core::transport::ClientTls;
 use serde::{Deserialize, Serialize};
 
 /// `application`.
@@ -91,6 +92,11 @@ pub struct ConsumerConfig {
     pub blacklist: BlacklistConfig,
     /// How registry notifications are applied (empty protection, closing expiry, P2C).
     pub directory: DirectoryConfig,
+    /// TLS to providers: `{ ca, domain, cert, key }` — the CA providers' certificates
+    /// must chain to (PEM), the name they must carry (default: the address dialled),
+    /// and this consumer's certificate and key for providers that ask for one (mutual
+    /// TLS; default none). Default none: plain HTTP/2.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ConsumerConfig {
@@ -102,6 +108,7 @@ impl Default for ConsumerConfig {
             references: BTreeMap::new(),
             blacklist: BlacklistConfig::default(),
             directory: DirectoryConfig::default(),
+            tls: None,
         }
     }
 }
