@@ -122,8 +122,7 @@ async fn the_etcd_backend_registers_and_discovers_over_tls() {
         .expect("a registry URL");
     let refused = EtcdRegistry::connect(&plain)
         .await
-        .err()
-        .expect("plain HTTP/2 to a TLS etcd fails");
+        .expect_err("plain HTTP/2 to a TLS etcd fails");
     println!("without TLS: {refused}");
 
     let with_etcd = |name: &str| {

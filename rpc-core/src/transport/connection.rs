@@ -96,11 +96,11 @@ pub(crate) async fn serve<S, B>(
 /// connection still in its handshake carries no stream, so nothing is lost, and it is
 /// tallied as unused. A failed handshake (a client that does not trust us, or has no
 /// certificate a mutual-TLS provider accepts) ends the connection, tallied as closed.
-async fn handshake_unless_closing<'a>(
+async fn handshake_unless_closing(
     stream: TcpStream,
     handshake: Handshake,
-    signals: &'a ConnectionSignals,
-) -> Result<TlsStream<TcpStream>, &'a AtomicUsize> {
+    signals: &ConnectionSignals,
+) -> Result<TlsStream<TcpStream>, &AtomicUsize> {
     let bounded = tokio::time::timeout(handshake.timeout, handshake.acceptor.accept(stream));
     tokio::select! {
         biased;
