@@ -5,13 +5,13 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::Request;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use tokio::io::AsyncWriteExt;
 
 use super::frames::{Answer, END_HEADERS, Frame, kind, read_answer, valid_start};
+use super::grpc;
 
 /// Bytes that are not HTTP/2: an HTTP/1.1 request where the preface belongs.
 pub fn not_http2() -> Vec<u8> {
@@ -104,21 +104,6 @@ fn answer_of(error: &h2::Error) -> FloodAnswer {
     }
 }
 
-fn grpc_request(addr: SocketAddr, path: &str) -> Request<()> {
-    let mut request = Request::new(());
-    *request.method_mut() = http::Method::POST;
-    *request.uri_mut() = format!("http://{addr}{path}")
-        .parse()
-        .unwrap_or_else(|_| http::Uri::from_static("http://127.0.0.1/"));
-    let headers = request.headers_mut();
-    headers.insert(
-        "content-type",
-        http::HeaderValue::from_static("application/grpc"),
-    );
-    headers.insert("te", http::HeaderValue::from_static("trailers"));
-    request
-}
-
 /// What a rapid-reset flood did.
 #[derive(Clone, Debug)]
 pub struct RapidReset {
@@ -204,15 +189,8 @@ pub async fn large_header_list(
     path: &str,
     bytes: usize,
 ) -> Result<FloodAnswer, String> {
-    let tcp = TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
-    let (client, connection) = h2::client::handshake(tcp)
-        .await
-        .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
-    tokio::spawn(connection);
-    let mut client = client.ready().await.map_err(|e| format!("ready: {e}"))?;
-    let mut request = grpc_request(addr, path);
+    let mut client = grpc::connect(addr).await?;
+    let mut request = grpc::request(addr, path);
     let value = http::HeaderValue::from_static(
         "flood-flood-flood-flood-flood-flood-flood-flood-flood-flood-flood-flood-flood-flood",
     );

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use h2::client::SendRequest;
 use http::{HeaderMap, Request};
 use tokio::net::TcpStream;
 use tonic::Code;
@@ -32,21 +33,13 @@ pub async fn call(
     headers: &[(&str, &str)],
     body: Bytes,
 ) -> Result<Code, String> {
-    let tcp = TcpStream::connect(addr)
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
-    let (client, connection) = h2::client::handshake(tcp)
-        .await
-        .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
-    tokio::spawn(connection);
-    let mut client = client.ready().await.map_err(|e| format!("ready: {e}"))?;
-    let mut request = Request::post(format!("http://{addr}{path}"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers");
+    let mut client = connect(addr).await?;
+    let mut request = request(addr, path);
     for (name, value) in headers {
-        request = request.header(*name, *value);
+        let name = http::HeaderName::try_from(*name).map_err(|e| format!("header: {e}"))?;
+        let value = http::HeaderValue::try_from(*value).map_err(|e| format!("header: {e}"))?;
+        request.headers_mut().append(name, value);
     }
-    let request = request.body(()).map_err(|e| format!("request: {e}"))?;
     let (response, mut send) = client
         .send_request(request, false)
         .map_err(|e| format!("send: {e}"))?;
@@ -72,6 +65,35 @@ pub async fn call(
         .map_err(|e| format!("trailers: {e}"))?
         .ok_or("no trailers")?;
     status_of(&trailers).ok_or_else(|| "no grpc-status in the trailers".to_owned())
+}
+
+/// A fresh HTTP/2 connection to `addr`, ready for a request (its connection task runs
+/// in the background).
+pub(super) async fn connect(addr: SocketAddr) -> Result<SendRequest<Bytes>, String> {
+    let tcp = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let (client, connection) = h2::client::handshake(tcp)
+        .await
+        .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+    tokio::spawn(connection);
+    client.ready().await.map_err(|e| format!("ready: {e}"))
+}
+
+/// The headers of a gRPC call of `path` on `addr`, without a body.
+pub(super) fn request(addr: SocketAddr, path: &str) -> Request<()> {
+    let mut request = Request::new(());
+    *request.method_mut() = http::Method::POST;
+    *request.uri_mut() = format!("http://{addr}{path}")
+        .parse()
+        .unwrap_or_else(|_| http::Uri::from_static("http://127.0.0.1/"));
+    let headers = request.headers_mut();
+    headers.insert(
+        "content-type",
+        http::HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert("te", http::HeaderValue::from_static("trailers"));
+    request
 }
 
 fn status_of(headers: &HeaderMap) -> Option<Code> {
