@@ -115,3 +115,52 @@ fn stamps(files: &ServerTlsFiles) -> Vec<Stamp> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes a new self-signed certificate for `localhost` and its key.
+    fn write_certificate(files: &ServerTlsFiles) {
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+        std::fs::write(&files.key, made.signing_key.serialize_pem()).unwrap();
+        std::fs::write(&files.cert, made.cert.pem()).unwrap();
+    }
+
+    #[test]
+    fn a_change_is_loaded_a_broken_one_keeps_the_certificate_in_force() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = ServerTlsFiles::new(dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        write_certificate(&files);
+        let tls = ServerTls::load(files.clone()).unwrap();
+        assert!(!tls.reload_if_changed().unwrap(), "nothing changed");
+
+        let before = tls.config.load_full();
+        std::fs::write(&files.cert, "not a certificate, and a different size").unwrap();
+        assert!(
+            tls.reload_if_changed().is_err(),
+            "a broken file does not load"
+        );
+        assert!(
+            Arc::ptr_eq(&before, &tls.config.load_full()),
+            "still in force"
+        );
+        assert!(
+            tls.reload_if_changed().is_err(),
+            "tried again at the next check"
+        );
+
+        write_certificate(&files);
+        assert!(tls.reload_if_changed().unwrap(), "the repaired files load");
+        assert!(!Arc::ptr_eq(&before, &tls.config.load_full()));
+        assert!(!tls.reload_if_changed().unwrap());
+    }
+
+    #[test]
+    fn a_missing_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = ServerTlsFiles::new(dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        let error = ServerTls::load(files).unwrap_err().to_string();
+        assert!(error.contains("tls.crt"), "{error}");
+    }
+}
