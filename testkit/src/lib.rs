@@ -19,6 +19,9 @@
 //! - [`init_logging`]: the `tracing` subscriber the example binaries install.
 //! - [`http`]: a small HTTP/1.1 client for the admin endpoint (`GET /ready`, `POST
 //!   /offline`).
+//! - [`tls`]: a test CA and the certificates it signs, as PEM files.
+//! - [`wire`]: bad input on the wire (raw HTTP/2 frames, hand-written gRPC calls, the
+//!   rapid-reset, header-list and CONTINUATION floods).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -30,5 +33,7 @@ mod logging;
 pub mod measure;
 pub mod peers;
 pub mod services;
+pub mod tls;
+pub mod wire;
 
 pub use logging::init_logging;

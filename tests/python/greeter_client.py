@@ -2,36 +2,26 @@
 
 Usage: greeter_client.py PROTO_DIR HOST:PORT
 
-Generates stubs from greeter.proto with grpcio-tools into a temporary directory, then
-calls SayHello, SayHelloStream and the standard health check, printing one line each.
-Exits non-zero on any error.
+Generates stubs from greeter.proto with grpcio-tools (greeter_stubs.py), then calls
+SayHello, SayHelloStream and the standard health check, printing one line each. Exits
+non-zero on any error.
 """
 
-import importlib
 import sys
-import tempfile
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_tools import protoc
+
+import greeter_stubs
 
 
 def main() -> int:
     proto_dir, target = sys.argv[1], sys.argv[2]
-    with tempfile.TemporaryDirectory(prefix="rpc-interop-") as out:
-        return call(proto_dir, target, out)
+    return call(proto_dir, target)
 
 
-def call(proto_dir: str, target: str, out: str) -> int:
-    code = protoc.main(
-        ["protoc", f"-I{proto_dir}", f"--python_out={out}", f"--grpc_python_out={out}", "greeter.proto"]
-    )
-    if code != 0:
-        print(f"protoc failed with {code}", file=sys.stderr)
-        return 1
-    sys.path.insert(0, out)
-    greeter_pb2 = importlib.import_module("greeter_pb2")
-    greeter_pb2_grpc = importlib.import_module("greeter_pb2_grpc")
+def call(proto_dir: str, target: str) -> int:
+    greeter_pb2, greeter_pb2_grpc = greeter_stubs.load(proto_dir)
 
     with grpc.insecure_channel(target) as channel:
         stub = greeter_pb2_grpc.GreeterStub(channel)

@@ -13,28 +13,19 @@ mod common;
 
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use http::{HeaderMap, Request};
+use bytes::Bytes;
 use prost::Message;
 use proto::interop::SimpleRequest;
 use proto::interop::test_service_client::TestServiceClient;
 use rpc::registry::MemoryHub;
 use rpc_testkit::interop::server;
 use rpc_testkit::interop::service::Method;
-use tokio::net::TcpStream;
+use rpc_testkit::wire::grpc::{self, framed};
 use tokio::time::timeout;
 use tonic::Code;
 
 const BOUND: Duration = Duration::from_secs(20);
-
-/// A gRPC message: flag, big-endian length, bytes; `declared` overrides the length.
-fn framed(compressed: bool, message: &[u8], declared: Option<u32>) -> Bytes {
-    let mut frame = BytesMut::with_capacity(5 + message.len());
-    frame.put_u8(u8::from(compressed));
-    frame.put_u32(declared.unwrap_or(message.len() as u32));
-    frame.put_slice(message);
-    frame.freeze()
-}
+const UNARY: &str = "/grpc.testing.TestService/UnaryCall";
 
 fn unary_request() -> Vec<u8> {
     SimpleRequest {
@@ -42,51 +33,6 @@ fn unary_request() -> Vec<u8> {
         ..Default::default()
     }
     .encode_to_vec()
-}
-
-/// Sends one UnaryCall with `headers` and `body` on a fresh HTTP/2 connection and
-/// returns the gRPC status code of the answer (from the headers of a trailers-only
-/// answer, or from the trailers).
-async fn raw_call(addr: std::net::SocketAddr, headers: &[(&str, &str)], body: Bytes) -> Code {
-    let tcp = TcpStream::connect(addr).await.expect("connects");
-    let (client, connection) = h2::client::handshake(tcp).await.expect("HTTP/2 handshake");
-    tokio::spawn(connection);
-    let mut client = client.ready().await.expect("ready");
-    let mut request = Request::post(format!("http://{addr}/grpc.testing.TestService/UnaryCall"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers");
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let (response, mut send) = client
-        .send_request(request.body(()).expect("request"), false)
-        .expect("request sent");
-    // A provider may answer (and close the stream) before it reads a request it refuses
-    // from its headers alone: then the body has nowhere to go, and the answer is what
-    // counts (it is asserted below).
-    let _ = send.send_data(body, true);
-    let response = response.await.expect("a response");
-    assert_eq!(response.status(), http::StatusCode::OK);
-    if let Some(code) = status_of(response.headers()) {
-        return code;
-    }
-    let mut body = response.into_body();
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk.expect("data");
-        let _ = body.flow_control().release_capacity(chunk.len());
-    }
-    let trailers = body
-        .trailers()
-        .await
-        .expect("trailers")
-        .expect("some trailers");
-    status_of(&trailers).expect("a grpc-status")
-}
-
-fn status_of(headers: &HeaderMap) -> Option<Code> {
-    headers
-        .get("grpc-status")
-        .map(|value| Code::from_bytes(value.as_bytes()))
 }
 
 /// One bad request and the status it must get.
@@ -144,9 +90,10 @@ async fn bad_input_gets_its_status_and_the_provider_keeps_serving() {
     } in cases
     {
         let before = service.calls().get(Method::Unary);
-        let code = timeout(BOUND, raw_call(addr, &headers, body))
+        let code = timeout(BOUND, grpc::call(addr, UNARY, &headers, body))
             .await
-            .unwrap_or_else(|_| panic!("{what}: no answer within {BOUND:?}"));
+            .unwrap_or_else(|_| panic!("{what}: no answer within {BOUND:?}"))
+            .unwrap_or_else(|error| panic!("{what}: {error}"));
         println!("{what}: {code:?}");
         assert_eq!(code, want, "{what}");
         if what == "malformed grpc-timeout" {

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint};
 
-use super::TransportError;
+use super::{ClientTls, TransportError};
 
 /// Settings of the channel to one instance.
 #[derive(Clone, Debug)]
@@ -16,6 +16,9 @@ pub struct ChannelOptions {
     pub http2_keepalive_interval: Option<Duration>,
     /// Requests a channel may queue while (re)connecting. Default 1024 (tonic's).
     pub buffer_size: usize,
+    /// TLS: dial providers over HTTPS and verify them with these settings. Default
+    /// none (plain HTTP/2).
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ChannelOptions {
@@ -24,6 +27,7 @@ impl Default for ChannelOptions {
             connect_timeout: Duration::from_secs(1),
             http2_keepalive_interval: None,
             buffer_size: 1024,
+            tls: None,
         }
     }
 }
@@ -31,15 +35,29 @@ impl Default for ChannelOptions {
 /// A channel to `authority` (`host:port`) that connects on first use and reconnects after
 /// a failure. Must be called within a tokio runtime (the channel owns a background task).
 ///
+/// With [`ChannelOptions::tls`], the channel speaks HTTPS and its TLS files are read
+/// now (so a channel made after a rotation uses the new files).
+///
 /// # Errors
-/// [`TransportError::InvalidAddress`] when `authority` does not form a valid URI.
+/// [`TransportError::InvalidAddress`] when `authority` does not form a valid URI;
+/// [`TransportError::Tls`] when a TLS file cannot be used.
 pub fn connect_lazy(authority: &str, options: &ChannelOptions) -> Result<Channel, TransportError> {
-    let endpoint = Endpoint::from_shared(format!("http://{authority}")).map_err(|error| {
-        TransportError::InvalidAddress {
-            addr: authority.to_owned(),
-            reason: error.to_string(),
-        }
-    })?;
+    let scheme = if options.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let invalid = |reason: String| TransportError::InvalidAddress {
+        addr: authority.to_owned(),
+        reason,
+    };
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{authority}"))
+        .map_err(|error| invalid(error.to_string()))?;
+    if let Some(tls) = &options.tls {
+        endpoint = endpoint
+            .tls_config(tls.tonic_config()?)
+            .map_err(|error| invalid(error.to_string()))?;
+    }
     Ok(endpoint
         .tcp_nodelay(true)
         .connect_timeout(options.connect_timeout)

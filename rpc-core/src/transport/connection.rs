@@ -13,8 +13,11 @@ use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpConnectInfo;
 use tower::{Service, ServiceExt};
@@ -70,9 +73,18 @@ pub(crate) struct ConnectionSignals {
     pub(crate) refused: Arc<AtomicUsize>,
 }
 
-/// Serves `stream` with `service` until the connection ends or the signals end it.
+/// A TLS handshake to make before HTTP/2: the acceptor in force when the connection was
+/// accepted, and how long the peer has to finish it.
+pub(crate) struct Handshake {
+    pub(crate) acceptor: TlsAcceptor,
+    pub(crate) timeout: Duration,
+}
+
+/// Serves `stream` with `service` (after the TLS handshake, if any) until the connection
+/// ends or the signals end it.
 pub(crate) async fn serve<S, B>(
     stream: TcpStream,
+    tls: Option<Handshake>,
     service: S,
     builder: http2::Builder<TokioExecutor>,
     signals: Arc<ConnectionSignals>,
@@ -84,42 +96,9 @@ pub(crate) async fn serve<S, B>(
     B::Error: Into<BoxError>,
 {
     signals.open.fetch_add(1, Ordering::Relaxed);
-    let tally = serve_until_closed(stream, service, builder, &signals).await;
-    tally.fetch_add(1, Ordering::Relaxed);
-    signals.open.fetch_sub(1, Ordering::Relaxed);
-}
-
-/// The life of one connection; returns the tally its end counts in.
-async fn serve_until_closed<S, B>(
-    mut stream: TcpStream,
-    service: S,
-    builder: http2::Builder<TokioExecutor>,
-    signals: &ConnectionSignals,
-) -> &AtomicUsize
-where
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
     // Accepted during a shutdown: held back from HTTP/2 until its peer sends a request
     // (see `socket.rs`); closed at the server's shutdown if it never does.
     let accepted_in_shutdown = signals.plain_clients_go.is_cancelled();
-    let read_ahead = if accepted_in_shutdown {
-        let read = tokio::select! {
-            biased;
-            _ = signals.force.cancelled() => None,
-            _ = signals.goaway.cancelled() => None,
-            read = read_until_request(&mut stream) => read,
-        };
-        match read {
-            Some(read) => read,
-            None => return &signals.unused,
-        }
-    } else {
-        Bytes::new()
-    };
     // Handlers can ask tonic's `Request::local_addr()` / `remote_addr()`, as with
     // tonic's own server.
     let info = TcpConnectInfo {
@@ -137,44 +116,127 @@ where
         (!accepted_in_shutdown).then(|| signals.plain_clients_go.clone()),
         signals.refused.clone(),
     );
-    let heard_from_peer = Arc::new(AtomicBool::new(false));
-    let io = TokioIo::new(PeerSocket::new(stream, read_ahead, heard_from_peer.clone()));
-    let conn = builder.serve_connection(io, TowerToHyperService::new(service));
-    tokio::pin!(conn);
+    let connection = Connection {
+        peer,
+        accepted_in_shutdown,
+        builder,
+        signals: &signals,
+    };
+    let tally = match tls {
+        None => connection.serve_until_closed(stream, service).await,
+        Some(handshake) => match handshake_unless_closing(stream, handshake, &signals).await {
+            Ok(stream) => connection.serve_until_closed(stream, service).await,
+            Err(tally) => tally,
+        },
+    };
+    tally.fetch_add(1, Ordering::Relaxed);
+    signals.open.fetch_sub(1, Ordering::Relaxed);
+}
 
-    // 1. Serve until the connection ends by itself, or the server asks this peer to go.
+/// The TLS handshake, bounded by its timeout and given up when the server closes: a
+/// connection still in its handshake carries no stream, so nothing is lost, and it is
+/// tallied as unused. A failed handshake (a client that does not trust us, or has no
+/// certificate a mutual-TLS provider accepts) ends the connection, tallied as closed.
+async fn handshake_unless_closing(
+    stream: TcpStream,
+    handshake: Handshake,
+    signals: &ConnectionSignals,
+) -> Result<TlsStream<TcpStream>, &AtomicUsize> {
+    let bounded = tokio::time::timeout(handshake.timeout, handshake.acceptor.accept(stream));
     tokio::select! {
         biased;
-        _ = signals.force.cancelled() => return &signals.forced,
-        _ = goaway_asked(signals, &peer, accepted_in_shutdown) => {}
-        result = conn.as_mut() => {
-            log_end(result);
-            return &signals.closed_gracefully;
-        }
+        _ = signals.force.cancelled() => Err(&signals.unused),
+        _ = signals.goaway.cancelled() => Err(&signals.unused),
+        result = bounded => match result {
+            Ok(Ok(stream)) => Ok(stream),
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "TLS handshake failed");
+                Err(&signals.closed_gracefully)
+            }
+            Err(_elapsed) => {
+                tracing::debug!(timeout = ?handshake.timeout, "TLS handshake not finished in time");
+                Err(&signals.closed_gracefully)
+            }
+        },
     }
-    // A peer that never sent a byte has not begun the HTTP/2 handshake: there is no
-    // stream to protect, so close it ourselves rather than wait on it.
-    if !heard_from_peer.load(Ordering::Acquire) {
-        return &signals.unused;
-    }
-    // 2. h2 sends GOAWAY(last id = 2^31-1) with a PING, and the final GOAWAY with the
-    //    real last stream id once the PING is answered, then closes when the last
-    //    stream ends: a request crossing the first GOAWAY is still served (or refused
-    //    as not executed), never silently lost.
-    conn.as_mut().graceful_shutdown();
-    signals.goaway_sent.fetch_add(1, Ordering::Relaxed);
-    let goaway_at = Instant::now();
-    tokio::select! {
-        biased;
-        _ = signals.force.cancelled() => &signals.forced,
-        result = conn.as_mut() => {
-            log_end(result);
-            &signals.closed_gracefully
+}
+
+/// One accepted connection: what it knows of its peer, and the server's signals.
+struct Connection<'a> {
+    peer: Arc<Peer>,
+    accepted_in_shutdown: bool,
+    builder: http2::Builder<TokioExecutor>,
+    signals: &'a ConnectionSignals,
+}
+
+impl<'a> Connection<'a> {
+    /// Serves HTTP/2 on `io` (the socket, or its TLS session) until the connection ends
+    /// or the signals end it; returns the tally its end counts in.
+    async fn serve_until_closed<IO, S, B>(self, mut io: IO, service: S) -> &'a AtomicUsize
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let signals = self.signals;
+        let read_ahead = if self.accepted_in_shutdown {
+            let read = tokio::select! {
+                biased;
+                _ = signals.force.cancelled() => None,
+                _ = signals.goaway.cancelled() => None,
+                read = read_until_request(&mut io) => read,
+            };
+            match read {
+                Some(read) => read,
+                None => return &signals.unused,
+            }
+        } else {
+            Bytes::new()
+        };
+        let heard_from_peer = Arc::new(AtomicBool::new(false));
+        let io = TokioIo::new(PeerSocket::new(io, read_ahead, heard_from_peer.clone()));
+        let conn = self
+            .builder
+            .serve_connection(io, TowerToHyperService::new(service));
+        tokio::pin!(conn);
+
+        // 1. Serve until the connection ends by itself, or the server asks this peer to go.
+        tokio::select! {
+            biased;
+            _ = signals.force.cancelled() => return &signals.forced,
+            _ = goaway_asked(signals, &self.peer, self.accepted_in_shutdown) => {}
+            result = conn.as_mut() => {
+                log_end(result);
+                return &signals.closed_gracefully;
+            }
         }
-        // A peer that does not answer the PING, or ignores the GOAWAY and keeps the
-        // socket open, would hold the connection for ever: once nothing is in flight
-        // on it, nothing is lost by closing it.
-        _ = idle_after_goaway(signals, &peer, goaway_at) => &signals.closed_idle,
+        // A peer that never sent a byte has not begun the HTTP/2 handshake: there is no
+        // stream to protect, so close it ourselves rather than wait on it.
+        if !heard_from_peer.load(Ordering::Acquire) {
+            return &signals.unused;
+        }
+        // 2. h2 sends GOAWAY(last id = 2^31-1) with a PING, and the final GOAWAY with the
+        //    real last stream id once the PING is answered, then closes when the last
+        //    stream ends: a request crossing the first GOAWAY is still served (or refused
+        //    as not executed), never silently lost.
+        conn.as_mut().graceful_shutdown();
+        signals.goaway_sent.fetch_add(1, Ordering::Relaxed);
+        let goaway_at = Instant::now();
+        tokio::select! {
+            biased;
+            _ = signals.force.cancelled() => &signals.forced,
+            result = conn.as_mut() => {
+                log_end(result);
+                &signals.closed_gracefully
+            }
+            // A peer that does not answer the PING, or ignores the GOAWAY and keeps the
+            // socket open, would hold the connection for ever: once nothing is in flight
+            // on it, nothing is lost by closing it.
+            _ = idle_after_goaway(signals, &self.peer, goaway_at) => &signals.closed_idle,
+        }
     }
 }
 

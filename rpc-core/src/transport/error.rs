@@ -15,6 +15,9 @@ pub enum TransportError {
         /// The operating system's error.
         source: std::io::Error,
     },
+    /// A TLS file cannot be used (see [`TlsError`](super::TlsError)).
+    #[error(transparent)]
+    Tls(#[from] super::TlsError),
     /// An address or URI is malformed.
     #[error("invalid address `{addr}`: {reason}")]
     InvalidAddress {

@@ -11,6 +11,12 @@
 //! server's drain bound, and ends at either with a status that says so
 //! ([`CUT_AT_SHUTDOWN`]; see `call_bounds.rs`).
 //!
+//! The listener's limits (`server_options.rs`: streams per connection, header list,
+//! reset floods, keep-alive; `message_limits/`: message sizes) answer bad input with the
+//! errors the specifications name; TLS (`tls/`: rustls on the accept loop, mutual TLS,
+//! certificates reloaded when their files change; tonic's TLS on the channel) is
+//! optional on both ends.
+//!
 //! Every accepted and dialled socket has `TCP_NODELAY`: measured on a 2-core machine,
 //! tonic over loopback without it did 6.8k requests/s with p99 44 ms at 16 concurrent
 //! calls, with it 35k requests/s and p99 0.7 ms (Nagle's algorithm holds back the small
@@ -22,14 +28,25 @@ mod connection;
 mod counts;
 mod error;
 mod inherit;
+mod message_limits;
 mod message_size_status;
 mod peer;
 mod server;
+mod server_options;
 mod socket;
+mod tls;
 
 pub use call_bounds::CUT_AT_SHUTDOWN;
 pub use channel::{ChannelOptions, connect_lazy};
 pub use counts::{ConnectionCounts, ServerShutdown};
 pub use error::TransportError;
 pub use inherit::{ADMIN_LISTENER, GRPC_LISTENER, InheritedListeners, LISTEN_FDS_START, ListenFds};
-pub use server::{CUT_LEAD, Server, ServerHandle, ServerOptions};
+pub use message_limits::{
+    DEFAULT_MAX_MESSAGE_SIZE, MessageLimit, MessageLimitFuture, MessageLimitLayer, MessageLimits,
+};
+pub use server::{CUT_LEAD, Server, ServerHandle};
+pub use server_options::{
+    DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_HEADER_LIST_SIZE,
+    DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, ServerOptions,
+};
+pub use tls::{ClientTls, DEFAULT_RELOAD_INTERVAL, ServerTlsFiles, TlsError};

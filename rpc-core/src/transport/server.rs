@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::TokioExecutor;
 use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
@@ -19,9 +19,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::Service;
 
-use super::TransportError;
-use super::connection::{self, ConnectionSignals};
+use super::connection::{self, ConnectionSignals, Handshake};
 use super::counts::{ConnectionCounts, ServerShutdown};
+use super::tls::ServerTls;
+use super::{ServerOptions, TransportError};
 use crate::registry::BoxError;
 
 /// How long before a shutdown's bound the calls still open are ended with a status:
@@ -30,31 +31,6 @@ use crate::registry::BoxError;
 /// this covers a loaded machine, and is small next to `step_timeout` (default 3 s).
 pub const CUT_LEAD: Duration = Duration::from_millis(100);
 
-/// HTTP/2 settings of an exported server. The defaults are hyper's (and so tonic's).
-#[derive(Clone, Debug)]
-pub struct ServerOptions {
-    /// Interval of HTTP/2 keep-alive PINGs; `None` (default) sends none.
-    pub http2_keepalive_interval: Option<Duration>,
-    /// How long to wait for a keep-alive PING's acknowledgement. Default 20 s.
-    pub http2_keepalive_timeout: Duration,
-    /// Streams one connection may have open at once; `None` (default) for no limit.
-    pub max_concurrent_streams: Option<u32>,
-    /// Pause after a failed `accept` (e.g. too many open files) before trying again,
-    /// so the loop does not spin. Default 50 ms.
-    pub accept_error_backoff: Duration,
-}
-
-impl Default for ServerOptions {
-    fn default() -> Self {
-        Self {
-            http2_keepalive_interval: None,
-            http2_keepalive_timeout: Duration::from_secs(20),
-            max_concurrent_streams: None,
-            accept_error_backoff: Duration::from_millis(50),
-        }
-    }
-}
-
 /// A bound listener, not serving yet. Binding first and serving second lets the caller
 /// learn the port (port 0 picks a free one) before anything is announced.
 #[derive(Debug)]
@@ -62,13 +38,16 @@ pub struct Server {
     listener: TcpListener,
     local_addr: SocketAddr,
     options: ServerOptions,
+    tls: Option<Arc<ServerTls>>,
 }
 
 impl Server {
-    /// Binds `addr` (port 0 picks a free port).
+    /// Binds `addr` (port 0 picks a free port), and reads the TLS files if `options`
+    /// name some.
     ///
     /// # Errors
-    /// [`TransportError::Bind`] when the address cannot be bound, e.g. the port is in use.
+    /// [`TransportError::Bind`] when the address cannot be bound, e.g. the port is in use;
+    /// [`TransportError::Tls`] when a TLS file cannot be used.
     pub async fn bind(addr: SocketAddr, options: ServerOptions) -> Result<Self, TransportError> {
         let listener = TcpListener::bind(addr)
             .await
@@ -79,7 +58,8 @@ impl Server {
     /// Serves on an already-bound listener, e.g. one inherited from a parent process.
     ///
     /// # Errors
-    /// [`TransportError::Bind`] when the socket cannot be registered with the runtime.
+    /// [`TransportError::Bind`] when the socket cannot be registered with the runtime;
+    /// [`TransportError::Tls`] when a TLS file cannot be used.
     pub fn from_std(
         listener: std::net::TcpListener,
         options: ServerOptions,
@@ -101,10 +81,12 @@ impl Server {
         let local_addr = listener
             .local_addr()
             .map_err(|source| TransportError::Bind { addr, source })?;
+        let tls = options.tls.clone().map(ServerTls::load).transpose()?;
         Ok(Self {
             listener,
             local_addr,
             options,
+            tls,
         })
     }
 
@@ -136,11 +118,20 @@ impl Server {
             tracker: TaskTracker::new(),
             close_began: OnceLock::new(),
         });
-        let builder = http2_builder(&self.options);
+        if let Some(tls) = &self.tls {
+            shared
+                .tracker
+                .spawn(tls.clone().watch(shared.stop_accepting.clone()));
+        }
+        let connections = Connections {
+            builder: self.options.http2_builder(),
+            tls: self.tls,
+            tls_handshake_timeout: self.options.tls_handshake_timeout,
+        };
         shared.tracker.spawn(accept_loop(
             self.listener,
             service,
-            builder,
+            connections,
             shared.clone(),
             self.options.accept_error_backoff,
         ));
@@ -148,20 +139,18 @@ impl Server {
     }
 }
 
-fn http2_builder(options: &ServerOptions) -> http2::Builder<TokioExecutor> {
-    let mut builder = http2::Builder::new(TokioExecutor::new());
-    builder
-        .timer(TokioTimer::new())
-        .keep_alive_interval(options.http2_keepalive_interval)
-        .keep_alive_timeout(options.http2_keepalive_timeout)
-        .max_concurrent_streams(options.max_concurrent_streams);
-    builder
+/// How each accepted connection is served: hyper's HTTP/2 settings, and TLS first if
+/// configured.
+struct Connections {
+    builder: http2::Builder<TokioExecutor>,
+    tls: Option<Arc<ServerTls>>,
+    tls_handshake_timeout: Duration,
 }
 
 async fn accept_loop<S, B>(
     listener: TcpListener,
     service: S,
-    builder: http2::Builder<TokioExecutor>,
+    connections: Connections,
     shared: Arc<Shared>,
     backoff: Duration,
 ) where
@@ -182,10 +171,17 @@ async fn accept_loop<S, B>(
                 if let Err(error) = stream.set_nodelay(true) {
                     tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted socket");
                 }
+                // The acceptor is taken now: a connection accepted after a reload uses
+                // the new certificate, the ones before keep theirs.
+                let tls = connections.tls.as_ref().map(|tls| Handshake {
+                    acceptor: tls.acceptor(),
+                    timeout: connections.tls_handshake_timeout,
+                });
                 shared.tracker.spawn(connection::serve(
                     stream,
+                    tls,
                     service.clone(),
-                    builder.clone(),
+                    connections.builder.clone(),
                     shared.signals.clone(),
                 ));
             }

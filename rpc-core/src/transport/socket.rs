@@ -1,4 +1,4 @@
-//! An accepted socket as HTTP/2 reads it: whether the peer ever sent a byte, and, for
+//! An accepted socket (or its TLS session) as HTTP/2 reads it: whether the peer ever sent a byte, and, for
 //! a connection accepted during a shutdown, the bytes read ahead while it was held back
 //! until its peer sent a request.
 //!
@@ -24,7 +24,6 @@ use std::task::{Context, Poll};
 use bytes::{Buf, Bytes, BytesMut};
 use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 
 /// The HTTP/2 client connection preface (RFC 9113 §3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -40,7 +39,7 @@ const READ_AHEAD_LIMIT: usize = 16 * 1024;
 /// Reads from `stream` until its peer has sent a request (the preface, then a HEADERS
 /// frame), and returns every byte read. `None` when the peer closed first, sent
 /// something that is not HTTP/2, or [`READ_AHEAD_LIMIT`] bytes without a request.
-pub(crate) async fn read_until_request(stream: &mut TcpStream) -> Option<Bytes> {
+pub(crate) async fn read_until_request<T: AsyncRead + Unpin>(stream: &mut T) -> Option<Bytes> {
     let mut read = BytesMut::with_capacity(256);
     loop {
         match first_request(&read) {
@@ -83,19 +82,19 @@ fn first_request(bytes: &[u8]) -> Scan {
 pin_project! {
     /// An accepted socket that replays what was read ahead, and notes whether the peer
     /// ever sent a byte.
-    pub(crate) struct PeerSocket {
+    pub(crate) struct PeerSocket<T> {
         #[pin]
-        stream: TcpStream,
+        stream: T,
         read_ahead: Bytes,
         seen: bool,
         flag: Arc<AtomicBool>,
     }
 }
 
-impl PeerSocket {
+impl<T> PeerSocket<T> {
     /// `stream`, whose first bytes were `read_ahead` (empty if none were read); `flag`
     /// is set once the peer is known to have sent a byte.
-    pub(crate) fn new(stream: TcpStream, read_ahead: Bytes, flag: Arc<AtomicBool>) -> Self {
+    pub(crate) fn new(stream: T, read_ahead: Bytes, flag: Arc<AtomicBool>) -> Self {
         let seen = !read_ahead.is_empty();
         if seen {
             flag.store(true, Ordering::Release);
@@ -109,7 +108,7 @@ impl PeerSocket {
     }
 }
 
-impl AsyncRead for PeerSocket {
+impl<T: AsyncRead> AsyncRead for PeerSocket<T> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -132,7 +131,7 @@ impl AsyncRead for PeerSocket {
     }
 }
 
-impl AsyncWrite for PeerSocket {
+impl<T: AsyncWrite> AsyncWrite for PeerSocket<T> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -165,6 +164,7 @@ impl AsyncWrite for PeerSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::net::TcpStream;
 
     fn frame(kind: u8, length: usize) -> Vec<u8> {
         let mut frame = vec![

@@ -16,7 +16,78 @@ pub const DEFAULT_TTL: Duration = Duration::from_secs(10);
 pub const DEFAULT_PREFIX: &str = "/rpc";
 
 /// The query parameters of an `etcd://` URL besides [`NetworkSettings::PARAMS`].
-const PARAMS: [&str; 2] = ["ttl", "prefix"];
+const PARAMS: [&str; 6] = [
+    "ttl",
+    "prefix",
+    "tls_ca",
+    "tls_cert",
+    "tls_key",
+    "tls_domain",
+];
+
+/// TLS to etcd, from the URL's `tls_*` parameters: the files are read when the URL is
+/// (so a configuration naming a file that is not there is refused at once).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdTls {
+    /// PEM of the CA etcd's certificate must chain to (`tls_ca`).
+    pub ca: Vec<u8>,
+    /// PEM of this client's certificate and key (`tls_cert`, `tls_key`), for an etcd
+    /// started with `--client-cert-auth`. Default none.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// The name etcd's certificate must carry (`tls_domain`). Default: the host dialled.
+    pub domain: Option<String>,
+}
+
+impl EtcdTls {
+    /// etcd-client's TLS options.
+    pub(crate) fn options(&self) -> etcd_client::TlsOptions {
+        let mut options = etcd_client::TlsOptions::new()
+            .ca_certificate(etcd_client::Certificate::from_pem(&self.ca));
+        if let Some((cert, key)) = &self.identity {
+            options = options.identity(etcd_client::Identity::from_pem(cert, key));
+        }
+        if let Some(domain) = &self.domain {
+            options = options.domain_name(domain.clone());
+        }
+        options
+    }
+
+    /// The `tls_*` parameters of `url`, if any.
+    fn from_url(url: &RegistryUrl) -> Result<Option<Self>, RegistryError> {
+        let read = |name: &str| -> Result<Option<Vec<u8>>, RegistryError> {
+            url.param(name)
+                .map(|path| {
+                    std::fs::read(path).map_err(|error| {
+                        url.invalid(format!("parameter `{name}`: cannot read `{path}`: {error}"))
+                    })
+                })
+                .transpose()
+        };
+        let (ca, cert, key) = (read("tls_ca")?, read("tls_cert")?, read("tls_key")?);
+        let domain = url.param("tls_domain").map(str::to_owned);
+        let identity = match (cert, key) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            (None, None) => None,
+            _ => {
+                return Err(url.invalid(
+                    "parameters `tls_cert` and `tls_key` go together (a client certificate and its key)".to_owned(),
+                ));
+            }
+        };
+        match ca {
+            Some(ca) => Ok(Some(Self {
+                ca,
+                identity,
+                domain,
+            })),
+            None if identity.is_some() || domain.is_some() => Err(url.invalid(
+                "parameter `tls_ca` is missing: TLS to etcd needs the CA its certificate chains to"
+                    .to_owned(),
+            )),
+            None => Ok(None),
+        }
+    }
+}
 
 /// Settings of an [`EtcdRegistry`](crate::etcd::EtcdRegistry), from its URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +99,8 @@ pub struct EtcdConfig {
     pub ttl: Duration,
     /// Key prefix, without a trailing `/` (`/rpc`).
     pub prefix: String,
+    /// TLS (HTTPS to every member), when the URL has `tls_ca`. Default none.
+    pub tls: Option<EtcdTls>,
 }
 
 impl EtcdConfig {
@@ -36,8 +109,9 @@ impl EtcdConfig {
     /// # Errors
     /// [`RegistryError::InvalidUrl`] naming the fault: an unknown parameter, a duration that
     /// does not parse, a `ttl` under one second or not whole seconds, a `prefix` that does
-    /// not start with `/`, then those of [`NetworkSettings::from_url`] (a user without
-    /// password, no host, a zero timeout).
+    /// not start with `/`, those of [`NetworkSettings::from_url`] (a user without
+    /// password, no host, a zero timeout), then a `tls_*` file that cannot be read,
+    /// `tls_cert` without `tls_key` (or the reverse), or a `tls_*` without `tls_ca`.
     pub fn from_url(url: &RegistryUrl) -> Result<Self, RegistryError> {
         NetworkSettings::expect_params(url, &PARAMS)?;
         let ttl = url.duration_param("ttl", DEFAULT_TTL)?;
@@ -56,6 +130,7 @@ impl EtcdConfig {
             network: NetworkSettings::from_url(url, DEFAULT_PORT, "etcd credentials")?,
             ttl,
             prefix: prefix.trim_end_matches('/').to_owned(),
+            tls: EtcdTls::from_url(url)?,
         })
     }
 }
@@ -87,6 +162,28 @@ mod tests {
         assert_eq!(full.prefix, "/x");
         assert_eq!(full.network.connect_timeout, Duration::from_millis(500));
         assert_eq!(full.network.request_timeout, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn tls_parameters_read_their_files_and_go_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.pem");
+        std::fs::write(&ca, "CA").unwrap();
+        let ca = ca.display();
+        let tls = config(&format!("etcd://h?tls_ca={ca}&tls_domain=etcd.local"))
+            .unwrap()
+            .tls
+            .unwrap();
+        assert_eq!(tls.ca, b"CA");
+        assert_eq!(tls.domain.as_deref(), Some("etcd.local"));
+        assert_eq!(tls.identity, None);
+        assert!(config("etcd://h").unwrap().tls.is_none());
+        let missing = config("etcd://h?tls_ca=/nonexistent/ca.pem").unwrap_err();
+        assert!(missing.contains("parameter `tls_ca`"), "{missing}");
+        let alone = config(&format!("etcd://h?tls_ca={ca}&tls_cert={ca}")).unwrap_err();
+        assert!(alone.contains("`tls_cert` and `tls_key`"), "{alone}");
+        let no_ca = config("etcd://h?tls_domain=x").unwrap_err();
+        assert!(no_ca.contains("`tls_ca` is missing"), "{no_ca}");
     }
 
     #[test]

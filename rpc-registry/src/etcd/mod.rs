@@ -33,7 +33,10 @@
 //! `ttl` (whole seconds, at least 1 s, default 10 s), `prefix` (default `/rpc`),
 //! `connect_timeout` (default 3 s: bound on connecting at start-up), `request_timeout`
 //! (default 3 s: bound on every later request). The port defaults to 2379. Credentials in
-//! the URL enable etcd authentication; they never appear in logs or errors.
+//! the URL enable etcd authentication; they never appear in logs or errors. TLS (HTTPS to
+//! every member): `tls_ca` (PEM file of the CA etcd's certificate chains to), with
+//! `tls_cert` and `tls_key` for a client certificate (etcd's `--client-cert-auth`) and
+//! `tls_domain` for the name etcd's certificate carries (default: the host dialled).
 //!
 //! # Files
 //! `config.rs` (the URL's parameters), `lease.rs` (the lease and the registrations under it:
@@ -63,7 +66,7 @@ use error::{call, is_unavailable};
 use lease::LeaseKeeper;
 use watch::ServiceWatch;
 
-pub use config::{DEFAULT_PORT, DEFAULT_PREFIX, DEFAULT_TTL, EtcdConfig};
+pub use config::{DEFAULT_PORT, DEFAULT_PREFIX, DEFAULT_TTL, EtcdConfig, EtcdTls};
 
 /// A registry client backed by etcd v3 (see the module documentation).
 ///
@@ -105,6 +108,9 @@ impl EtcdRegistry {
             .with_keep_alive(Duration::from_secs(10), network.request_timeout);
         if let Some((user, password)) = &network.credentials {
             options = options.with_user(user.clone(), password.clone());
+        }
+        if let Some(tls) = &config.tls {
+            options = options.with_tls(tls.options());
         }
         let refused = |error: &error::EtcdError| !is_unavailable(error);
         let deadline = Instant::now() + network.connect_timeout;

@@ -56,6 +56,11 @@ impl ApplicationBuilder {
         );
         let metrics = Metrics::new(&config.metrics, &lifecycle);
         Self {
+            server_options: config.protocol.server_options(),
+            channel_options: ChannelOptions {
+                tls: config.consumer.tls.clone(),
+                ..ChannelOptions::default()
+            },
             config,
             lifecycle,
             metrics,
@@ -64,8 +69,6 @@ impl ApplicationBuilder {
             services: Vec::new(),
             references: Vec::new(),
             gates: Vec::new(),
-            channel_options: ChannelOptions::default(),
-            server_options: ServerOptions::default(),
             upgrade: UpgradeStart::read(),
         }
     }
@@ -96,6 +99,11 @@ impl ApplicationBuilder {
 
     /// Provides `service` (a tonic-generated `*Server`, unchanged). Its registration
     /// settings come from `provider.services.<name>`.
+    ///
+    /// Its messages are limited by `protocol.max_decoding_message_size` and
+    /// `max_encoding_message_size` (default 4 MiB each). The generated server keeps its
+    /// own decoding limit too (tonic's default, 4 MiB): to accept larger requests, raise
+    /// both, e.g. `GreeterServer::new(greeter).max_decoding_message_size(usize::MAX)`.
     pub fn service<S>(&mut self, service: S) -> &mut Self
     where
         S: tower::Service<
@@ -173,13 +181,15 @@ impl ApplicationBuilder {
         self
     }
 
-    /// Settings of the channels to provider instances.
+    /// Settings of the channels to provider instances, instead of the defaults and the
+    /// TLS `consumer.tls` configures.
     pub fn channel_options(&mut self, options: ChannelOptions) -> &mut Self {
         self.channel_options = options;
         self
     }
 
-    /// HTTP/2 settings of the provider listener.
+    /// HTTP/2 settings of the provider listener, instead of those `protocol` configures
+    /// (its keep-alive and limits).
     pub fn server_options(&mut self, options: ServerOptions) -> &mut Self {
         self.server_options = options;
         self

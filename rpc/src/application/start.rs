@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use rpc_cluster::ClusterReference;
 use rpc_core::lifecycle::{Export, ExportedService, ManagedReference, StartError, StartPlan};
+use rpc_core::transport::MessageLimitLayer;
 use rpc_core::{Registry, ServiceKey};
 use rpc_filter::graceful::ProviderGracefulLayer;
 use tower_layer::Layer;
@@ -230,8 +231,10 @@ impl ApplicationBuilder {
         );
         let mut routes = std::mem::take(&mut self.routes);
         routes.add_service(self.lifecycle.health_service());
-        let graceful =
-            ProviderGracefulLayer::new(self.lifecycle.provider_handles()).layer(routes.routes());
+        // Message sizes are checked next to tonic's routes, inside every other filter,
+        // so a refused message is counted and traced like any other failed call.
+        let limited = MessageLimitLayer::new(protocol.message_limits()).layer(routes.routes());
+        let graceful = ProviderGracefulLayer::new(self.lifecycle.provider_handles()).layer(limited);
         let service = observe::provider_service(graceful, &self.metrics, &self.config.tracing);
         let services = self
             .services

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::Config;
+use super::{Config, whole_numbers};
 
 /// A configuration that could not be loaded. The message names the file and the key.
 #[derive(Debug, thiserror::Error)]
@@ -86,13 +86,34 @@ impl Config {
         Self::from_str(&text, format, &path.display().to_string())
     }
 
-    /// Parses configuration text (for tests and embedded defaults); `name` stands for the
-    /// file in errors and is the configuration's [`origin`](Config::origin).
+    /// Parses configuration text (for tests and embedded defaults) and applies the
+    /// process's `RPC_*` environment overrides; `name` stands for the file in errors and
+    /// is the configuration's [`origin`](Config::origin).
     ///
     /// # Errors
     /// As [`Config::from_file`].
     pub fn from_str(text: &str, format: ConfigFormat, name: &str) -> Result<Self, ConfigError> {
-        Self::load(config::File::from_str(text, format.parser()), name)
+        Self::from_str_with_env(text, format, name, std::env::vars())
+    }
+
+    /// As [`Config::from_str`], with the environment given instead of read from the
+    /// process: `vars` are `(name, value)` pairs, of which the `RPC_<SECTION>__<KEY>`
+    /// ones override the text. For tests of a configuration and its overrides (setting
+    /// the process's environment is not safe while other threads run).
+    ///
+    /// # Errors
+    /// As [`Config::from_file`]; a bad override names its variable.
+    pub fn from_str_with_env(
+        text: &str,
+        format: ConfigFormat,
+        name: &str,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self, ConfigError> {
+        Self::load(
+            config::File::from_str(text, format.parser()),
+            name,
+            &overrides(vars),
+        )
     }
 
     /// The defaults plus `RPC_*` environment overrides.
@@ -100,15 +121,13 @@ impl Config {
     /// # Errors
     /// [`ConfigError::Invalid`] for a bad environment value.
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::load(
-            config::File::from_str("", config::FileFormat::Yaml),
-            "environment",
-        )
+        Self::from_str_with_env("", ConfigFormat::Yaml, "environment", std::env::vars())
     }
 
     fn load(
         source: config::File<config::FileSourceString, config::FileFormat>,
         name: &str,
+        overrides: &config::Map<String, String>,
     ) -> Result<Self, ConfigError> {
         let merged = config::Config::builder()
             .add_source(source)
@@ -117,33 +136,48 @@ impl Config {
                     .prefix_separator("_")
                     .separator("__")
                     .try_parsing(true)
-                    .source(Some(overrides())),
+                    .source(Some(overrides.clone())),
             )
             .build()
             .map_err(|error| ConfigError::Parse {
                 file: PathBuf::from(name),
                 message: error.to_string(),
             })?;
+        let origins = Origins {
+            merged: &merged,
+            file: name,
+            overrides,
+        };
         let mut config = serde_path_to_error::deserialize::<_, Config>(merged.clone())
-            .map_err(|error| invalid(&merged, name, error))
+            .map_err(|error| invalid(&origins, error))
             .and_then(Config::with_defaults)?;
         config.origin = name.to_owned();
-        config
-            .validate()
-            .map_err(|(key, message)| ConfigError::Invalid {
-                origin: origin_of(&merged, &key, name),
-                key,
-                message,
-            })?;
+        let named = |(key, message): (String, String)| ConfigError::Invalid {
+            origin: origins.of(&key),
+            key,
+            message,
+        };
+        if let Some(rounded) = rounded_number(&merged, &config) {
+            return Err(named(rounded));
+        }
+        config.validate().map_err(named)?;
         Ok(config)
     }
 }
 
-/// The `RPC_<SECTION>__<KEY>` variables of the environment. Every setting lives in a
-/// section, so an override always has a `__`; other `RPC_*` variables (a test's
+/// A fractional number of the input that the `config` crate rounded into an integer or
+/// a boolean setting (see `whole_numbers.rs`), with its key.
+fn rounded_number(merged: &config::Config, config: &Config) -> Option<(String, String)> {
+    let input = merged.clone().try_deserialize::<serde_json::Value>().ok()?;
+    let read = serde_json::to_value(config).ok()?;
+    whole_numbers::first_rounded(&input, &read)
+}
+
+/// The `RPC_<SECTION>__<KEY>` variables among `vars`. Every setting lives in a section,
+/// so an override always has a `__`; other `RPC_*` variables (a test's
 /// `RPC_TEST_ETCD_URL`, a script's own) are not configuration and are left alone.
-fn overrides() -> config::Map<String, String> {
-    std::env::vars()
+fn overrides(vars: impl IntoIterator<Item = (String, String)>) -> config::Map<String, String> {
+    vars.into_iter()
         .filter(|(name, _)| {
             name.strip_prefix("RPC_")
                 .is_some_and(|rest| rest.contains("__"))
@@ -151,23 +185,32 @@ fn overrides() -> config::Map<String, String> {
         .collect()
 }
 
-/// Where the value at `key` came from: the environment variable that set it, or the file.
-fn origin_of(merged: &config::Config, key: &str, file: &str) -> String {
-    let variable = format!("RPC_{}", key.to_uppercase().replace('.', "__"));
-    if std::env::var_os(&variable).is_some() {
-        return format!("environment variable {variable}");
+/// What an error needs to say where a value came from.
+struct Origins<'a> {
+    merged: &'a config::Config,
+    file: &'a str,
+    overrides: &'a config::Map<String, String>,
+}
+
+impl Origins<'_> {
+    /// Where the value at `key` came from: the environment variable that set it, or the
+    /// file.
+    fn of(&self, key: &str) -> String {
+        let variable = format!("RPC_{}", key.to_uppercase().replace('.', "__"));
+        if self.overrides.contains_key(&variable) {
+            return format!("environment variable {variable}");
+        }
+        self.merged
+            .get::<config::Value>(key)
+            .ok()
+            .and_then(|value| value.origin().map(str::to_owned))
+            .filter(|origin| !origin.is_empty())
+            .unwrap_or_else(|| self.file.to_owned())
     }
-    merged
-        .get::<config::Value>(key)
-        .ok()
-        .and_then(|value| value.origin().map(str::to_owned))
-        .filter(|origin| !origin.is_empty())
-        .unwrap_or_else(|| file.to_owned())
 }
 
 fn invalid(
-    merged: &config::Config,
-    name: &str,
+    origins: &Origins,
     error: serde_path_to_error::Error<config::ConfigError>,
 ) -> ConfigError {
     let mut key = error.path().to_string();
@@ -179,9 +222,10 @@ fn invalid(
     if let Some(cut) = message.find(" for key `") {
         message.truncate(cut);
     }
-    // serde reports an unknown field at its parent; name the field itself.
-    if let Some(field) = message
-        .strip_prefix("unknown field `")
+    // serde reports an unknown or a missing field at its parent; name the field itself.
+    if let Some(field) = ["unknown field `", "missing field `"]
+        .iter()
+        .find_map(|prefix| message.strip_prefix(prefix))
         .and_then(|rest| rest.split('`').next())
         && !key.ends_with(field)
     {
@@ -191,7 +235,7 @@ fn invalid(
             format!("{key}.{field}")
         };
     }
-    let origin = origin_of(merged, &key, name);
+    let origin = origins.of(&key);
     ConfigError::Invalid {
         origin,
         key,

@@ -32,9 +32,12 @@
 //! and `shutdown` for `graceful_shutdown`). Unknown keys, bad durations and negative
 //! numbers are errors that name the key and the file.
 
+mod byte_size;
 mod load;
+mod protocol;
 mod sections;
 mod validate;
+mod whole_numbers;
 
 use std::collections::BTreeMap;
 
@@ -45,9 +48,9 @@ use serde::{Deserialize, Serialize};
 pub use crate::admin::AdminConfig;
 pub use crate::observe::{MetricsConfig, TracingConfig};
 pub use load::{ConfigError, ConfigFormat};
+pub use protocol::ProtocolConfig;
 pub use sections::{
-    ApplicationConfig, ConsumerConfig, ProtocolConfig, ProviderConfig, RegistryConfig,
-    ServiceConfig,
+    ApplicationConfig, ConsumerConfig, ProviderConfig, RegistryConfig, ServiceConfig,
 };
 
 /// The whole configuration of one application.

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rpc_cluster::{BlacklistConfig, DirectoryConfig, ReferenceConfig};
+use rpc_core::transport::ClientTls;
 use serde::{Deserialize, Serialize};
 
 /// `application`.
@@ -34,35 +35,6 @@ impl Default for ApplicationConfig {
 pub struct RegistryConfig {
     /// `memory://`, `static://h:p,...`, `etcd://...`, `zookeeper://...`, `nacos://...`.
     pub url: String,
-}
-
-/// `protocol`: the listener of this application's providers.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ProtocolConfig {
-    /// Protocol name; `tri` (Dubbo's Triple, gRPC-compatible) and `grpc` both mean gRPC
-    /// over HTTP/2. Default `tri`.
-    pub name: String,
-    /// IP to bind. Default `127.0.0.1`; use `0.0.0.0` with `advertise_host` to serve
-    /// other hosts (e.g. the pod IP on Kubernetes).
-    pub host: String,
-    /// Port to bind; 0 picks a free one (consumers find it through the registry).
-    /// Default 0.
-    pub port: u16,
-    /// Host consumers dial. Default: `host`, or `127.0.0.1` if `host` is unspecified.
-    #[serde(alias = "advertise-host")]
-    pub advertise_host: Option<String>,
-}
-
-impl Default for ProtocolConfig {
-    fn default() -> Self {
-        Self {
-            name: "tri".to_owned(),
-            host: "127.0.0.1".to_owned(),
-            port: 0,
-            advertise_host: None,
-        }
-    }
 }
 
 /// `provider`.
@@ -120,6 +92,11 @@ pub struct ConsumerConfig {
     pub blacklist: BlacklistConfig,
     /// How registry notifications are applied (empty protection, closing expiry, P2C).
     pub directory: DirectoryConfig,
+    /// TLS to providers: `{ ca, domain, cert, key }` — the CA providers' certificates
+    /// must chain to (PEM), the name they must carry (default: the address dialled),
+    /// and this consumer's certificate and key for providers that ask for one (mutual
+    /// TLS; default none). Default none: plain HTTP/2.
+    pub tls: Option<ClientTls>,
 }
 
 impl Default for ConsumerConfig {
@@ -131,6 +108,7 @@ impl Default for ConsumerConfig {
             references: BTreeMap::new(),
             blacklist: BlacklistConfig::default(),
             directory: DirectoryConfig::default(),
+            tls: None,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! must parse (registry URLs, the bind address).
 
 use super::load::ConfigError;
-use super::{Config, RegistryConfig};
+use super::{Config, RegistryConfig, protocol};
 
 impl Config {
     /// Checks what serde cannot: ranges, relations, and values that must parse (registry
@@ -12,21 +12,9 @@ impl Config {
             rpc_registry::check_url(&registry.url)
                 .map_err(|error| (format!("registries.{name}.url"), error.to_string()))?;
         }
-        if !matches!(self.protocol.name.as_str(), "tri" | "grpc") {
-            return Err((
-                "protocol.name".into(),
-                format!(
-                    "`{}` is not a protocol: use `tri` or `grpc`",
-                    self.protocol.name
-                ),
-            ));
-        }
-        if self.protocol.host.parse::<std::net::IpAddr>().is_err() {
-            return Err((
-                "protocol.host".into(),
-                format!("`{}` is not an IP address to bind", self.protocol.host),
-            ));
-        }
+        self.protocol
+            .validate()
+            .map_err(|(key, reason)| (format!("protocol.{key}"), reason))?;
         self.graceful_shutdown
             .validate()
             .map_err(|(key, reason)| (format!("graceful_shutdown.{key}"), reason))?;
@@ -48,6 +36,19 @@ impl Config {
             )?;
         }
         nested("consumer.blacklist", self.consumer.blacklist.validate())?;
+        if let Some(tls) = &self.consumer.tls {
+            let named = |(key, reason): (&str, String)| (format!("consumer.{key}"), reason);
+            protocol::readable("tls.ca", Some(&tls.ca)).map_err(named)?;
+            protocol::readable("tls.cert", tls.cert.as_ref()).map_err(named)?;
+            protocol::readable("tls.key", tls.key.as_ref()).map_err(named)?;
+            if tls.cert.is_some() != tls.key.is_some() {
+                let missing = if tls.cert.is_some() { "key" } else { "cert" };
+                return Err((
+                    format!("consumer.tls.{missing}"),
+                    "a client certificate needs both `cert` and `key`".into(),
+                ));
+            }
+        }
         nested("consumer.directory", self.consumer.directory.validate())?;
         if self.admin.enabled {
             self.admin

@@ -1,0 +1,299 @@
+//! `protocol`: where this application's providers listen, and the limits that keep one
+//! peer from hurting the others (see `rpc_core::transport::ServerOptions` for what each
+//! HTTP/2 limit guards against, and `rpc_core::transport::MessageLimits` for the
+//! message sizes).
+
+use std::time::Duration;
+
+use rpc_core::transport::{
+    DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_HEADER_LIST_SIZE,
+    DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_MESSAGE_SIZE,
+    DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, MessageLimits, ServerOptions, ServerTlsFiles,
+};
+use serde::{Deserialize, Serialize};
+
+use super::byte_size;
+
+/// `protocol`: the listener of this application's providers.
+///
+/// Sizes are a number of bytes or a size with a unit (`4 MiB`, `16KiB`); durations are
+/// human-readable (`20s`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProtocolConfig {
+    /// Protocol name; `tri` (Dubbo's Triple, gRPC-compatible) and `grpc` both mean gRPC
+    /// over HTTP/2. Default `tri`.
+    pub name: String,
+    /// IP to bind. Default `127.0.0.1`; use `0.0.0.0` with `advertise_host` to serve
+    /// other hosts (e.g. the pod IP on Kubernetes).
+    pub host: String,
+    /// Port to bind; 0 picks a free one (consumers find it through the registry).
+    /// Default 0.
+    pub port: u16,
+    /// Host consumers dial. Default: `host`, or `127.0.0.1` if `host` is unspecified.
+    #[serde(alias = "advertise-host")]
+    pub advertise_host: Option<String>,
+    /// Streams one connection may have open at once; at least 1. Default 200.
+    #[serde(alias = "max-concurrent-streams")]
+    pub max_concurrent_streams: u32,
+    /// Largest header list of a request, in bytes; at least 1 KiB. Default 16 KiB.
+    #[serde(with = "byte_size", alias = "max-header-list-size")]
+    pub max_header_list_size: u32,
+    /// Largest request message read, in bytes; at least 1. Default 4 MiB (gRPC's).
+    /// Dubbo-go's `max-server-recv-msg-size` is an alias.
+    #[serde(
+        with = "byte_size",
+        alias = "max-decoding-message-size",
+        alias = "max-server-recv-msg-size"
+    )]
+    pub max_decoding_message_size: usize,
+    /// Largest response message sent, in bytes; at least 1. Default 4 MiB (what gRPC
+    /// clients accept by default). Dubbo-go's `max-server-send-msg-size` is an alias.
+    #[serde(
+        with = "byte_size",
+        alias = "max-encoding-message-size",
+        alias = "max-server-send-msg-size"
+    )]
+    pub max_encoding_message_size: usize,
+    /// Interval of HTTP/2 keep-alive PINGs to each peer. Default none (no PINGs).
+    #[serde(with = "humantime_serde::option", alias = "keepalive-interval")]
+    pub keepalive_interval: Option<Duration>,
+    /// How long a keep-alive PING may go unanswered before the connection is closed;
+    /// more than 0. Default 20 s.
+    #[serde(with = "humantime_serde", alias = "keepalive-timeout")]
+    pub keepalive_timeout: Duration,
+    /// Streams a peer may reset before they were accepted before its connection is
+    /// closed (`ENHANCE_YOUR_CALM`; the rapid-reset defence). Default 20.
+    #[serde(alias = "max-pending-accept-reset-streams")]
+    pub max_pending_accept_reset_streams: usize,
+    /// Streams we may reset for a peer's protocol errors before its connection is
+    /// closed. Default 1024.
+    #[serde(alias = "max-local-error-reset-streams")]
+    pub max_local_error_reset_streams: usize,
+    /// TLS (HTTPS): `{ cert, key, client_ca, reload_interval }` — the certificate chain
+    /// and key (PEM), the CA client certificates must chain to for mutual TLS (default
+    /// none: clients are not asked), and how often the files are checked for a change
+    /// (default 10 s; changed files are loaded for new connections). Default none:
+    /// plain HTTP/2.
+    pub tls: Option<ServerTlsFiles>,
+}
+
+impl Default for ProtocolConfig {
+    fn default() -> Self {
+        Self {
+            name: "tri".to_owned(),
+            host: "127.0.0.1".to_owned(),
+            port: 0,
+            advertise_host: None,
+            max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
+            max_header_list_size: DEFAULT_MAX_HEADER_LIST_SIZE,
+            max_decoding_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            max_encoding_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            keepalive_interval: None,
+            keepalive_timeout: Duration::from_secs(20),
+            max_pending_accept_reset_streams: DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS,
+            max_local_error_reset_streams: DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS,
+            tls: None,
+        }
+    }
+}
+
+/// The smallest header list limit accepted: below it, gRPC's own headers may not fit.
+const MIN_HEADER_LIST_SIZE: u32 = 1 << 10;
+
+impl ProtocolConfig {
+    /// The HTTP/2 settings of the listener.
+    pub fn server_options(&self) -> ServerOptions {
+        ServerOptions {
+            http2_keepalive_interval: self.keepalive_interval,
+            http2_keepalive_timeout: self.keepalive_timeout,
+            max_concurrent_streams: Some(self.max_concurrent_streams),
+            max_header_list_size: self.max_header_list_size,
+            max_pending_accept_reset_streams: self.max_pending_accept_reset_streams,
+            max_local_error_reset_streams: self.max_local_error_reset_streams,
+            tls: self.tls.clone(),
+            ..ServerOptions::default()
+        }
+    }
+
+    /// The message size limits of the listener's services.
+    pub fn message_limits(&self) -> MessageLimits {
+        MessageLimits {
+            max_decoding_message_size: self.max_decoding_message_size,
+            max_encoding_message_size: self.max_encoding_message_size,
+        }
+    }
+
+    /// Checks what serde cannot; the key (within `protocol`) and what is wrong.
+    pub(super) fn validate(&self) -> Result<(), (&'static str, String)> {
+        if !matches!(self.name.as_str(), "tri" | "grpc") {
+            return Err((
+                "name",
+                format!("`{}` is not a protocol: use `tri` or `grpc`", self.name),
+            ));
+        }
+        if self.host.parse::<std::net::IpAddr>().is_err() {
+            return Err((
+                "host",
+                format!("`{}` is not an IP address to bind", self.host),
+            ));
+        }
+        let at_least = |key, value: u64, min: u64| {
+            if value < min {
+                Err((key, format!("{value} is less than {min}")))
+            } else {
+                Ok(())
+            }
+        };
+        at_least(
+            "max_concurrent_streams",
+            self.max_concurrent_streams.into(),
+            1,
+        )?;
+        at_least(
+            "max_header_list_size",
+            self.max_header_list_size.into(),
+            MIN_HEADER_LIST_SIZE.into(),
+        )?;
+        for (key, size) in [
+            ("max_decoding_message_size", self.max_decoding_message_size),
+            ("max_encoding_message_size", self.max_encoding_message_size),
+        ] {
+            at_least(key, size as u64, 1)?;
+        }
+        if self.keepalive_timeout.is_zero() {
+            return Err(("keepalive_timeout", "must be more than 0".to_owned()));
+        }
+        if self
+            .keepalive_interval
+            .is_some_and(|interval| interval.is_zero())
+        {
+            return Err(("keepalive_interval", "must be more than 0".to_owned()));
+        }
+        if let Some(tls) = &self.tls {
+            readable("tls.cert", Some(&tls.cert))?;
+            readable("tls.key", Some(&tls.key))?;
+            readable("tls.client_ca", tls.client_ca.as_ref())?;
+            if tls.reload_interval.is_zero() {
+                return Err(("tls.reload_interval", "must be more than 0".to_owned()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Whether a TLS file named by `key` can be opened: checked with the configuration, so
+/// that the error names the key (the certificate itself is read when the listener
+/// binds).
+pub(super) fn readable(
+    key: &'static str,
+    path: Option<&std::path::PathBuf>,
+) -> Result<(), (&'static str, String)> {
+    match path.map(std::fs::File::open) {
+        Some(Err(error)) => Err((
+            key,
+            format!(
+                "cannot read `{}`: {error}",
+                path.map_or(String::new(), |p| p.display().to_string())
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, ConfigError, ConfigFormat};
+
+    fn protocol(text: &str) -> Result<ProtocolConfig, ConfigError> {
+        Config::from_str(text, ConfigFormat::Yaml, "test.yaml").map(|c| c.protocol)
+    }
+
+    fn invalid_key(text: &str) -> String {
+        match protocol(text).unwrap_err() {
+            ConfigError::Invalid { key, origin, .. } => {
+                assert_eq!(origin, "test.yaml");
+                key
+            }
+            other => panic!("expected Invalid, got {other}"),
+        }
+    }
+
+    #[test]
+    fn the_defaults_are_the_transports() {
+        let protocol = protocol("").unwrap();
+        assert_eq!(protocol.server_options(), ServerOptions::default());
+        assert_eq!(protocol.message_limits(), MessageLimits::default());
+        assert_eq!(protocol.max_decoding_message_size, 4 << 20);
+    }
+
+    #[test]
+    fn sizes_read_as_numbers_or_with_units() {
+        let protocol = protocol(
+            "protocol:\n  max_decoding_message_size: 8 MiB\n  max-server-send-msg-size: 1048576\n  \
+             max_header_list_size: 32KiB\n  keepalive_interval: 10s\n",
+        )
+        .unwrap();
+        assert_eq!(protocol.max_decoding_message_size, 8 << 20);
+        assert_eq!(protocol.max_encoding_message_size, 1 << 20);
+        assert_eq!(protocol.max_header_list_size, 32 << 10);
+        let options = protocol.server_options();
+        assert_eq!(
+            options.http2_keepalive_interval,
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(options.max_header_list_size, 32 << 10);
+    }
+
+    #[test]
+    fn bad_limits_name_their_key() {
+        assert_eq!(
+            invalid_key("protocol: { max_concurrent_streams: 0 }"),
+            "protocol.max_concurrent_streams"
+        );
+        assert_eq!(
+            invalid_key("protocol: { max_header_list_size: 100 }"),
+            "protocol.max_header_list_size"
+        );
+        assert_eq!(
+            invalid_key("protocol: { max_header_list_size: 8 GiB }"),
+            "protocol.max_header_list_size"
+        );
+        assert_eq!(
+            invalid_key("protocol: { max_decoding_message_size: lots }"),
+            "protocol.max_decoding_message_size"
+        );
+        assert_eq!(
+            invalid_key("protocol: { max_encoding_message_size: -1 }"),
+            "protocol.max_encoding_message_size"
+        );
+        assert_eq!(
+            invalid_key("protocol: { keepalive_timeout: 0s }"),
+            "protocol.keepalive_timeout"
+        );
+    }
+
+    #[test]
+    fn tls_files_must_be_readable_and_named_by_their_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("cert.pem");
+        std::fs::write(&cert, "not read yet").unwrap();
+        let text = |key: &str| {
+            format!(
+                "protocol:\n  tls:\n    cert: {}\n    key: {key}\n    reload-interval: 1s\n",
+                cert.display()
+            )
+        };
+        assert_eq!(
+            invalid_key(&text("/nonexistent/key.pem")),
+            "protocol.tls.key"
+        );
+        let read = protocol(&text(&cert.display().to_string())).unwrap();
+        let tls = read.server_options().tls.unwrap();
+        assert_eq!(tls.reload_interval, Duration::from_secs(1));
+        assert_eq!(tls.client_ca, None);
+        let error = protocol("protocol: { tls: { cert: a.pem } }").unwrap_err();
+        assert!(error.to_string().contains("protocol.tls.key"), "{error}");
+    }
+}

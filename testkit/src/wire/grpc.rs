@@ -1,0 +1,103 @@
+//! One gRPC call written by hand over the `h2` crate: any headers, any body bytes, so a
+//! test can send what no gRPC library would (a malformed `grpc-timeout`, a message that
+//! is not protobuf, a length prefix that lies).
+
+use std::net::SocketAddr;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use h2::client::SendRequest;
+use http::{HeaderMap, Request};
+use tokio::net::TcpStream;
+use tonic::Code;
+
+/// A gRPC message as it travels: the compressed flag, the big-endian length (or
+/// `declared`, to lie about it), then the bytes.
+pub fn framed(compressed: bool, message: &[u8], declared: Option<u32>) -> Bytes {
+    let mut frame = BytesMut::with_capacity(5 + message.len());
+    frame.put_u8(u8::from(compressed));
+    frame.put_u32(declared.unwrap_or(u32::try_from(message.len()).unwrap_or(u32::MAX)));
+    frame.put_slice(message);
+    frame.freeze()
+}
+
+/// Sends one call of `path` (`/package.Service/Method`) with `headers` and `body` on a
+/// fresh HTTP/2 connection and returns the gRPC status code of the answer (from the
+/// headers of a trailers-only answer, or from the trailers).
+///
+/// # Errors
+/// What went wrong, in words: no connection, no HTTP/2, an HTTP status other than 200,
+/// no `grpc-status`.
+pub async fn call(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Bytes,
+) -> Result<Code, String> {
+    let mut client = connect(addr).await?;
+    let mut request = request(addr, path);
+    for (name, value) in headers {
+        let name = http::HeaderName::try_from(*name).map_err(|e| format!("header: {e}"))?;
+        let value = http::HeaderValue::try_from(*value).map_err(|e| format!("header: {e}"))?;
+        request.headers_mut().append(name, value);
+    }
+    let (response, mut send) = client
+        .send_request(request, false)
+        .map_err(|e| format!("send: {e}"))?;
+    // A provider may answer (and close the stream) before it reads a request it refuses
+    // from its headers alone: then the body has nowhere to go, and the answer is what
+    // counts.
+    let _ = send.send_data(body, true);
+    let response = response.await.map_err(|e| format!("response: {e}"))?;
+    if response.status() != http::StatusCode::OK {
+        return Err(format!("HTTP status {}", response.status()));
+    }
+    if let Some(code) = status_of(response.headers()) {
+        return Ok(code);
+    }
+    let mut body = response.into_body();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.map_err(|e| format!("data: {e}"))?;
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    let trailers = body
+        .trailers()
+        .await
+        .map_err(|e| format!("trailers: {e}"))?
+        .ok_or("no trailers")?;
+    status_of(&trailers).ok_or_else(|| "no grpc-status in the trailers".to_owned())
+}
+
+/// A fresh HTTP/2 connection to `addr`, ready for a request (its connection task runs
+/// in the background).
+pub(super) async fn connect(addr: SocketAddr) -> Result<SendRequest<Bytes>, String> {
+    let tcp = TcpStream::connect(addr)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let (client, connection) = h2::client::handshake(tcp)
+        .await
+        .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+    tokio::spawn(connection);
+    client.ready().await.map_err(|e| format!("ready: {e}"))
+}
+
+/// The headers of a gRPC call of `path` on `addr`, without a body.
+pub(super) fn request(addr: SocketAddr, path: &str) -> Request<()> {
+    let mut request = Request::new(());
+    *request.method_mut() = http::Method::POST;
+    *request.uri_mut() = format!("http://{addr}{path}")
+        .parse()
+        .unwrap_or_else(|_| http::Uri::from_static("http://127.0.0.1/"));
+    let headers = request.headers_mut();
+    headers.insert(
+        "content-type",
+        http::HeaderValue::from_static("application/grpc"),
+    );
+    headers.insert("te", http::HeaderValue::from_static("trailers"));
+    request
+}
+
+fn status_of(headers: &HeaderMap) -> Option<Code> {
+    headers
+        .get("grpc-status")
+        .map(|value| Code::from_bytes(value.as_bytes()))
+}
