@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 use proto::greeter::greeter_server::GreeterServer;
-use rpc::{Application, Config};
+use rpc::{Application, ApplicationError, Config, StartError};
 use rpc_testkit::services::GreeterProvider;
 
 /// Serve helloworld.Greeter with graceful online/offline.
@@ -38,9 +38,14 @@ async fn main() {
     builder.service(GreeterServer::new(GreeterProvider));
     let app = match builder.start().await {
         Ok(app) => app,
+        Err(ApplicationError::Start(StartError::Interrupted)) => {
+            // SIGTERM/SIGINT before serving: what had started was undone; a clean stop.
+            eprintln!("greeter-provider: stopped during start-up");
+            std::process::exit(0);
+        }
         Err(error) => {
-            // A passed configuration check (a hot upgrade's) and a start interrupted
-            // by a signal are clean stops (0); an invalid configuration is 2.
+            // A passed configuration check (a hot upgrade's) is a clean stop (0); an
+            // invalid configuration is 2.
             eprintln!("greeter-provider: {error}");
             std::process::exit(error.exit_code());
         }

@@ -255,8 +255,9 @@ mod tests {
         let collector = ReferencesCollector::new(InflightCounter::new());
         collector.add(channel.clone());
 
-        // Each call is refused by both instances: an attempt, then a retry (not_sent) on
-        // the other one.
+        // Each call is refused three times: its attempt, the one transparent re-send of a
+        // request that never left (either instance may take it), then a retry
+        // (not_sent) on the instance the re-send did not reach.
         for _ in 0..6 {
             let request = http::Request::builder()
                 .uri("/t.S/M")
@@ -279,7 +280,7 @@ mod tests {
                 value.parse::<u64>().unwrap()
             })
             .sum();
-        assert_eq!(picks, 12, "each call tried both instances: {text}");
+        assert_eq!(picks, 18, "three picks per call: {text}");
         assert!(
             text.contains(&format!(
                 "rpc_client_retries_total{{service=\"t.S\",reason=\"not_sent\"}} {}\n",
