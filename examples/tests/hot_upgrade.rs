@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use rpc_examples::hot_upgrade::{self, ChildBehaviour, Options, Summary};
+use rpc_examples::hot_upgrade::{self, ChildBehaviour, Options, Summary, Trigger};
 
 fn short() -> Options {
     Options {
@@ -37,6 +37,20 @@ async fn two_upgrades_lose_nothing_and_leave_one_process() {
     assert_lossless(&summary);
     assert_eq!(summary.upgrades, 2);
     assert_eq!(summary.generations.len(), 3);
+}
+
+/// Both upgrades are sent to the admin address the *first* generation printed: the
+/// second reaches the second generation only because it serves the inherited admin
+/// socket (the first has exited by then).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upgrades_by_post_upgrade_keep_the_admin_port_across_generations() {
+    let options = Options {
+        trigger: Trigger::Admin,
+        ..short()
+    };
+    let summary = hot_upgrade::run(options).await.expect("the run starts");
+    assert_lossless(&summary);
+    assert_eq!(summary.upgrades, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -121,6 +121,15 @@ impl Generations {
         }
     }
 
+    /// The admin endpoint's address, as the first generation printed it (every later
+    /// generation serves the same, inherited socket).
+    pub fn admin_addr(&self) -> Option<std::net::SocketAddr> {
+        self.lines
+            .lock()
+            .iter()
+            .find_map(|line| line.strip_prefix("admin on ")?.parse().ok())
+    }
+
     /// Every line printed so far.
     pub fn lines(&self) -> Vec<String> {
         self.lines.lock().clone()

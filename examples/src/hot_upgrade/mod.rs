@@ -203,6 +203,7 @@ fn provider_config(options: &Options, pid_file: &std::path::Path) -> String {
         "application: {{ name: hot-upgrade-provider, logging: false }}\n\
          registries: {{ main: {{ url: \"{registry}\" }} }}\n\
          protocol: {{ host: 127.0.0.1, port: 0 }}\n\
+         admin: {{ port: 0 }}\n\
          provider: {{ services: {{ {SERVICE}: {{}} }} }}\n\
          graceful_shutdown: {{ timeout: 20s, step_timeout: 3s, internal_signal: true }}\n\
          upgrade: {{ ready_timeout: {}ms, pid_file: \"{}\" }}\n",
@@ -221,6 +222,8 @@ async fn consumer(
     config.application.name = "hot-upgrade-consumer".into();
     config.application.logging = false;
     config.graceful_shutdown.internal_signal = false;
+    // Several runs share a test process: any free port, never the default 22222.
+    config.admin.port = 0;
     let url = match &options.registry {
         Some(url) => url.clone(),
         None => format!("static://{addr}"),
@@ -253,7 +256,7 @@ async fn upgrade_once(
 ) -> Result<Option<GenerationRecord>, String> {
     let old = generations.current().ok_or("no pid file")?;
     let failed_before = failed_upgrades(&generations.lines());
-    trigger(options, old).await?;
+    trigger(options, generations, old).await?;
     let decided = options.ready_timeout + Duration::from_secs(10);
     if bad {
         let deadline = Instant::now() + decided;
@@ -285,15 +288,27 @@ async fn upgrade_once(
     Ok(Some(record))
 }
 
-/// Starts one upgrade of process `pid`.
-async fn trigger(options: &Options, pid: i32) -> Result<(), String> {
+/// Starts one upgrade of process `pid`: SIGUSR2, or `POST /upgrade` on its admin
+/// endpoint (whose answer comes once the upgrade is decided; the run watches the
+/// generations for that, so the answer is only checked for a transport error).
+async fn trigger(options: &Options, generations: &Generations, pid: i32) -> Result<(), String> {
     match options.trigger {
         Trigger::Signal => nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGUSR2,
         )
         .map_err(|e| format!("SIGUSR2 to {pid}: {e}")),
-        Trigger::Admin => Err("the admin trigger needs the admin endpoint".to_owned()),
+        Trigger::Admin => {
+            let admin = generations
+                .admin_addr()
+                .ok_or("the provider printed no admin address")?;
+            tokio::spawn(async move {
+                if let Err(error) = rpc_testkit::http::post(admin, "/upgrade", None).await {
+                    eprintln!("hot-upgrade: POST /upgrade to {admin}: {error}");
+                }
+            });
+            Ok(())
+        }
     }
 }
 

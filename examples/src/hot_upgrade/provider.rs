@@ -1,7 +1,7 @@
 //! The provider of the demonstration, run as its own process (`hot-upgrade provider`):
 //! a greeter whose server streams last, upgraded in place again and again. Every
 //! generation inherits stdout, on which it prints what the parent reads:
-//! `listening on ADDR`, `pid N`, `upgrade JSON` (each upgrade decided, and the final
+//! `listening on ADDR`, `admin on ADDR`, `pid N`, `upgrade JSON` (each upgrade decided, and the final
 //! report of a generation that handed over) and `shutdown REPORT`.
 //!
 //! How a new generation behaves comes from a file the demonstration writes before each
@@ -110,6 +110,9 @@ pub async fn run_provider(config: &Path, behaviour: &Path) -> i32 {
     };
     if let Some(addr) = app.local_addr() {
         say(&format!("listening on {addr}"));
+    }
+    if let Some(addr) = app.admin_addr() {
+        say(&format!("admin on {addr}"));
     }
     say(&format!("pid {}", std::process::id()));
     report_upgrades(&app);

@@ -1,4 +1,4 @@
-//! The token rule: a request that changes state (offline, online, shutdown) carries
+//! The token rule: a request that changes state (offline, online, shutdown, upgrade) carries
 //! `Authorization: Bearer <admin.token>` when a token is configured; one that reads
 //! never needs it. Nothing that changes state is routed for GET, so the token is the
 //! only thing standing between a reachable port and a stopped instance.

@@ -10,6 +10,7 @@
 //! | `POST /offline[?service=REGEX]` | withdraws the registrations without stopping (closing mark, NOT_SERVING); JSON of what changed |
 //! | `POST /online[?service=REGEX]` | registers them again; JSON of what changed |
 //! | `POST /shutdown` | starts the graceful sequence (as SIGTERM does), answers 202 at once |
+//! | `POST /upgrade` | runs a hot upgrade (as SIGUSR2 does) and answers once it is decided: its report as JSON, 200 succeeded, 409 refused, 500 failed |
 //! | `GET /status` | the application as JSON: phase and history, registrations, references and their instances, in-flight counters, the shutdown's steps and last report |
 //! | `GET /metrics` | Prometheus text ([`Metrics::encode`](crate::Metrics::encode)) |
 //! | `GET /` | a status page that refreshes itself (no external assets) |
@@ -35,6 +36,7 @@ mod answer;
 mod auth;
 mod config;
 mod error;
+mod handover;
 mod metrics;
 mod page;
 mod probes;
@@ -43,6 +45,7 @@ mod shutdown;
 mod state;
 mod status;
 mod traffic;
+mod upgrade;
 
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -53,6 +56,7 @@ use tokio::task::JoinHandle;
 
 pub use config::{AdminConfig, DEFAULT_ADMIN_PORT};
 pub use error::AdminError;
+pub use handover::AdminListener;
 pub use state::AdminState;
 
 /// How long stopping waits for answers being written before it closes their
@@ -63,6 +67,8 @@ const STOP_GRACE: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct AdminServer {
     local_addr: SocketAddr,
+    /// The listening socket while it serves, for a hot upgrade's hand-over.
+    listener: AdminListener,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
 }
@@ -92,6 +98,7 @@ impl AdminServer {
     /// The operating system's error if the listener cannot be handed to tokio.
     pub fn serve(listener: std::net::TcpListener, state: AdminState) -> std::io::Result<Self> {
         listener.set_nonblocking(true)?;
+        let kept = AdminListener::serving(listener.try_clone()?);
         let listener = tokio::net::TcpListener::from_std(listener)?;
         let local_addr = listener.local_addr()?;
         let (stop, mut stopped) = watch::channel(false);
@@ -106,6 +113,7 @@ impl AdminServer {
         });
         Ok(Self {
             local_addr,
+            listener: kept,
             stop,
             task: Some(task),
         })
@@ -125,9 +133,15 @@ impl AdminServer {
         self.local_addr
     }
 
+    /// The listening socket, for a hot upgrade to hand over while this endpoint serves.
+    pub fn listener(&self) -> AdminListener {
+        self.listener.clone()
+    }
+
     /// Stops: the listener closes at once, answers being written get [`STOP_GRACE`]
     /// (one second), then their connections are closed.
     pub async fn stop(mut self) {
+        self.listener.close();
         self.stop.send_replace(true);
         if let Some(mut task) = self.task.take()
             && tokio::time::timeout(STOP_GRACE, &mut task).await.is_err()
@@ -139,6 +153,7 @@ impl AdminServer {
 
 impl Drop for AdminServer {
     fn drop(&mut self) {
+        self.listener.close();
         self.stop.send_replace(true);
     }
 }

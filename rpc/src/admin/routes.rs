@@ -8,7 +8,7 @@ use axum::response::Response;
 use axum::routing::{get, post};
 
 use super::state::AdminState;
-use super::{answer, metrics, page, probes, shutdown, status, traffic};
+use super::{answer, metrics, page, probes, shutdown, status, traffic, upgrade};
 
 /// Every endpoint, with the handler that answers it.
 pub(crate) fn router(state: AdminState) -> Router {
@@ -24,6 +24,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/offline", post(traffic::offline))
         .route("/online", post(traffic::online))
         .route("/shutdown", post(shutdown::shutdown))
+        .route("/upgrade", post(upgrade::upgrade))
         // After the routes: it applies to those added before it.
         .method_not_allowed_fallback(method_not_allowed)
         .fallback(not_found)
@@ -34,7 +35,7 @@ async fn not_found(uri: Uri) -> Response {
     answer::line(
         StatusCode::NOT_FOUND,
         format!(
-            "no such endpoint: {}; try /, /status, /metrics, /live, /startup, /ready, POST /offline, POST /online, POST /shutdown",
+            "no such endpoint: {}; try /, /status, /metrics, /live, /startup, /ready, POST /offline, POST /online, POST /shutdown, POST /upgrade",
             uri.path()
         ),
     )

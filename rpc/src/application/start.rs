@@ -13,6 +13,7 @@ use rpc_core::{Registry, ServiceKey};
 use rpc_filter::graceful::ProviderGracefulLayer;
 use tower_layer::Layer;
 
+use super::admin::AdminStarted;
 use super::advertise::advertised_host;
 use super::agreement::{check_agreement, provided_instead};
 use super::logging::install_default_subscriber;
@@ -59,9 +60,9 @@ impl ApplicationBuilder {
         let predecessor = self.upgrade.predecessor()?;
         // The admin endpoint before anything else starts: its probes answer during the
         // rest of start-up.
-        let admin_addr = self.start_admin()?;
+        let admin = self.start_admin()?;
         let lifecycle = self.lifecycle.clone();
-        let started = self.start_parts(admin_addr, predecessor).await;
+        let started = self.start_parts(admin, predecessor).await;
         if started.is_err() {
             // Closes the admin endpoint, and anything else still open (a failed
             // `Lifecycle::start` has already undone its own part).
@@ -75,7 +76,7 @@ impl ApplicationBuilder {
     /// steps.
     async fn start_parts(
         mut self,
-        admin_addr: Option<SocketAddr>,
+        admin: Option<AdminStarted>,
         predecessor: Option<rpc_core::process::predecessor::Predecessor>,
     ) -> Result<Application, ApplicationError> {
         let registries = self.connect_registries().await?;
@@ -94,14 +95,17 @@ impl ApplicationBuilder {
         };
         // Under systemd (Type=notify) every phase from here on is told to it.
         let systemd = crate::systemd::notify_phases(&self.lifecycle);
-        self.upgrade
-            .configure(&self.lifecycle, &self.config.upgrade);
+        self.upgrade.configure(
+            &self.lifecycle,
+            &self.config.upgrade,
+            admin.as_ref().map(|admin| admin.listener.clone()),
+        );
         if let Err(error) = self.lifecycle.start(plan).await {
             return Err(self.explain(error));
         }
         crate::upgrade::serving(&self.lifecycle, &self.config.upgrade, predecessor).await;
         Ok(Application {
-            admin_addr,
+            admin_addr: admin.map(|admin| admin.addr),
             metrics: self.metrics,
             local_addr: self
                 .lifecycle

@@ -22,6 +22,7 @@
 //! Every process writes `upgrade.pid_file` (when set) once it serves.
 
 mod pid_file;
+mod spawner;
 
 use std::sync::Arc;
 
@@ -32,8 +33,10 @@ use rpc_core::process::successor::ProcessSpawner;
 use rpc_core::process::{Program, Role};
 use rpc_core::transport::{GRPC_LISTENER, InheritedListeners};
 
+use crate::admin::AdminListener;
 use crate::application::ApplicationError;
 use crate::systemd::UpgradeNotifier;
+use spawner::ApplicationSpawner;
 
 /// What start-up needs of the upgrade machinery, read when the builder is made.
 #[derive(Debug)]
@@ -73,8 +76,14 @@ impl UpgradeStart {
     }
 
     /// Makes upgrades of `lifecycle` possible, starting `config.binary` or this
-    /// process's own program with the same arguments.
-    pub(crate) fn configure(&self, lifecycle: &Lifecycle, config: &UpgradeConfig) {
+    /// process's own program with the same arguments, handing over the gRPC listener
+    /// and the `admin` endpoint's, when it serves.
+    pub(crate) fn configure(
+        &self,
+        lifecycle: &Lifecycle,
+        config: &UpgradeConfig,
+        admin: Option<AdminListener>,
+    ) {
         let program = match (&config.binary, &self.program) {
             (Some(binary), program) => Program {
                 binary: binary.clone(),
@@ -85,7 +94,7 @@ impl UpgradeStart {
         };
         lifecycle.configure_upgrade(
             config.clone(),
-            Arc::new(ProcessSpawner::new(program)),
+            Arc::new(ApplicationSpawner::new(ProcessSpawner::new(program), admin)),
             Some(Arc::new(UpgradeNotifier)),
         );
     }
