@@ -19,6 +19,8 @@ mod config;
 mod gate;
 mod handover;
 mod report;
+mod run;
+mod spawner;
 #[cfg(test)]
 mod tests;
 
@@ -27,89 +29,20 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use config::UpgradeConfig;
 pub use report::{Refusal, UpgradeReport, UpgradeResult, UpgradeStep};
+use run::Run;
+pub use spawner::{Handoff, Spawner, Successor, UpgradeListener};
 
 use super::sequence::{SequenceStep, Steps};
 use super::{Lifecycle, Phase, ShutdownReport, StepOutcome, StepReport};
-use crate::Instance;
 use crate::transport::{GRPC_LISTENER, ListenFds};
 pub(crate) use gate::{AtShutdown, UpgradeGate};
-
-/// What the old process hands to the new one.
-#[derive(Debug)]
-pub struct Handoff {
-    /// The listening sockets, named (`grpc`, and `admin` when the application adds it).
-    pub listeners: ListenFds,
-    /// The instances registered now: the new process registers the same ones (same ids).
-    pub instances: Vec<Instance>,
-}
-
-/// Starts the new binary (the mechanics; `process::successor::ProcessSpawner` is the
-/// real one).
-#[async_trait]
-pub trait Spawner: Send + Sync + 'static {
-    /// Runs the new binary's configuration check (it loads and validates its
-    /// configuration, starts nothing, and exits). Dropping the future must stop it.
-    ///
-    /// # Errors
-    /// Why it failed, with the binary's own message.
-    async fn check(&self) -> Result<(), String>;
-
-    /// Starts the new binary with `handoff`.
-    ///
-    /// # Errors
-    /// Why it could not be started.
-    fn spawn(&self, handoff: Handoff) -> Result<Box<dyn Successor>, String>;
-
-    /// Adds what only the application knows to `handoff` (e.g. the admin endpoint's
-    /// listener) before [`Spawner::spawn`]. Default: nothing.
-    ///
-    /// # Errors
-    /// Why it could not (the upgrade fails at its spawn step).
-    fn complete(&self, _handoff: &mut Handoff) -> Result<(), String> {
-        Ok(())
-    }
-}
-
-/// A started new process.
-#[async_trait]
-pub trait Successor: Send {
-    /// Its pid.
-    fn pid(&self) -> u32;
-
-    /// Resolves when it reports ready.
-    ///
-    /// # Errors
-    /// Why it never will (it exited: with its status and the tail of its stderr).
-    async fn ready(&mut self) -> Result<(), String>;
-
-    /// Kills it and reaps it (no zombie); returns the tail of its standard error.
-    async fn abandon(self: Box<Self>) -> String;
-
-    /// It took over: returns what this process must keep until it exits (its end of the
-    /// hand-over channel, whose closing tells the new process that its predecessor is
-    /// gone).
-    fn taken_over(self: Box<Self>) -> Box<dyn Any + Send>;
-}
-
-/// Told about each upgrade's progress, synchronously from the sequence (systemd's
-/// `RELOADING=1`, `MAINPID=` + `READY=1`, `READY=1`: see `rpc::systemd`).
-pub trait UpgradeListener: Send + Sync + 'static {
-    /// An upgrade began.
-    fn started(&self) {}
-    /// It failed: this process goes on serving.
-    fn failed(&self) {}
-    /// Process `pid` took over (called before this process stops accepting).
-    fn handed_over(&self, _pid: u32) {}
-}
 
 /// How many upgrades this process ran, for metrics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -155,16 +88,6 @@ impl UpgradeState {
             kept: Mutex::new(None),
         }
     }
-}
-
-/// One run: what the steps share.
-struct Run {
-    setup: Setup,
-    /// Cancelled by a shutdown before the hand-over.
-    cancel: CancellationToken,
-    successor: Option<Box<dyn Successor>>,
-    spawned_at: Option<Instant>,
-    report: UpgradeReport,
 }
 
 impl Lifecycle {
@@ -395,123 +318,6 @@ impl Lifecycle {
 
 fn ok(outcome: StepOutcome) -> bool {
     outcome == StepOutcome::Completed
-}
-
-impl Run {
-    fn new(setup: Setup, cancel: CancellationToken) -> Self {
-        Self {
-            setup,
-            cancel,
-            successor: None,
-            spawned_at: None,
-            report: UpgradeReport {
-                result: UpgradeResult::Failed,
-                reason: None,
-                refusal: None,
-                new_pid: None,
-                time_to_ready: None,
-                steps: Vec::new(),
-                total: Duration::ZERO,
-            },
-        }
-    }
-
-    /// Step 1.
-    async fn announce(&mut self) -> StepOutcome {
-        tracing::info!(binary = ?self.setup.config.binary, "upgrade started");
-        if let Some(listener) = &self.setup.listener {
-            listener.started();
-        }
-        StepOutcome::Completed
-    }
-
-    /// Step 2, bounded by `ready_timeout` and cut short by a shutdown.
-    async fn check(&mut self) -> StepOutcome {
-        let bound = self.setup.config.ready_timeout;
-        let spawner = self.setup.spawner.clone();
-        tokio::select! {
-            _ = self.cancel.cancelled() => self.fail(StepOutcome::Skipped, "shutdown requested".to_owned()),
-            checked = tokio::time::timeout(bound, spawner.check()) => match checked {
-                Ok(Ok(())) => StepOutcome::Completed,
-                Ok(Err(reason)) => self.fail(StepOutcome::Failed, reason),
-                Err(_) => self.fail(
-                    StepOutcome::TimedOut,
-                    format!("the configuration check did not finish within {bound:?} (upgrade.ready_timeout)"),
-                ),
-            },
-        }
-    }
-
-    /// Step 3.
-    async fn spawn(&mut self, handoff: Result<Handoff, String>) -> StepOutcome {
-        let spawner = &self.setup.spawner;
-        let started = handoff.and_then(|mut handoff| {
-            spawner.complete(&mut handoff)?;
-            spawner.spawn(handoff)
-        });
-        match started {
-            Ok(successor) => {
-                tracing::info!(pid = successor.pid(), "new process started");
-                self.report.new_pid = Some(successor.pid());
-                self.spawned_at = Some(Instant::now());
-                self.successor = Some(successor);
-                StepOutcome::Completed
-            }
-            Err(reason) => self.fail(StepOutcome::Failed, reason),
-        }
-    }
-
-    /// Step 4, bounded by `ready_timeout` and cut short by a shutdown.
-    async fn wait_ready(&mut self) -> StepOutcome {
-        let bound = self.setup.config.ready_timeout;
-        let Some(successor) = self.successor.as_mut() else {
-            return StepOutcome::Failed;
-        };
-        let pid = successor.pid();
-        let outcome = tokio::select! {
-            _ = self.cancel.cancelled() => Err((StepOutcome::Skipped, "shutdown requested before the new process was ready".to_owned())),
-            ready = tokio::time::timeout(bound, successor.ready()) => match ready {
-                Ok(Ok(())) => Ok(()),
-                Ok(Err(reason)) => Err((StepOutcome::Failed, reason)),
-                Err(_) => Err((
-                    StepOutcome::TimedOut,
-                    format!("the new process {pid} was not ready within {bound:?} (upgrade.ready_timeout)"),
-                )),
-            },
-        };
-        match outcome {
-            Ok(()) => {
-                self.report.time_to_ready = self.spawned_at.map(|at| at.elapsed());
-                tracing::info!(pid, time_to_ready = ?self.report.time_to_ready, "new process ready");
-                StepOutcome::Completed
-            }
-            Err((outcome, reason)) => self.fail(outcome, reason),
-        }
-    }
-
-    /// Records why the run failed; returns `outcome`.
-    fn fail(&mut self, outcome: StepOutcome, reason: String) -> StepOutcome {
-        self.report.reason = Some(reason);
-        outcome
-    }
-
-    /// Adds the new process's stderr tail to the reason, unless it is there already.
-    fn add_reason_detail(&mut self, tail: &str) {
-        let reason = self.report.reason.get_or_insert_with(String::new);
-        if !tail.is_empty() && !reason.contains(tail) {
-            reason.push_str(": ");
-            reason.push_str(tail);
-        }
-    }
-
-    /// The report, with the steps taken so far.
-    fn finish(&self, steps: &Steps<'_, UpgradeStep>) -> UpgradeReport {
-        UpgradeReport {
-            steps: steps.taken(),
-            total: steps.elapsed(),
-            ..self.report.clone()
-        }
-    }
 }
 
 /// A span per step, named as the report names it, with the `outcome` field

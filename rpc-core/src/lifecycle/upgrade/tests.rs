@@ -13,7 +13,7 @@ use parking_lot::Mutex;
 use super::*;
 use crate::lifecycle::{Export, ExportedService, ShutdownConfig, StartPlan};
 use crate::registry::{Registry, RegistryError, Subscription, SubscriptionId};
-use crate::{ServiceKey, ShutdownReport};
+use crate::{Instance, ServiceKey, ShutdownReport};
 
 /// What the fake new process does.
 #[derive(Clone, Debug)]
