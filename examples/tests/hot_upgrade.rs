@@ -37,6 +37,20 @@ async fn two_upgrades_lose_nothing_and_leave_one_process() {
     assert_lossless(&summary);
     assert_eq!(summary.upgrades, 2);
     assert_eq!(summary.generations.len(), 3);
+
+    // --plot: the timeline names the outcome and shows both upgrades.
+    assert_eq!(summary.upgrade_windows.len(), 2);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("hot-upgrade.svg");
+    hot_upgrade::write_plot(&summary, &path).expect("plot written");
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(200)]);
+    assert!(svg.contains("0 failed of"), "the title");
+    assert_eq!(
+        svg.matches(">upgrade<").count(),
+        2 * 2,
+        "a band label per upgrade and chart"
+    );
 }
 
 /// Both upgrades are sent to the admin address the *first* generation printed: the

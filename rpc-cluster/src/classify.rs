@@ -19,10 +19,14 @@ use tonic::body::Body as TonicBody;
 /// How an attempt failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailureKind {
-    /// The provider refused it because it is shutting down (`rpc-not-executed`, or a
-    /// GOAWAY that excluded the stream). Not run; re-routed under every strategy.
+    /// The provider refused it because it is shutting down (`rpc-not-executed`). Not
+    /// run; re-routed to another instance under every strategy.
     Rejected,
-    /// Certainly not run: no connection, stream refused, or body never sent.
+    /// Certainly not run: no connection, stream refused (`REFUSED_STREAM`, or a GOAWAY
+    /// whose last stream id excludes it), or body never sent. Re-sent once without
+    /// counting as a retry, the same instance included: the GOAWAY closes a
+    /// *connection*, and a new one to the same address may reach the process that now
+    /// serves it (a hot upgrade's new generation).
     NotSent,
     /// `UNAVAILABLE` from the provider (may have run).
     Unavailable,
@@ -112,10 +116,17 @@ impl Failure {
         match self.response {
             Ok(response) => Ok(response),
             Err(error) => {
+                // The whole chain: tonic's own message ("transport error") says nothing
+                // of what happened (reset, closed, protocol error).
+                let cause = sources(&*error)
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(": ");
                 let message = match self.kind {
-                    FailureKind::NotSent => format!("request not sent: {error}"),
+                    FailureKind::NotSent => format!("request not sent: {cause}"),
+                    FailureKind::Rejected => format!("request not executed: {cause}"),
                     _ => format!(
-                        "connection failed after the request was sent (it may have run): {error}"
+                        "connection failed after the request was sent (it may have run): {cause}"
                     ),
                 };
                 let mut status = tonic::Status::unavailable(message);
@@ -173,9 +184,7 @@ pub(crate) fn classify_error(error: BoxError, sent: bool) -> Failure {
             )),
         );
     }
-    let kind = if refused_by_goaway(&*error) {
-        FailureKind::Rejected
-    } else if !sent || certainly_not_sent(&*error) {
+    let kind = if !sent || refused_by_goaway(&*error) || certainly_not_sent(&*error) {
         FailureKind::NotSent
     } else {
         FailureKind::Transport

@@ -49,6 +49,10 @@ struct Args {
     /// Write the summary as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write an SVG timeline to this file: requests and failures per second, p99 per
+    /// second, each upgrade as a band.
+    #[arg(long)]
+    plot: Option<PathBuf>,
     /// Print no progress line.
     #[arg(long)]
     quiet: bool,
@@ -123,6 +127,15 @@ async fn main() {
         && let Err(error) = summary.write_json(path)
     {
         eprintln!("hot-upgrade: cannot write {}: {error}", path.display());
+        std::process::exit(1);
+    }
+    if let Some(path) = &args.plot
+        && let Err(error) = hot_upgrade::write_plot(&summary, path)
+    {
+        eprintln!(
+            "hot-upgrade: cannot write the plot {}: {error}",
+            path.display()
+        );
         std::process::exit(1);
     }
     std::process::exit(if summary.lossless() { 0 } else { 1 });

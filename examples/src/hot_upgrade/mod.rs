@@ -14,6 +14,7 @@
 
 mod generation;
 mod options;
+mod plot;
 mod probes;
 mod provider;
 mod summary;
@@ -31,8 +32,9 @@ use rpc_testkit::load::{self, LoadOptions};
 use tokio::time::Instant;
 
 pub use options::{ChildBehaviour, Options, Trigger};
+pub use plot::write_plot;
 pub use provider::run_provider;
-pub use summary::{GenerationRecord, Latency, Summary};
+pub use summary::{GenerationRecord, Latency, Summary, UpgradeWindow};
 
 /// The service the provider exports.
 const SERVICE: &str = "helloworld.Greeter";
@@ -84,6 +86,7 @@ pub async fn run(options: Options) -> Result<Summary, String> {
     let warmup = (options.duration / 6).max(Duration::from_millis(500));
     let interval = options.duration.saturating_sub(warmup * 2) / options.upgrades.max(1) as u32;
     let mut driver = None;
+    let windows = Arc::new(parking_lot::Mutex::new(Vec::new()));
     let record = load::run(
         LoadOptions::new(options.rate, options.duration),
         |_| {
@@ -106,6 +109,7 @@ pub async fn run(options: Options) -> Result<Summary, String> {
             let options = options.clone();
             let generations = generations.clone();
             let behaviour = behaviour.clone();
+            let windows = windows.clone();
             driver = Some(tokio::spawn(async move {
                 let mut upgraded = Vec::new();
                 for n in 0..options.upgrades {
@@ -118,8 +122,14 @@ pub async fn run(options: Options) -> Result<Summary, String> {
                     };
                     let _ = std::fs::write(&behaviour, kind);
                     load.set_restarting(true);
+                    let from_s = started.elapsed().as_secs_f64();
                     let outcome = upgrade_once(&options, &generations, port, bad).await;
                     load.set_restarting(false);
+                    windows.lock().push(UpgradeWindow {
+                        from_s,
+                        to_s: started.elapsed().as_secs_f64(),
+                        succeeded: matches!(outcome, Ok(Some(_))),
+                    });
                     match outcome {
                         Ok(record) => upgraded.extend(record),
                         Err(error) => {
@@ -181,6 +191,12 @@ pub async fn run(options: Options) -> Result<Summary, String> {
         upgrades_failed: details.iter().filter(|r| !r.succeeded()).count(),
         upgrades_planned: options.upgrades,
         upgrade_details: details,
+        shutdown_reports: generations
+            .lines()
+            .iter()
+            .filter_map(|line| line.strip_prefix("shutdown "))
+            .map(str::to_owned)
+            .collect(),
         registry_absent_ms,
         registry: options.registry.clone(),
         trigger: options.trigger,
@@ -193,6 +209,8 @@ pub async fn run(options: Options) -> Result<Summary, String> {
         latency_steady_ms: Latency::of(&record.steady),
         latency_during_upgrades_ms: Latency::of(&record.during_restart),
         elapsed_s: started.elapsed().as_secs_f64(),
+        per_second: record.seconds.clone(),
+        upgrade_windows: std::mem::take(&mut *windows.lock()),
     })
 }
 

@@ -81,6 +81,9 @@ pub struct Summary {
     pub upgrades_failed: usize,
     /// Each upgrade's report, in order (the final one of each handed-over generation).
     pub upgrade_details: Vec<UpgradeReport>,
+    /// Each generation's final shutdown report, as it printed it (connections closed
+    /// gracefully, idle or forced; requests rejected; streams cut).
+    pub shutdown_reports: Vec<String>,
     /// Milliseconds the instance was missing from the registry (0 without one).
     pub registry_absent_ms: f64,
     /// The registry, if any.
@@ -105,6 +108,21 @@ pub struct Summary {
     pub latency_during_upgrades_ms: Latency,
     /// Wall time of the run, seconds.
     pub elapsed_s: f64,
+    /// Counts of each second of the load (for `--plot`).
+    pub per_second: Vec<rpc_testkit::load::Second>,
+    /// When each upgrade ran, seconds after the load started.
+    pub upgrade_windows: Vec<UpgradeWindow>,
+}
+
+/// When one upgrade ran, seconds after the load started.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct UpgradeWindow {
+    /// The trigger.
+    pub from_s: f64,
+    /// Its end: the old generation's exit, or the reported failure.
+    pub to_s: f64,
+    /// Whether the new generation took over.
+    pub succeeded: bool,
 }
 
 impl Summary {
@@ -234,6 +252,9 @@ impl Summary {
         }
         for (n, report) in self.upgrade_details.iter().enumerate() {
             let _ = writeln!(out, "upgrade {}: {report}", n + 1);
+        }
+        for report in &self.shutdown_reports {
+            let _ = writeln!(out, "generation exit: {report}");
         }
         for sample in &self.failure_samples {
             let _ = writeln!(out, "failure: {sample}");

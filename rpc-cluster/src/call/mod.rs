@@ -44,6 +44,11 @@ use crate::rng;
 use crate::stack::ReferenceStack;
 use crate::strategy::{CallFacts, Decision, Failed, Plan};
 
+/// Most transparent re-sends of a request certainly not processed (gRPC's transparent
+/// retry), per call; they do not count as retries. Bounded so that an instance that
+/// keeps refusing streams cannot keep a call looping.
+const TRANSPARENT_RESENDS: u8 = 3;
+
 /// The state of one call across its attempts.
 pub(crate) struct Call {
     stack: Arc<ReferenceStack>,
@@ -62,8 +67,8 @@ pub(crate) struct Call {
     sent: u32,
     /// Instances this call was sent to; inline for the usual one or two attempts.
     tried: SmallVec<[InstanceId; 2]>,
-    /// Whether a request that was never sent was already sent again (see `send`).
-    resent_unsent: bool,
+    /// How often a request that was never processed was sent again (see `send`).
+    unsent_resends: u8,
     /// The failure to report if the call ends with no better one.
     last_failure: Option<Failure>,
     rng: SmallRng,
@@ -108,7 +113,7 @@ impl Call {
             sent: 0,
             tried: SmallVec::new(),
             last_failure: None,
-            resent_unsent: false,
+            unsent_resends: 0,
         }
     }
 
@@ -129,15 +134,19 @@ impl Call {
                     self.stack.stats.note_reroute();
                     self.last_failure = Some(failure);
                 }
-                // gRPC's transparent retry, once per call: the request never left this
-                // process (typically its connection had just received a GOAWAY). It is
+                // gRPC's transparent retry, at most TRANSPARENT_RESENDS times a call:
+                // the request was certainly not processed (its connection had just
+                // received a GOAWAY, or closed before the request was written). It is
                 // sent again without counting as a retry, and the same instance stays
                 // eligible: a new connection to the same address may reach a hot
-                // upgrade's new process, the only one serving that instance.
+                // upgrade's new process, the only one serving that instance. More than
+                // once, because a re-send made at once can still be queued on the
+                // closing connection before the channel has noticed it closed.
                 Outcome::Failure(failure)
-                    if failure.kind == FailureKind::NotSent && !self.resent_unsent =>
+                    if failure.kind == FailureKind::NotSent
+                        && self.unsent_resends < TRANSPARENT_RESENDS =>
                 {
-                    self.resent_unsent = true;
+                    self.unsent_resends += 1;
                     self.tried.retain(|id| id != invoker.id());
                     self.last_failure = Some(failure);
                 }

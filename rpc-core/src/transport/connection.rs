@@ -23,6 +23,7 @@ use tonic::transport::server::TcpConnectInfo;
 use tower::{Service, ServiceExt};
 
 use super::call_bounds::{CallBounds, ShutdownCut};
+use super::linger::{LINGER, Lent, linger};
 use super::peer::{Peer, PeerService};
 use super::socket::{PeerSocket, read_until_request};
 use crate::registry::BoxError;
@@ -196,6 +197,36 @@ impl<'a> Connection<'a> {
         } else {
             Bytes::new()
         };
+        let (io, returned) = Lent::new(io);
+        let tally = self.serve_http2(io, read_ahead, service).await;
+        // h2 dropped the socket: after its final GOAWAY, close it without resetting a
+        // request the peer sent meanwhile (see `linger.rs`). A cut connection closes at
+        // once, and one whose peer never spoke has nothing to protect.
+        if std::ptr::eq(tally, &signals.closed_gracefully)
+            && let Ok(stream) = returned.await
+        {
+            linger(stream, LINGER).await;
+        }
+        tally
+    }
+
+    /// Serves HTTP/2 on `io` until the connection ends or the signals end it; returns
+    /// the tally its end counts in. `io` is dropped when this returns.
+    async fn serve_http2<IO, S, B>(
+        self,
+        io: Lent<IO>,
+        read_ahead: Bytes,
+        service: S,
+    ) -> &'a AtomicUsize
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let signals = self.signals;
         let heard_from_peer = Arc::new(AtomicBool::new(false));
         let io = TokioIo::new(PeerSocket::new(io, read_ahead, heard_from_peer.clone()));
         let conn = self

@@ -28,6 +28,7 @@ mod connection;
 mod counts;
 mod error;
 mod inherit;
+mod linger;
 mod message_limits;
 mod message_size_status;
 mod peer;
