@@ -245,9 +245,23 @@ impl<'a> Connection<'a> {
             }
         }
         // A peer that never sent a byte has not begun the HTTP/2 handshake: there is no
-        // stream to protect, so close it ourselves rather than wait on it.
+        // stream to protect, so close it ourselves rather than wait on it — after
+        // PING_ANSWER_WAIT, for a peer that dialled just before the shutdown (a new
+        // connection during a hot upgrade's hand-over) and is about to send its
+        // request: it then gets the GOAWAY like any other, and its request is served.
         if !heard_from_peer.load(Ordering::Acquire) {
-            return &signals.unused;
+            tokio::select! {
+                biased;
+                _ = signals.force.cancelled() => return &signals.forced,
+                result = conn.as_mut() => {
+                    log_end(result);
+                    return &signals.closed_gracefully;
+                }
+                _ = tokio::time::sleep(PING_ANSWER_WAIT) => {}
+            }
+            if !heard_from_peer.load(Ordering::Acquire) {
+                return &signals.unused;
+            }
         }
         // 2. h2 sends GOAWAY(last id = 2^31-1) with a PING, and the final GOAWAY with the
         //    real last stream id once the PING is answered, then closes when the last
