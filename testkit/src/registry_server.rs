@@ -143,6 +143,22 @@ impl RegistryServer {
         self.wait_ready().await
     }
 
+    /// Starts the process again on the same ports but with no data, as a server
+    /// replaced by a new one: every lease, session and registration it held is gone.
+    ///
+    /// # Errors
+    /// As [`RegistryServer::restart`], or the data could not be removed.
+    pub async fn restart_without_data(&mut self) -> io::Result<()> {
+        self.stop();
+        for data in ["etcd-data", "zookeeper-data", "nacos-data"] {
+            let path = self.dir.path().join(data);
+            if path.exists() {
+                std::fs::remove_dir_all(path)?;
+            }
+        }
+        self.restart().await
+    }
+
     fn log_path(&self) -> PathBuf {
         self.dir.path().join("server.log")
     }

@@ -9,8 +9,9 @@
 //! 1. the server is killed; the consumer keeps its last known providers;
 //! 2. halfway through the outage one provider stops gracefully (it cannot unregister:
 //!    its consumers learn from its closing mark and its refusals);
-//! 3. the server comes back on the same port; every remaining provider must be
-//!    registered again within 5 s (measured by a fresh client of the server);
+//! 3. the server comes back on the same port, with its data or (etcd, ZooKeeper) without
+//!    it; every remaining provider must be registered again within 5 s (measured by a
+//!    fresh client of the server);
 //! 4. right after, another provider stops gracefully;
 //!
 //! and not one call fails.
@@ -189,8 +190,17 @@ struct Figures {
     samples: Vec<String>,
 }
 
+/// How the server comes back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Return {
+    /// With its data (leases, sessions, znodes).
+    WithData,
+    /// Empty, as a replaced server: every client must register again.
+    WithoutData,
+}
+
 /// The outage on `backend`: see the module documentation.
-async fn outage_loses_nothing(backend: Backend) {
+async fn outage_loses_nothing(backend: Backend, comes_back: Return) {
     let _one = ONE_OUTAGE_AT_A_TIME.lock().await;
     let mut server = match RegistryServer::start(backend).await {
         Ok(server) => server,
@@ -242,7 +252,11 @@ async fn outage_loses_nothing(backend: Backend) {
     tokio::time::sleep_until(epoch + BEFORE + outage / 2).await;
     let during = providers.remove(0).before_shutdown().await;
     tokio::time::sleep_until(epoch + BEFORE + outage).await;
-    server.restart().await.expect("the server starts again");
+    match comes_back {
+        Return::WithData => server.restart().await,
+        Return::WithoutData => server.restart_without_data().await,
+    }
+    .expect("the server starts again");
     let back = epoch.elapsed();
     let remaining: Vec<String> = providers.iter().map(addr).collect();
     let reregistered = registered_within(&url, &remaining, REREGISTER_WITHIN * 2).await;
@@ -264,7 +278,7 @@ async fn outage_loses_nothing(backend: Backend) {
             .collect(),
     };
     println!(
-        "registry outage on {backend:?}: {outage:?} down under {RATE} req/s; sent {}, failed {}; \
+        "registry outage on {backend:?} (back {comes_back:?}): {outage:?} down under {RATE} req/s; sent {}, failed {}; \
          providers registered again {:?} after the server was back (at {back:?}); \
          stopped during the outage: {during}; stopped right after: {after}",
         figures.sent, figures.failed, reregistered,
@@ -287,15 +301,29 @@ async fn outage_loses_nothing(backend: Backend) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_outage_loses_nothing() {
-    outage_loses_nothing(Backend::Etcd).await;
+    outage_loses_nothing(Backend::Etcd, Return::WithData).await;
+}
+
+/// etcd comes back empty: the lease is gone, a new one is granted and every
+/// registration written again under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_outage_ending_without_data_loses_nothing() {
+    outage_loses_nothing(Backend::Etcd, Return::WithoutData).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zookeeper_outage_loses_nothing() {
-    outage_loses_nothing(Backend::ZooKeeper).await;
+    outage_loses_nothing(Backend::ZooKeeper, Return::WithData).await;
+}
+
+/// ZooKeeper comes back empty: the session is unknown, a new one is opened and every
+/// znode created again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zookeeper_outage_ending_without_data_loses_nothing() {
+    outage_loses_nothing(Backend::ZooKeeper, Return::WithoutData).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nacos_outage_loses_nothing() {
-    outage_loses_nothing(Backend::Nacos).await;
+    outage_loses_nothing(Backend::Nacos, Return::WithData).await;
 }
