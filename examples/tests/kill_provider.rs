@@ -206,8 +206,7 @@ async fn load_with_kill(
         tokio::spawn(async move {
             let mut calls = Vec::new();
             for n in 0..total {
-                tokio::time::sleep_until(epoch + Duration::from_micros(n * 1_000_000 / RATE))
-                    .await;
+                tokio::time::sleep_until(epoch + Duration::from_micros(n * 1_000_000 / RATE)).await;
                 let client = client.clone();
                 let records = records.clone();
                 calls.push(tokio::spawn(async move {

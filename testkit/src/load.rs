@@ -403,8 +403,16 @@ mod tests {
             record.record(at, latency, Ok("p".to_owned()), false);
             assert!(record.second_histograms.len() <= OPEN_SECONDS);
         }
-        assert!((record.p99_ms(0) - 1.0).abs() < 0.01, "{}", record.p99_ms(0));
-        assert!((record.p99_ms(99) - 100.0).abs() < 0.1, "{}", record.p99_ms(99));
+        assert!(
+            (record.p99_ms(0) - 1.0).abs() < 0.01,
+            "{}",
+            record.p99_ms(0)
+        );
+        assert!(
+            (record.p99_ms(99) - 100.0).abs() < 0.1,
+            "{}",
+            record.p99_ms(99)
+        );
         record.finish_seconds();
         assert!((record.seconds[99].p99_ms - 100.0).abs() < 0.1);
     }

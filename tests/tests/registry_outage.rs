@@ -232,8 +232,7 @@ async fn outage_loses_nothing(backend: Backend, comes_back: Return) {
         tokio::spawn(async move {
             let mut calls = Vec::new();
             for n in 0..total {
-                tokio::time::sleep_until(epoch + Duration::from_micros(n * 1_000_000 / RATE))
-                    .await;
+                tokio::time::sleep_until(epoch + Duration::from_micros(n * 1_000_000 / RATE)).await;
                 let (client, records) = (client.clone(), records.clone());
                 calls.push(tokio::spawn(async move {
                     let start = epoch.elapsed();
