@@ -69,10 +69,12 @@ code=0
 wait "$pid" || code=$?
 trap - EXIT INT TERM
 
-read -r sent failed restarts planned < <(python3 -c '
+read -r sent failed restarts planned worst_p99 worst_at < <(python3 -c '
 import json, sys
 s = json.load(open(sys.argv[1]))
-print(s["sent"], s["failed"], s["restarts"], s["restarts_planned"])
+worst = max(range(len(s["per_second"])), key=lambda i: s["per_second"][i]["p99_ms"])
+print(s["sent"], s["failed"], s["restarts"], s["restarts_planned"],
+      round(s["per_second"][worst]["p99_ms"]), worst)
 ' "$summary")
 ratio=$(python3 -c "print(f'{$rss_last / $rss_minute:.3f}')")
 echo
@@ -80,6 +82,9 @@ echo "soak: ${duration}s, $rate req/s, $rounds rounds (rolling-deploy exit $code
 echo "  requests  sent $sent  failed $failed  restarts $restarts of $planned"
 echo "  RSS       after 1 min ${rss_minute} KiB   at the end ${rss_last} KiB   ratio $ratio (limit 1.2)   peak ${rss_peak} KiB"
 echo "  open fds  after 1 min ${fds_minute}   at the end ${fds_last}   (limit +${fd_slack})"
+# Resident memory follows the requests in flight (about 40 KiB each, see testkit's load.rs),
+# so a stall of the machine shows as a step in samples.tsv at the second it happened.
+echo "  slowest second: p99 ${worst_p99} ms at ${worst_at}s (a stall raises the requests in flight, and RSS with them)"
 ok=1
 [[ $failed -eq 0 && $restarts -eq $planned && $code -eq 0 ]] || { echo "soak: FAILED: requests failed or restarts missed" >&2; ok=0; }
 python3 -c "import sys; sys.exit(0 if $rss_last <= 1.2 * $rss_minute else 1)" || { echo "soak: FAILED: memory grew more than 1.2x" >&2; ok=0; }
