@@ -19,6 +19,8 @@
 //! - [`init_logging`]: the `tracing` subscriber the example binaries install.
 //! - [`http`]: a small HTTP/1.1 client for the admin endpoint (`GET /ready`, `POST
 //!   /offline`).
+//! - [`registry_server`]: an etcd, ZooKeeper or rnacos server process a test owns, to
+//!   stop and restart on the same port (registry outages), killed on drop.
 //! - [`tls`]: a test CA and the certificates it signs, as PEM files.
 //! - [`wire`]: bad input on the wire (raw HTTP/2 frames, hand-written gRPC calls, the
 //!   rapid-reset, header-list and CONTINUATION floods).
@@ -32,6 +34,7 @@ pub mod load;
 mod logging;
 pub mod measure;
 pub mod peers;
+pub mod registry_server;
 pub mod services;
 pub mod tls;
 pub mod wire;

@@ -8,7 +8,7 @@
 //! counts as failed with `RESOURCE_EXHAUSTED` (and as not sent), so the run still fails
 //! and says why.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,9 +89,19 @@ pub struct LoadRecord {
     pub during_restart: Histogram<u64>,
     /// Per-second counts, indexed by second since start.
     pub seconds: Vec<Second>,
-    second_histograms: Vec<Histogram<u64>>,
+    /// The latency histograms of the last [`OPEN_SECONDS`] seconds, the oldest first
+    /// (second number `first_open`); an older second's p99 is already in `seconds`.
+    second_histograms: VecDeque<Histogram<u64>>,
+    first_open: usize,
     last_second: usize,
 }
+
+/// How many seconds keep their latency histogram open (about 140 KiB each). A second
+/// older than that has its p99 computed and its histogram dropped, so a run of any length
+/// holds a bounded number of them (a ten-minute soak held 600, 80 MiB, before); an answer
+/// that arrives later still counts everywhere but in that second's p99. Ten times the
+/// 3 s call timeout of the examples.
+pub const OPEN_SECONDS: usize = 30;
 
 impl LoadRecord {
     fn new(started: Instant, duration: Duration) -> Self {
@@ -107,7 +117,8 @@ impl LoadRecord {
             steady: latency_histogram(),
             during_restart: latency_histogram(),
             seconds: Vec::new(),
-            second_histograms: Vec::new(),
+            second_histograms: VecDeque::new(),
+            first_open: 0,
         }
     }
 
@@ -115,15 +126,28 @@ impl LoadRecord {
     /// second without answers. Computed when read: a quantile scans the histogram,
     /// too costly for every answer under the record's lock.
     pub fn p99_ms(&self, second: usize) -> f64 {
-        self.second_histograms
-            .get(second)
-            .map_or(0.0, |h| h.value_at_quantile(0.99) as f64 / 1000.0)
+        match second.checked_sub(self.first_open) {
+            Some(open) => self
+                .second_histograms
+                .get(open)
+                .map_or(0.0, |h| h.value_at_quantile(0.99) as f64 / 1000.0),
+            None => self.seconds.get(second).map_or(0.0, |s| s.p99_ms),
+        }
     }
 
-    /// Fills each second's `p99_ms` (once, when the run is over).
+    /// Computes the p99 of the oldest open second and drops its histogram.
+    fn close_oldest_second(&mut self) {
+        if let Some(histogram) = self.second_histograms.pop_front() {
+            self.seconds[self.first_open].p99_ms =
+                histogram.value_at_quantile(0.99) as f64 / 1000.0;
+            self.first_open += 1;
+        }
+    }
+
+    /// Fills every open second's `p99_ms` (once, when the run is over).
     fn finish_seconds(&mut self) {
-        for (index, histogram) in self.second_histograms.iter().enumerate() {
-            self.seconds[index].p99_ms = histogram.value_at_quantile(0.99) as f64 / 1000.0;
+        while !self.second_histograms.is_empty() {
+            self.close_oldest_second();
         }
     }
 
@@ -139,7 +163,10 @@ impl LoadRecord {
             (at.saturating_duration_since(self.started).as_secs() as usize).min(self.last_second);
         while self.seconds.len() <= index {
             self.seconds.push(Second::default());
-            self.second_histograms.push(latency_histogram());
+            self.second_histograms.push_back(latency_histogram());
+            if self.second_histograms.len() > OPEN_SECONDS {
+                self.close_oldest_second();
+            }
         }
         index
     }
@@ -153,7 +180,12 @@ impl LoadRecord {
     ) {
         let index = self.count(sent_at, result);
         let micros = latency.as_micros().max(1) as u64;
-        let _ = self.second_histograms[index].record(micros);
+        if let Some(histogram) = index
+            .checked_sub(self.first_open)
+            .and_then(|open| self.second_histograms.get_mut(open))
+        {
+            let _ = histogram.record(micros);
+        }
         let target = if restarting {
             &mut self.during_restart
         } else {
@@ -358,5 +390,30 @@ mod tests {
         assert_eq!(record.succeeded, 2_000);
         assert_eq!(record.not_sent, 0);
         assert_eq!(record.seconds.len(), 2);
+    }
+
+    /// A long run keeps at most `OPEN_SECONDS` histograms; closed seconds keep their p99.
+    #[tokio::test(start_paused = true)]
+    async fn old_seconds_are_closed_with_their_p99() {
+        let started = Instant::now();
+        let mut record = LoadRecord::new(started, Duration::from_secs(100));
+        for second in 0..100u64 {
+            let at = started + Duration::from_secs(second);
+            let latency = Duration::from_millis(second + 1);
+            record.record(at, latency, Ok("p".to_owned()), false);
+            assert!(record.second_histograms.len() <= OPEN_SECONDS);
+        }
+        assert!(
+            (record.p99_ms(0) - 1.0).abs() < 0.01,
+            "{}",
+            record.p99_ms(0)
+        );
+        assert!(
+            (record.p99_ms(99) - 100.0).abs() < 0.1,
+            "{}",
+            record.p99_ms(99)
+        );
+        record.finish_seconds();
+        assert!((record.seconds[99].p99_ms - 100.0).abs() < 0.1);
     }
 }

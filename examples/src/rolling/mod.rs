@@ -35,7 +35,7 @@ use rpc_testkit::load::{self, LoadOptions};
 use tokio::time::Instant;
 
 pub use child::run_child;
-pub use fleet::Fleet;
+pub use fleet::{BACKEND_GROUP, Fleet, Instance, PROXY_GROUP};
 pub use options::{Mode, Options, RollingError};
 pub use plot::write_plot;
 pub use readiness::{POLL_EVERY, Readiness, ReadinessChange, ReadinessRecord};
