@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use rpc_core::transport::{ChannelOptions, connect_lazy};
 use rpc_core::{Instance, InstanceId};
 use tokio::sync::Notify;
@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
+use crate::active_index::{ActiveIndex, ActiveSlot};
 use crate::ewma::PeakEwma;
 use crate::health::{Availability, InstanceHealth};
 
@@ -39,6 +40,9 @@ pub struct Invoker {
     settings: Arc<InvokerSettings>,
     channel: OnceLock<Option<Channel>>,
     active: AtomicUsize,
+    /// Where changes of `active` are reported, once a least-active pick indexed the
+    /// list this invoker is in (see `active_index.rs`).
+    active_slot: ArcSwapOption<ActiveSlot>,
     /// Woken when the last call in flight ends on a removed invoker.
     idle: Notify,
     ewma: PeakEwma,
@@ -77,6 +81,7 @@ impl Invoker {
             settings,
             channel: OnceLock::new(),
             active: AtomicUsize::new(0),
+            active_slot: ArcSwapOption::empty(),
             idle: Notify::new(),
             health: InstanceHealth::default(),
             removed: AtomicBool::new(false),
@@ -232,8 +237,25 @@ impl Invoker {
 
     pub(crate) fn start_call(self: &Arc<Self>) -> ActiveCall {
         self.active.fetch_add(1, Ordering::SeqCst);
+        self.report_active();
         ActiveCall {
             invoker: self.clone(),
+        }
+    }
+
+    /// From now on reports this invoker's calls in flight to `index` at `position`,
+    /// starting with the current count.
+    pub(crate) fn watch_active(&self, index: &Arc<ActiveIndex>, position: usize) {
+        self.active_slot.store(Some(Arc::new(ActiveSlot {
+            index: index.clone(),
+            position,
+        })));
+        index.refresh(position, &self.active);
+    }
+
+    fn report_active(&self) {
+        if let Some(slot) = self.active_slot.load().as_deref() {
+            slot.index.refresh(slot.position, &self.active);
         }
     }
 
@@ -279,6 +301,7 @@ pub(crate) struct ActiveCall {
 impl Drop for ActiveCall {
     fn drop(&mut self) {
         let before = self.invoker.active.fetch_sub(1, Ordering::SeqCst);
+        self.invoker.report_active();
         if before == 1 && self.invoker.is_removed() {
             self.invoker.idle.notify_waiters();
         }

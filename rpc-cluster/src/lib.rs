@@ -41,6 +41,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod active_index;
 mod blacklist;
 mod call;
 mod channel;
