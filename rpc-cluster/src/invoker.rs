@@ -16,6 +16,7 @@ use tonic::transport::Channel;
 
 use crate::active_index::{ActiveIndex, ActiveSlot};
 use crate::ewma::PeakEwma;
+use crate::fleet_latency::FleetLatency;
 use crate::health::{Availability, InstanceHealth};
 
 /// Settings every invoker of a directory shares.
@@ -24,6 +25,8 @@ pub(crate) struct InvokerSettings {
     pub(crate) channel: ChannelOptions,
     pub(crate) default_rtt: Duration,
     pub(crate) ewma_decay: Duration,
+    /// The latency all instances of the directory answer with (see `ewma.rs`).
+    pub(crate) fleet: Arc<FleetLatency>,
 }
 
 /// One provider instance seen by one reference.
@@ -77,7 +80,12 @@ impl Invoker {
             weight: AtomicU32::new(instance.weight),
             instance: ArcSwap::from_pointee(instance),
             first_seen: now,
-            ewma: PeakEwma::new(settings.default_rtt, settings.ewma_decay, now),
+            ewma: PeakEwma::in_fleet(
+                settings.default_rtt,
+                settings.ewma_decay,
+                now,
+                settings.fleet.clone(),
+            ),
             settings,
             channel: OnceLock::new(),
             active: AtomicUsize::new(0),
@@ -259,8 +267,15 @@ impl Invoker {
         }
     }
 
+    /// Records the latency of an answer (into the fleet's latency too).
     pub(crate) fn observe_latency(&self, rtt: Duration, now: Instant) {
         self.ewma.observe(rtt, now);
+    }
+
+    /// Records a failure as `penalty` latency (not into the fleet's latency: a failure
+    /// says nothing about how fast instances answer).
+    pub(crate) fn observe_penalty(&self, penalty: Duration, now: Instant) {
+        self.ewma.observe_penalty(penalty, now);
     }
 
     pub(crate) fn mark_removed(&self) {
@@ -318,6 +333,7 @@ pub(crate) mod tests {
             channel: ChannelOptions::default(),
             default_rtt: Duration::from_millis(5),
             ewma_decay: Duration::from_secs(10),
+            fleet: Arc::new(FleetLatency::new(Duration::from_millis(5))),
         })
     }
 
@@ -327,10 +343,19 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn weighted(n: usize, weight: u32) -> Arc<Invoker> {
+        weighted_in(n, weight, settings())
+    }
+
+    /// Like [`weighted`], sharing `settings` (and so the fleet's latency).
+    pub(crate) fn weighted_in(
+        n: usize,
+        weight: u32,
+        settings: Arc<InvokerSettings>,
+    ) -> Arc<Invoker> {
         let mut instance = Instance::new(ServiceKey::new("t.S"), "127.0.0.1", 10000 + n as u16)
             .with_weight(weight);
         instance.id = InstanceId::new(format!("i{n}"));
-        Arc::new(Invoker::new(instance, settings(), Instant::now()))
+        Arc::new(Invoker::new(instance, settings, Instant::now()))
     }
 
     #[tokio::test]

@@ -52,6 +52,7 @@ mod directory;
 mod error;
 mod ewma;
 mod failback_queue;
+mod fleet_latency;
 mod health;
 mod invoker;
 mod last_resort;

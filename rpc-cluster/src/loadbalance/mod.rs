@@ -20,6 +20,9 @@ mod round_robin;
 mod rr_schedule;
 mod warmup;
 
+#[cfg(test)]
+mod balance_quality;
+
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -279,16 +282,19 @@ pub(crate) mod testing {
     use rand::SeedableRng;
 
     use super::*;
-    use crate::invoker::tests::weighted;
+    use crate::invoker::tests::{settings, weighted_in};
 
-    /// A list of invokers with the given weights, ids `i0`, `i1`, ...
+    /// A list of invokers with the given weights, ids `i0`, `i1`, ..., sharing one
+    /// directory's settings.
     pub(crate) fn list(weights: &[u32]) -> InvokerList {
+        let settings = settings();
+        settings.fleet.set_instances(weights.len());
         InvokerList::new(
             1,
             weights
                 .iter()
                 .enumerate()
-                .map(|(n, &w)| weighted(n, w))
+                .map(|(n, &w)| weighted_in(n, w, settings.clone()))
                 .collect(),
         )
     }
