@@ -34,11 +34,10 @@ use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
 use rpc::registry::MemoryHub;
 use rpc::{Application, Config};
-use rpc_benches::env_u64;
-use rpc_testkit::measure::{Measured, latency_histogram, median};
+use rpc_benches::{drive, env_u64};
+use rpc_testkit::measure::{Measured, median};
 use rpc_testkit::services::EchoProvider;
 use std::future::Future;
-use tokio::time::Instant;
 
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
 
@@ -47,36 +46,6 @@ fn request() -> EchoRequest {
         payload: bytes::Bytes::from_static(&[7u8; 64]),
         delay_ms: None,
     }
-}
-
-/// `concurrency` tasks calling `call` in a loop for `duration`.
-async fn drive<C, F>(call: C, concurrency: usize, duration: Duration) -> Measured
-where
-    C: Fn() -> F + Clone + Send + 'static,
-    F: Future<Output = ()> + Send,
-{
-    let started = Instant::now();
-    let deadline = started + duration;
-    let mut tasks = Vec::new();
-    for _ in 0..concurrency {
-        let call = call.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = latency_histogram();
-            while Instant::now() < deadline {
-                let sent = Instant::now();
-                call().await;
-                latencies
-                    .record(sent.elapsed().as_micros().max(1) as u64)
-                    .unwrap();
-            }
-            latencies
-        }));
-    }
-    let mut all = latency_histogram();
-    for task in tasks {
-        all.add(task.await.unwrap()).unwrap();
-    }
-    Measured::new(&all, started.elapsed())
 }
 
 async fn plain() -> EchoClient<tonic::transport::Channel> {

@@ -22,6 +22,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::config::DirectoryConfig;
+use crate::fleet_latency::FleetLatency;
 use crate::invoker::{Invoker, InvokerSettings};
 use crate::last_resort::LastResort;
 use crate::loadbalance::InvokerList;
@@ -83,6 +84,7 @@ impl Directory {
             channel,
             default_rtt: config.default_rtt,
             ewma_decay: config.ewma_decay,
+            fleet: Arc::new(FleetLatency::new(config.default_rtt)),
         });
         Self {
             service,
@@ -174,6 +176,7 @@ impl Directory {
         }
         state.version += 1;
         let list = InvokerList::new(state.version, state.by_id.values().cloned().collect());
+        self.settings.fleet.set_instances(list.len());
         let count = list.len();
         self.list.store(Arc::new(list));
         drop(state);

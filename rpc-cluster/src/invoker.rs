@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use rpc_core::transport::{ChannelOptions, connect_lazy};
 use rpc_core::{Instance, InstanceId};
 use tokio::sync::Notify;
@@ -14,7 +14,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
+use crate::active_index::{ActiveIndex, ActiveSlot};
 use crate::ewma::PeakEwma;
+use crate::fleet_latency::FleetLatency;
 use crate::health::{Availability, InstanceHealth};
 
 /// Settings every invoker of a directory shares.
@@ -23,6 +25,8 @@ pub(crate) struct InvokerSettings {
     pub(crate) channel: ChannelOptions,
     pub(crate) default_rtt: Duration,
     pub(crate) ewma_decay: Duration,
+    /// The latency all instances of the directory answer with (see `ewma.rs`).
+    pub(crate) fleet: Arc<FleetLatency>,
 }
 
 /// One provider instance seen by one reference.
@@ -39,6 +43,9 @@ pub struct Invoker {
     settings: Arc<InvokerSettings>,
     channel: OnceLock<Option<Channel>>,
     active: AtomicUsize,
+    /// Where changes of `active` are reported, once a least-active pick indexed the
+    /// list this invoker is in (see `active_index.rs`).
+    active_slot: ArcSwapOption<ActiveSlot>,
     /// Woken when the last call in flight ends on a removed invoker.
     idle: Notify,
     ewma: PeakEwma,
@@ -73,10 +80,16 @@ impl Invoker {
             weight: AtomicU32::new(instance.weight),
             instance: ArcSwap::from_pointee(instance),
             first_seen: now,
-            ewma: PeakEwma::new(settings.default_rtt, settings.ewma_decay, now),
+            ewma: PeakEwma::in_fleet(
+                settings.default_rtt,
+                settings.ewma_decay,
+                now,
+                settings.fleet.clone(),
+            ),
             settings,
             channel: OnceLock::new(),
             active: AtomicUsize::new(0),
+            active_slot: ArcSwapOption::empty(),
             idle: Notify::new(),
             health: InstanceHealth::default(),
             removed: AtomicBool::new(false),
@@ -232,13 +245,37 @@ impl Invoker {
 
     pub(crate) fn start_call(self: &Arc<Self>) -> ActiveCall {
         self.active.fetch_add(1, Ordering::SeqCst);
+        self.report_active();
         ActiveCall {
             invoker: self.clone(),
         }
     }
 
+    /// From now on reports this invoker's calls in flight to `index` at `position`,
+    /// starting with the current count.
+    pub(crate) fn watch_active(&self, index: &Arc<ActiveIndex>, position: usize) {
+        self.active_slot.store(Some(Arc::new(ActiveSlot {
+            index: index.clone(),
+            position,
+        })));
+        index.refresh(position, &self.active);
+    }
+
+    fn report_active(&self) {
+        if let Some(slot) = self.active_slot.load().as_deref() {
+            slot.index.refresh(slot.position, &self.active);
+        }
+    }
+
+    /// Records the latency of an answer (into the fleet's latency too).
     pub(crate) fn observe_latency(&self, rtt: Duration, now: Instant) {
         self.ewma.observe(rtt, now);
+    }
+
+    /// Records a failure as `penalty` latency (not into the fleet's latency: a failure
+    /// says nothing about how fast instances answer).
+    pub(crate) fn observe_penalty(&self, penalty: Duration, now: Instant) {
+        self.ewma.observe_penalty(penalty, now);
     }
 
     pub(crate) fn mark_removed(&self) {
@@ -279,6 +316,7 @@ pub(crate) struct ActiveCall {
 impl Drop for ActiveCall {
     fn drop(&mut self) {
         let before = self.invoker.active.fetch_sub(1, Ordering::SeqCst);
+        self.invoker.report_active();
         if before == 1 && self.invoker.is_removed() {
             self.invoker.idle.notify_waiters();
         }
@@ -295,6 +333,7 @@ pub(crate) mod tests {
             channel: ChannelOptions::default(),
             default_rtt: Duration::from_millis(5),
             ewma_decay: Duration::from_secs(10),
+            fleet: Arc::new(FleetLatency::new(Duration::from_millis(5))),
         })
     }
 
@@ -304,10 +343,19 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn weighted(n: usize, weight: u32) -> Arc<Invoker> {
+        weighted_in(n, weight, settings())
+    }
+
+    /// Like [`weighted`], sharing `settings` (and so the fleet's latency).
+    pub(crate) fn weighted_in(
+        n: usize,
+        weight: u32,
+        settings: Arc<InvokerSettings>,
+    ) -> Arc<Invoker> {
         let mut instance = Instance::new(ServiceKey::new("t.S"), "127.0.0.1", 10000 + n as u16)
             .with_weight(weight);
         instance.id = InstanceId::new(format!("i{n}"));
-        Arc::new(Invoker::new(instance, settings(), Instant::now()))
+        Arc::new(Invoker::new(instance, settings, Instant::now()))
     }
 
     #[tokio::test]

@@ -41,6 +41,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod active_index;
 mod blacklist;
 mod call;
 mod channel;
@@ -51,6 +52,7 @@ mod directory;
 mod error;
 mod ewma;
 mod failback_queue;
+mod fleet_latency;
 mod health;
 mod invoker;
 mod last_resort;

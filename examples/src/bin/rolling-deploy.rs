@@ -30,7 +30,7 @@ struct Args {
     /// Number of providers.
     #[arg(long, default_value_t = 5)]
     providers: usize,
-    /// How many full rolls of every instance.
+    /// How many full rolls of every instance; 0: steady load, no restart.
     #[arg(long, default_value_t = 1)]
     rounds: usize,
     /// Request payload in bytes.

@@ -105,4 +105,17 @@ mod tests {
         let options = Options::default();
         assert!(check_restarts_fit(&options, options.registry_delay).is_ok());
     }
+
+    /// `--rounds 0` is a steady run: accepted, no restart planned, any duration fits.
+    #[test]
+    fn zero_rounds_plan_no_restart() {
+        let options = Options {
+            rounds: 0,
+            duration: Duration::from_secs(1),
+            ..Options::default()
+        };
+        assert!(super::super::options::validate(&options).is_ok());
+        assert!(restart_plan(&options).is_empty());
+        assert!(check_restarts_fit(&options, Duration::from_millis(300)).is_ok());
+    }
 }

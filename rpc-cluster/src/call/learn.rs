@@ -49,7 +49,7 @@ pub(super) fn learn(
                 blacklist.mark_closing(invoker, now);
             } else {
                 let penalty = directory.config().failure_penalty;
-                invoker.observe_latency(rtt.max(penalty), now);
+                invoker.observe_penalty(rtt.max(penalty), now);
                 let peers = directory.current();
                 blacklist.on_failure(invoker, peers.invokers(), now, rng);
             }

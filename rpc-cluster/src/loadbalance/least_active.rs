@@ -2,11 +2,24 @@
 
 use rand::RngExt;
 use rand::rngs::SmallRng;
+use smallvec::SmallVec;
 
 use super::{Candidates, LoadBalance, RequestInfo};
 
+/// Draws attempted before falling back to a scan.
+const DRAWS: usize = 8;
+
 /// Picks the selectable instance with the fewest calls in flight from this consumer;
-/// among equals, weighted random (Dubbo's `leastactive`). A pick scans the list: O(n).
+/// among equals, weighted random — the semantics of Dubbo's `LeastActiveLoadBalance`.
+///
+/// The list's index of calls in flight (`crate::active_index`, a segment tree the
+/// invokers keep current) gives the least count and the weight tied at it at its root,
+/// and a weighted draw among the ties walks one path: O(log n) per pick instead of a
+/// scan. A drawn instance that may not be picked now (ejected, closing, already tried)
+/// is masked in the tree for the rest of this pick and the draw repeats; a warming
+/// instance is accepted with probability `warmed / registered` (rejection sampling, as
+/// `Random` does), so the tie shares follow the warmed weights. After `DRAWS` misses
+/// the pick falls back to the scan.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LeastActive;
 
@@ -17,25 +30,57 @@ impl LoadBalance for LeastActive {
         _request: &RequestInfo<'_>,
         rng: &mut SmallRng,
     ) -> Option<usize> {
-        let mut least = usize::MAX;
-        let mut ties = Vec::new();
-        for index in candidates.selectable() {
-            let active = candidates.get(index).active();
-            if active < least {
-                least = active;
-                ties.clear();
+        let index = candidates.active_index();
+        let mut tree = index.lock();
+        let mut masked: SmallVec<[usize; DRAWS]> = SmallVec::new();
+        let mut picked = None;
+        for _ in 0..DRAWS {
+            let Some(tied) = tree.tied_weight() else {
+                break;
+            };
+            let position = tree.find(rng.random_range(..tied));
+            if !candidates.is_selectable(position) {
+                tree.mask(position);
+                masked.push(position);
+                continue;
             }
-            if active == least {
-                ties.push(index);
+            if candidates.warming(position) {
+                let registered = candidates.get(position).weight().max(1);
+                if rng.random_range(..registered) >= candidates.weight(position) {
+                    continue;
+                }
             }
+            picked = Some(position);
+            break;
         }
-        match ties.as_slice() {
-            [] => None,
-            [only] => Some(*only),
-            _ => candidates
-                .weighted_among(&ties, rng)
-                .or_else(|| Some(ties[rng.random_range(..ties.len())])),
+        for position in masked {
+            tree.set(position, candidates.get(position).active());
         }
+        drop(tree);
+        picked.or_else(|| scan(candidates, rng))
+    }
+}
+
+/// The definition, by a scan of the list: O(n).
+fn scan(candidates: &Candidates<'_>, rng: &mut SmallRng) -> Option<usize> {
+    let mut least = usize::MAX;
+    let mut ties = Vec::new();
+    for index in candidates.selectable() {
+        let active = candidates.get(index).active();
+        if active < least {
+            least = active;
+            ties.clear();
+        }
+        if active == least {
+            ties.push(index);
+        }
+    }
+    match ties.as_slice() {
+        [] => None,
+        [only] => Some(*only),
+        _ => candidates
+            .weighted_among(&ties, rng)
+            .or_else(|| Some(ties[rng.random_range(..ties.len())])),
     }
 }
 

@@ -4,8 +4,10 @@
 //! invokers, their weights (with warm-up applied) and which of them may be picked now
 //! (not ejected, not closing, not already tried in this call). Algorithms that can pick
 //! in O(1) or O(log n) — random, P2C, consistent hash — test only the instances they
-//! draw, so a pick among 10 000 instances costs about as much as among 10; round-robin
-//! and least-active scan the list, as their definitions require.
+//! draw, so a pick among 10 000 instances costs about as much as among 10. Round-robin
+//! and least-active keep structures that spare them the scan their definitions
+//! suggest: a lazily-scored heap per weight (`rr_schedule.rs`) and a segment tree of
+//! calls in flight that invokers keep up to date (`crate::active_index`).
 //!
 //! The RNG is passed in — the call's own generator (rand's `SmallRng`), which a channel
 //! built `with_seed` derives from its seed — so tests run with a seed.
@@ -15,9 +17,13 @@ mod least_active;
 mod p2c;
 mod random;
 mod round_robin;
+mod rr_schedule;
 mod warmup;
 
-use std::sync::Arc;
+#[cfg(test)]
+mod balance_quality;
+
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use rand::RngExt;
@@ -32,6 +38,7 @@ pub use random::Random;
 pub use round_robin::RoundRobin;
 pub use warmup::warmed_weight;
 
+use crate::active_index::ActiveIndex;
 use crate::config::LoadBalanceKind;
 use crate::health::Availability;
 use crate::invoker::Invoker;
@@ -67,6 +74,8 @@ pub struct InvokerList {
     invokers: Vec<Arc<Invoker>>,
     cumulative: Vec<u64>,
     uniform: bool,
+    /// Calls in flight per instance, built by the first least-active pick.
+    active: OnceLock<Arc<ActiveIndex>>,
 }
 
 impl InvokerList {
@@ -87,7 +96,21 @@ impl InvokerList {
             invokers,
             cumulative,
             uniform,
+            active: OnceLock::new(),
         }
+    }
+
+    /// The index of calls in flight over this list, built (and every invoker told to
+    /// report to it) on first use.
+    pub(crate) fn active_index(&self) -> &Arc<ActiveIndex> {
+        self.active.get_or_init(|| {
+            let weights = self.invokers.iter().map(|i| i.weight()).collect();
+            let index = Arc::new(ActiveIndex::new(weights));
+            for (position, invoker) in self.invokers.iter().enumerate() {
+                invoker.watch_active(&index, position);
+            }
+            index
+        })
     }
 
     /// Increases whenever the membership or a weight changes.
@@ -188,6 +211,11 @@ impl<'a> Candidates<'a> {
         }
     }
 
+    /// The list's index of calls in flight (built on first use).
+    pub(crate) fn active_index(&self) -> &Arc<ActiveIndex> {
+        self.list.active_index()
+    }
+
     /// Sum of registered weights (before warm-up).
     pub fn total_weight(&self) -> u64 {
         self.list.cumulative.last().copied().unwrap_or(0)
@@ -254,16 +282,19 @@ pub(crate) mod testing {
     use rand::SeedableRng;
 
     use super::*;
-    use crate::invoker::tests::weighted;
+    use crate::invoker::tests::{settings, weighted_in};
 
-    /// A list of invokers with the given weights, ids `i0`, `i1`, ...
+    /// A list of invokers with the given weights, ids `i0`, `i1`, ..., sharing one
+    /// directory's settings.
     pub(crate) fn list(weights: &[u32]) -> InvokerList {
+        let settings = settings();
+        settings.fleet.set_instances(weights.len());
         InvokerList::new(
             1,
             weights
                 .iter()
                 .enumerate()
-                .map(|(n, &w)| weighted(n, w))
+                .map(|(n, &w)| weighted_in(n, w, settings.clone()))
                 .collect(),
         )
     }

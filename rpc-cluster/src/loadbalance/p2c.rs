@@ -15,8 +15,11 @@ const DRAWS: usize = 8;
 ///
 /// The load is measured by this consumer alone — calls in flight and latencies it saw —
 /// so providers need not report anything. Failed calls enter the latency estimate as
-/// the failure penalty, so an instance that fails fast looks slow, not fast. A pick
-/// costs O(1).
+/// the failure penalty, so an instance that fails fast looks slow, not fast. An
+/// instance left out while its peers answer relaxes back to the fleet's latency within
+/// a few rounds of answers (`ewma.rs`), so equal providers share the load evenly over
+/// any few seconds rather than one of them taking it all while the other's last
+/// outlier slowly decays. A pick costs O(1).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct P2c;
 

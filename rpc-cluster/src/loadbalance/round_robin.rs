@@ -4,49 +4,23 @@ use std::collections::HashMap;
 
 use parking_lot::Mutex;
 use rand::rngs::SmallRng;
-use rpc_core::InstanceId;
 
+use super::rr_schedule::Schedule;
 use super::{Candidates, LoadBalance, RequestInfo};
 
-/// Smooth weighted round-robin, the algorithm of nginx's upstream module: each pick adds
-/// every selectable instance's weight to its running score, picks the highest score
-/// (the first in list order on ties) and subtracts the total from it. Weights 5, 1, 1
-/// give `a a b a c a a`: the heavy instance's turns are spread out, not bunched.
+/// Smooth weighted round-robin, the algorithm of nginx's upstream module
+/// (`ngx_http_upstream_get_peer`): each pick adds every selectable instance's weight to
+/// its running score, picks the highest score (the first in list order on ties) and
+/// subtracts the total from it. Weights 5, 1, 1 give `a a b a c a a`: the heavy
+/// instance's turns are spread out, not bunched.
 ///
-/// State is kept per method (as Dubbo does). Scores sit in a vector aligned with the
-/// directory's list and are carried over by instance id when the list changes, so
-/// members that stay keep their place in the rotation. A pick scans the list: O(n).
+/// State is kept per method (as Dubbo does). Scores are carried over by instance id when
+/// the list changes, so members that stay keep their place in the rotation. The scores
+/// are kept lazily in one heap per distinct weight (`rr_schedule.rs`), so a pick costs
+/// O(k + log n) for `k` distinct weights instead of nginx's scan of all `n`.
 #[derive(Debug, Default)]
 pub struct RoundRobin {
-    scores: Mutex<HashMap<String, MethodScores>>,
-}
-
-#[derive(Debug, Default)]
-struct MethodScores {
-    version: u64,
-    ids: Vec<InstanceId>,
-    score: Vec<i64>,
-}
-
-impl MethodScores {
-    /// Re-aligns the scores with `candidates`' list, keeping each staying instance's.
-    fn align(&mut self, candidates: &Candidates<'_>) {
-        if self.version == candidates.version() && self.score.len() == candidates.len() {
-            return;
-        }
-        let old: HashMap<&InstanceId, i64> =
-            self.ids.iter().zip(self.score.iter().copied()).collect();
-        let ids: Vec<InstanceId> = (0..candidates.len())
-            .map(|i| candidates.get(i).id().clone())
-            .collect();
-        let score = ids
-            .iter()
-            .map(|id| old.get(id).copied().unwrap_or(0))
-            .collect();
-        self.ids = ids;
-        self.score = score;
-        self.version = candidates.version();
-    }
+    methods: Mutex<HashMap<String, Schedule>>,
 }
 
 impl LoadBalance for RoundRobin {
@@ -56,26 +30,13 @@ impl LoadBalance for RoundRobin {
         request: &RequestInfo<'_>,
         _rng: &mut SmallRng,
     ) -> Option<usize> {
-        let mut methods = self.scores.lock();
-        let scores = match methods.get_mut(request.path) {
-            Some(scores) => scores,
+        let mut methods = self.methods.lock();
+        let schedule = match methods.get_mut(request.path) {
+            Some(schedule) => schedule,
             None => methods.entry(request.path.to_owned()).or_default(),
         };
-        scores.align(candidates);
-        let mut total = 0i64;
-        let mut best: Option<(usize, i64)> = None;
-        for index in candidates.selectable() {
-            let weight = i64::from(candidates.weight(index));
-            total += weight;
-            let score = &mut scores.score[index];
-            *score += weight;
-            if best.is_none_or(|(_, top)| *score > top) {
-                best = Some((index, *score));
-            }
-        }
-        let (index, _) = best?;
-        scores.score[index] -= total;
-        Some(index)
+        schedule.align(candidates);
+        schedule.pick(candidates)
     }
 }
 
@@ -125,6 +86,64 @@ mod tests {
         assert_eq!(
             sequence(&RoundRobin::default(), &[1, 1, 1], 6, "/s/M"),
             "abcabc"
+        );
+    }
+
+    /// nginx's definition, by a scan, every instance selectable.
+    fn nginx(weights: &[u32], picks: usize) -> String {
+        let mut score = vec![0i64; weights.len()];
+        let total: i64 = weights.iter().map(|&w| i64::from(w)).sum();
+        (0..picks)
+            .map(|_| {
+                let mut best = 0;
+                for (i, &w) in weights.iter().enumerate() {
+                    score[i] += i64::from(w);
+                    if score[i] > score[best] {
+                        best = i;
+                    }
+                }
+                score[best] -= total;
+                (b'a' + best as u8) as char
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_lazy_scores_give_nginx_sequence_for_mixed_weights() {
+        for weights in [
+            &[5, 1, 1][..],
+            &[3, 3, 2, 2, 1, 7, 1, 3],
+            &[100, 75, 50, 125, 100, 50],
+            &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        ] {
+            let picks = 3 * weights.iter().sum::<u32>() as usize;
+            assert_eq!(
+                sequence(&RoundRobin::default(), weights, picks, "/s/M"),
+                nginx(weights, picks),
+                "weights {weights:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_excluded_instance_is_skipped_and_the_others_keep_rotating() {
+        let lb = RoundRobin::default();
+        let list = list(&[1, 1, 1]);
+        let excluded = [list.invokers()[1].id().clone()];
+        let candidates = Candidates::new(&list, &excluded, Instant::now(), None);
+        let mut rng = SmallRng::seed_from_u64(0);
+        let picks: String = (0..6)
+            .map(|_| {
+                let index = lb.select(&candidates, &RequestInfo::default(), &mut rng);
+                (b'a' + index.unwrap() as u8) as char
+            })
+            .collect();
+        assert_eq!(picks, "acacac");
+        let all = [list.invokers()[0].id().clone(), excluded[0].clone()];
+        let only_c = Candidates::new(&list, &all, Instant::now(), None);
+        assert_eq!(
+            lb.select(&only_c, &RequestInfo::default(), &mut rng),
+            Some(2)
         );
     }
 }

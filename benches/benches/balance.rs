@@ -1,0 +1,196 @@
+//! Our reference against tonic's own balancer, over the same five providers.
+//!
+//! Five in-process providers serve the same echo service on loopback (plain tonic
+//! servers, so both sides talk to identical providers). Two clients call them:
+//! - rpc: a reference of an `Application` with the default stack (P2C over peak-EWMA,
+//!   failover with replay, blacklist, timeouts, consumer filters, metrics and tracing
+//!   on), its five instances given by a static registry;
+//! - tonic: `Channel::balance_list` over the same five endpoints (tower's P2C over
+//!   pending requests).
+//!
+//! They run alternately in this process, in back-to-back pairs (the order alternates),
+//! at 16 and 64 concurrent calls (closed loop). Each side's median run is printed, and
+//! the medians of the per-pair ratios (ours / tonic). The last line is
+//! `balance: qps_ratio=X p99_ratio=Y` for 16 calls. Target (issue 16): qps_ratio ≥ 1.25
+//! with p99_ratio < 1.
+//!
+//! Environment: `BALANCE_MILLIS` per run (default 1500), `BALANCE_ROUNDS` pairs per
+//! concurrency (default 7).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use proto::echo::EchoRequest;
+use proto::echo::echo_client::EchoClient;
+use proto::echo::echo_server::EchoServer;
+use rpc::registry::StaticRegistry;
+use rpc::{Application, Config};
+use rpc_benches::{drive, env_u64};
+use rpc_testkit::measure::{Measured, median};
+use rpc_testkit::services::EchoProvider;
+use tonic::transport::{Channel, Endpoint};
+
+const PROVIDERS: usize = 5;
+const CONCURRENCY: [usize; 2] = [16, 64];
+
+/// One call of a client, boxed so both clients share one type.
+type BoxedCall = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+fn request() -> EchoRequest {
+    EchoRequest {
+        payload: bytes::Bytes::from_static(&[7u8; 64]),
+        delay_ms: None,
+    }
+}
+
+async fn provider() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(EchoServer::new(EchoProvider::default()))
+            .serve_with_incoming(incoming),
+    );
+    addr
+}
+
+/// tonic's balancer over `addrs`.
+fn tonic_balanced(addrs: &[SocketAddr]) -> EchoClient<Channel> {
+    let endpoints = addrs.iter().map(|addr| {
+        Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .tcp_nodelay(true)
+    });
+    EchoClient::new(Channel::balance_list(endpoints))
+}
+
+/// Our reference over `addrs`, with the default stack.
+async fn ours(addrs: &[SocketAddr]) -> (EchoClient<rpc::ReferenceChannel>, Application) {
+    let mut config = Config::default();
+    config.application.name = "balance-consumer".to_owned();
+    config.graceful_shutdown.internal_signal = false;
+    config.admin.enabled = false;
+    let mut builder = Application::builder(config);
+    let addresses = addrs
+        .iter()
+        .map(|addr| (addr.ip().to_string(), addr.port()))
+        .collect();
+    builder.registry("default", Arc::new(StaticRegistry::new(addresses)));
+    let client = EchoClient::new(builder.reference("echo.Echo"));
+    let app = builder.start().await.unwrap();
+    (client, app)
+}
+
+/// `(qps, p50, p99)` of `a` divided by those of `b`.
+fn ratios(a: &Measured, b: &Measured) -> (f64, f64, f64) {
+    (
+        a.qps / b.qps,
+        a.p50_us as f64 / b.p50_us as f64,
+        a.p99_us as f64 / b.p99_us as f64,
+    )
+}
+
+/// The median of each figure of `runs`.
+fn median_run(runs: &[Measured]) -> Measured {
+    let each = |pick: fn(&Measured) -> f64| median(&runs.iter().map(pick).collect::<Vec<_>>());
+    Measured {
+        qps: each(|m| m.qps),
+        p50_us: each(|m| m.p50_us as f64) as u64,
+        p99_us: each(|m| m.p99_us as f64) as u64,
+    }
+}
+
+/// `rounds` back-to-back pairs at `concurrency`: the median run of each side and the
+/// medians of the per-pair ratios (ours / tonic).
+async fn row<O, T>(
+    ours: O,
+    tonic: T,
+    concurrency: usize,
+    duration: Duration,
+    rounds: usize,
+) -> (Measured, Measured, (f64, f64, f64))
+where
+    O: Fn() -> BoxedCall + Clone + Send + 'static,
+    T: Fn() -> BoxedCall + Clone + Send + 'static,
+{
+    let (mut our_runs, mut tonic_runs, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (o, t) = if round % 2 == 0 {
+            let o = drive(ours.clone(), concurrency, duration).await;
+            (o, drive(tonic.clone(), concurrency, duration).await)
+        } else {
+            let t = drive(tonic.clone(), concurrency, duration).await;
+            (drive(ours.clone(), concurrency, duration).await, t)
+        };
+        pairs.push(ratios(&o, &t));
+        our_runs.push(o);
+        tonic_runs.push(t);
+    }
+    let each =
+        |pick: fn(&(f64, f64, f64)) -> f64| median(&pairs.iter().map(pick).collect::<Vec<_>>());
+    let medians = (each(|p| p.0), each(|p| p.1), each(|p| p.2));
+    (median_run(&our_runs), median_run(&tonic_runs), medians)
+}
+
+#[tokio::main]
+async fn main() {
+    // Tracing as a service runs it in production (as in `overhead`): a subscriber that
+    // logs at INFO, here to nowhere, so the DEBUG call spans stop at their interest check.
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(std::io::sink)
+        .init();
+    let duration = Duration::from_millis(env_u64("BALANCE_MILLIS", 1_500));
+    let rounds = env_u64("BALANCE_ROUNDS", 7) as usize;
+    let mut addrs = Vec::new();
+    for _ in 0..PROVIDERS {
+        addrs.push(provider().await);
+    }
+    let tonic_client = tonic_balanced(&addrs);
+    let (our_client, _app) = ours(&addrs).await;
+    let ours = move || -> BoxedCall {
+        let mut client = our_client.clone();
+        Box::pin(async move {
+            client.echo(request()).await.expect("rpc echo succeeds");
+        })
+    };
+    let tonic = move || -> BoxedCall {
+        let mut client = tonic_client.clone();
+        Box::pin(async move {
+            client.echo(request()).await.expect("tonic echo succeeds");
+        })
+    };
+    // Warm both: connections to all five, allocator, latency estimates.
+    drive(ours.clone(), 16, Duration::from_secs(1)).await;
+    drive(tonic.clone(), 16, Duration::from_secs(1)).await;
+
+    println!(
+        "{:>14} {:>6} {:>10} {:>9} {:>9}",
+        "client", "calls", "qps", "p50 µs", "p99 µs"
+    );
+    let mut at_16 = None;
+    for concurrency in CONCURRENCY {
+        let (o, t, (qps, p50, p99)) =
+            row(ours.clone(), tonic.clone(), concurrency, duration, rounds).await;
+        for (name, run) in [("rpc (p2c)", &o), ("tonic balance", &t)] {
+            println!(
+                "{name:>14} {concurrency:>6} {:>10.0} {:>9} {:>9}",
+                run.qps, run.p50_us, run.p99_us
+            );
+        }
+        println!(
+            "{:>14} {concurrency:>6} qps_ratio={qps:.3} p50_ratio={p50:.3} p99_ratio={p99:.3} (median of {rounds} pairs)",
+            "rpc/tonic"
+        );
+        if concurrency == 16 {
+            at_16 = Some((qps, p99));
+        }
+    }
+    if let Some((qps, p99)) = at_16 {
+        println!("balance: qps_ratio={qps:.3} p99_ratio={p99:.3}");
+    }
+}
