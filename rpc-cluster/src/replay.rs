@@ -16,6 +16,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::FutureExt;
@@ -95,6 +96,14 @@ pub(crate) struct Prefixed {
 }
 
 impl RequestBody {
+    /// An empty, complete body (a placeholder while the real one is being buffered).
+    pub(crate) fn empty() -> Self {
+        Self::Buffered {
+            data: Frames::Empty,
+            trailers: None,
+        }
+    }
+
     /// Reads what `body` has ready without waiting: all of it for a unary call.
     pub(crate) fn capture(mut body: TonicBody, max_bytes: usize) -> Self {
         let mut data = Chunks::new();
@@ -130,6 +139,58 @@ impl RequestBody {
                     return Self::streaming(data, rest);
                 }
                 None => return Self::streaming(data, body),
+            }
+        }
+    }
+
+    /// For attempts sent at once (forking, broadcast), which each need the whole body:
+    /// waits up to `wait` for the rest of a body still streaming (a unary request whose
+    /// message was not encoded yet when the call began), buffering at most `max_bytes`.
+    /// A body that is longer, fails, or is not finished in time stays streaming: one
+    /// attempt takes it, as before.
+    pub(crate) async fn buffered_for_forks(self, max_bytes: usize, wait: Duration) -> Self {
+        let Self::Streaming(slot) = self else {
+            return self;
+        };
+        let taken = slot.lock().body.take();
+        let Some(Prefixed { prefix, mut rest }) = taken else {
+            return Self::Streaming(slot);
+        };
+        let mut data: Chunks = prefix
+            .into_iter()
+            .filter_map(|f| f.into_data().ok())
+            .collect();
+        let mut size: usize = data.iter().map(Bytes::len).sum();
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match tokio::time::timeout_at(deadline, rest.frame()).await {
+                Ok(None) => {
+                    return Self::Buffered {
+                        data: Frames::from_chunks(data),
+                        trailers: None,
+                    };
+                }
+                Ok(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(chunk) => {
+                        size += chunk.len();
+                        data.push(chunk);
+                        if size > max_bytes {
+                            return Self::streaming(data, rest);
+                        }
+                    }
+                    Err(frame) => {
+                        if let Ok(trailers) = frame.into_trailers() {
+                            return Self::Buffered {
+                                data: Frames::from_chunks(data),
+                                trailers: Some(trailers),
+                            };
+                        }
+                    }
+                },
+                Ok(Some(Err(status))) => {
+                    return Self::streaming(data, TonicBody::new(ErrorBody(Some(status))));
+                }
+                Err(_elapsed) => return Self::streaming(data, rest),
             }
         }
     }

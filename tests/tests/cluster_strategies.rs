@@ -397,6 +397,15 @@ async fn forking_takes_the_first_success() {
         ..ReferenceConfig::default()
     };
     let (app, mut client) = consumer(&hub, reference, Duration::ZERO).await;
+    // Start-up waits for a provider, not for both: fork only once both are known.
+    let directory = app.references()[0].directory().clone();
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while directory.list().invokers().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the consumer learns of both providers");
     let reply = client.echo(echo()).await.unwrap().into_inner();
     assert_eq!(
         reply.provider,
