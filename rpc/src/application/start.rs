@@ -57,7 +57,10 @@ impl ApplicationBuilder {
             self.export().await?;
             return Err(ApplicationError::Checked);
         }
-        let predecessor = self.upgrade.predecessor()?;
+        let predecessor = self
+            .upgrade
+            .predecessor()
+            .map_err(ApplicationError::Upgrade)?;
         // The admin endpoint before anything else starts: its probes answer during the
         // rest of start-up.
         let admin = self.start_admin()?;

@@ -13,8 +13,8 @@
 //! - **plain**: serves as usual, on an inherited socket if systemd passed one (socket
 //!   activation: `LISTEN_FDS`), and makes upgrades possible;
 //! - **check** (`RPC_UPGRADE=check`): checks what the configuration and the code can
-//!   tell without starting anything, and fails with [`ApplicationError::Checked`], which
-//!   [`ApplicationError::exit_code`] maps to 0 — so `main` exits 0, or with the error;
+//!   tell without starting anything, and fails with [`ApplicationError::Checked`](crate::ApplicationError::Checked), which
+//!   [`ApplicationError::exit_code`](crate::ApplicationError::exit_code) maps to 0 — so `main` exits 0, or with the error;
 //! - **successor**: serves on the inherited sockets, registers its predecessor's
 //!   instances under their ids, then tells the predecessor it is ready; upgrades are
 //!   refused until the predecessor has exited.
@@ -34,7 +34,6 @@ use rpc_core::process::{Program, Role};
 use rpc_core::transport::{GRPC_LISTENER, InheritedListeners};
 
 use crate::admin::AdminListener;
-use crate::application::ApplicationError;
 use crate::systemd::UpgradeNotifier;
 use spawner::ApplicationSpawner;
 
@@ -66,13 +65,13 @@ impl UpgradeStart {
     /// The hand-over from the predecessor, when this process is a successor.
     ///
     /// # Errors
-    /// [`ApplicationError::Upgrade`] when it is a successor without a usable hand-over.
-    pub(crate) fn predecessor(&self) -> Result<Option<Predecessor>, ApplicationError> {
+    /// Why, when it is a successor without a usable hand-over (start-up fails with
+    /// `ApplicationError::Upgrade`).
+    pub(crate) fn predecessor(&self) -> Result<Option<Predecessor>, String> {
         if self.role != Role::Successor {
             return Ok(None);
         }
-        Predecessor::from_env()
-            .map_err(|error| ApplicationError::Upgrade(format!("hand-over: {error}")))
+        Predecessor::from_env().map_err(|error| format!("hand-over: {error}"))
     }
 
     /// Makes upgrades of `lifecycle` possible, starting `config.binary` or this
