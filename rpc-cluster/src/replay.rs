@@ -95,6 +95,60 @@ pub(crate) struct Prefixed {
     rest: TonicBody,
 }
 
+/// A body being read into memory: its chunks so far and their size.
+#[derive(Default)]
+struct Read {
+    data: Chunks,
+    size: usize,
+}
+
+impl Read {
+    /// Takes the next `frame` of `rest`: the captured body once it is decided (complete,
+    /// over `max_bytes`, or failed), `None` while more may follow.
+    fn take(
+        &mut self,
+        frame: Option<Result<Frame<Bytes>, Status>>,
+        max_bytes: usize,
+        rest: &mut TonicBody,
+    ) -> Option<RequestBody> {
+        let data = std::mem::take(&mut self.data);
+        match frame {
+            None => Some(RequestBody::Buffered {
+                data: Frames::from_chunks(data),
+                trailers: None,
+            }),
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(chunk) => {
+                    self.size += chunk.len();
+                    let mut data = data;
+                    data.push(chunk);
+                    if self.size > max_bytes {
+                        let rest = std::mem::replace(rest, TonicBody::empty());
+                        return Some(RequestBody::streaming(data, rest));
+                    }
+                    self.data = data;
+                    None
+                }
+                Err(frame) => match frame.into_trailers() {
+                    Ok(trailers) => Some(RequestBody::Buffered {
+                        data: Frames::from_chunks(data),
+                        trailers: Some(trailers),
+                    }),
+                    Err(_unknown) => {
+                        self.data = data;
+                        None
+                    }
+                },
+            },
+            // An error: send what we have, then the error.
+            Some(Err(status)) => Some(RequestBody::streaming(
+                data,
+                TonicBody::new(ErrorBody(Some(status))),
+            )),
+        }
+    }
+}
+
 impl RequestBody {
     /// An empty, complete body (a placeholder while the real one is being buffered).
     pub(crate) fn empty() -> Self {
@@ -106,39 +160,14 @@ impl RequestBody {
 
     /// Reads what `body` has ready without waiting: all of it for a unary call.
     pub(crate) fn capture(mut body: TonicBody, max_bytes: usize) -> Self {
-        let mut data = Chunks::new();
-        let mut size = 0usize;
+        let mut read = Read::default();
         loop {
-            match body.frame().now_or_never() {
-                Some(None) => {
-                    return Self::Buffered {
-                        data: Frames::from_chunks(data),
-                        trailers: None,
-                    };
-                }
-                Some(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(chunk) => {
-                        size += chunk.len();
-                        data.push(chunk);
-                        if size > max_bytes {
-                            return Self::streaming(data, body);
-                        }
-                    }
-                    Err(frame) => {
-                        if let Ok(trailers) = frame.into_trailers() {
-                            return Self::Buffered {
-                                data: Frames::from_chunks(data),
-                                trailers: Some(trailers),
-                            };
-                        }
-                    }
-                },
-                // An error or a body not finished yet: send what we have, then the rest.
-                Some(Some(Err(status))) => {
-                    let rest = TonicBody::new(ErrorBody(Some(status)));
-                    return Self::streaming(data, rest);
-                }
-                None => return Self::streaming(data, body),
+            // Not finished yet: send what we have, then the rest.
+            let Some(frame) = body.frame().now_or_never() else {
+                return Self::streaming(read.data, body);
+            };
+            if let Some(whole) = read.take(frame, max_bytes, &mut body) {
+                return whole;
             }
         }
     }
@@ -156,41 +185,18 @@ impl RequestBody {
         let Some(Prefixed { prefix, mut rest }) = taken else {
             return Self::Streaming(slot);
         };
-        let mut data: Chunks = prefix
-            .into_iter()
-            .filter_map(|f| f.into_data().ok())
-            .collect();
-        let mut size: usize = data.iter().map(Bytes::len).sum();
+        let mut read = Read::default();
+        for chunk in prefix.into_iter().filter_map(|f| f.into_data().ok()) {
+            read.size += chunk.len();
+            read.data.push(chunk);
+        }
         let deadline = tokio::time::Instant::now() + wait;
         loop {
-            match tokio::time::timeout_at(deadline, rest.frame()).await {
-                Ok(None) => {
-                    return Self::Buffered {
-                        data: Frames::from_chunks(data),
-                        trailers: None,
-                    };
-                }
-                Ok(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(chunk) => {
-                        size += chunk.len();
-                        data.push(chunk);
-                        if size > max_bytes {
-                            return Self::streaming(data, rest);
-                        }
-                    }
-                    Err(frame) => {
-                        if let Ok(trailers) = frame.into_trailers() {
-                            return Self::Buffered {
-                                data: Frames::from_chunks(data),
-                                trailers: Some(trailers),
-                            };
-                        }
-                    }
-                },
-                Ok(Some(Err(status))) => {
-                    return Self::streaming(data, TonicBody::new(ErrorBody(Some(status))));
-                }
-                Err(_elapsed) => return Self::streaming(data, rest),
+            let Ok(frame) = tokio::time::timeout_at(deadline, rest.frame()).await else {
+                return Self::streaming(read.data, rest);
+            };
+            if let Some(whole) = read.take(frame, max_bytes, &mut rest) {
+                return whole;
             }
         }
     }
