@@ -57,9 +57,24 @@ pub async fn request(
     path: &str,
     token: Option<&str>,
 ) -> Result<Answer, Error> {
-    tokio::time::timeout(TIMEOUT, exchange(addr, method, path, token))
+    request_within(addr, method, path, token, TIMEOUT).await
+}
+
+/// `method path` on `addr`, bounded by `within` (for an answer that comes when a long
+/// operation ends, such as `POST /upgrade`).
+///
+/// # Errors
+/// As [`get`], with `within` for [`TIMEOUT`].
+pub async fn request_within(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    within: Duration,
+) -> Result<Answer, Error> {
+    tokio::time::timeout(within, exchange(addr, method, path, token))
         .await
-        .map_err(|_| format!("no answer from {addr} within {TIMEOUT:?}"))?
+        .map_err(|_| format!("no answer from {addr} within {within:?}"))?
 }
 
 async fn exchange(

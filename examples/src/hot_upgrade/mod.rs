@@ -28,6 +28,7 @@ use probes::ProbeCounts;
 use proto::greeter::HelloRequest;
 use proto::greeter::greeter_client::GreeterClient;
 use rpc::{Application, Config, ServiceKey, UpgradeReport};
+use rpc_testkit::http;
 use rpc_testkit::load::{self, LoadOptions};
 use tokio::time::Instant;
 
@@ -320,8 +321,12 @@ async fn trigger(options: &Options, generations: &Generations, pid: i32) -> Resu
             let admin = generations
                 .admin_addr()
                 .ok_or("the provider printed no admin address")?;
+            // Answered once the upgrade is decided: after the check and the new
+            // process's start, each bounded by ready_timeout.
+            let within = options.ready_timeout * 2 + Duration::from_secs(10);
             tokio::spawn(async move {
-                if let Err(error) = rpc_testkit::http::post(admin, "/upgrade", None).await {
+                let upgrade = http::request_within(admin, "POST", "/upgrade", None, within);
+                if let Err(error) = upgrade.await {
                     eprintln!("hot-upgrade: POST /upgrade to {admin}: {error}");
                 }
             });
