@@ -255,9 +255,9 @@ mod tests {
         let collector = ReferencesCollector::new(InflightCounter::new());
         collector.add(channel.clone());
 
-        // Each call is refused three times: its attempt, the one transparent re-send of a
-        // request that never left (either instance may take it), then a retry
-        // (not_sent) on the instance the re-send did not reach.
+        // Each call is refused five times: its attempt, the three transparent re-sends
+        // of a request that never left (either instance may take them), then a retry
+        // (not_sent) on an instance the call has not tried.
         for _ in 0..6 {
             let request = http::Request::builder()
                 .uri("/t.S/M")
@@ -280,7 +280,7 @@ mod tests {
                 value.parse::<u64>().unwrap()
             })
             .sum();
-        assert_eq!(picks, 18, "three picks per call: {text}");
+        assert_eq!(picks, 30, "five picks per call: {text}");
         assert!(
             text.contains(&format!(
                 "rpc_client_retries_total{{service=\"t.S\",reason=\"not_sent\"}} {}\n",
