@@ -63,6 +63,10 @@ async fn a_build_whose_check_fails_is_reported_with_its_message_and_the_instance
 
     let ready = http::get(admin, "/ready").await.expect("answered");
     assert_eq!(ready.status, 200, "{}", ready.body);
+    assert!(report["total_ms"].is_f64(), "durations in ms: {report}");
+    let status = json(&http::get(admin, "/status").await.expect("answered"));
+    assert_eq!(status["pid"], std::process::id());
+    assert_eq!(status["last_upgrade"]["result"], "failed", "{status}");
     assert_eq!(app.lifecycle().upgrade_counts().failed, 1);
     let report = app.before_shutdown().await;
     assert_eq!(report.exit_code(), 0, "{report}");

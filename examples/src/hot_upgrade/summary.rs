@@ -161,10 +161,17 @@ impl Summary {
         let yes = |ok: bool| if ok { "yes" } else { "NO" };
         let _ = writeln!(
             out,
-            "hot-upgrade: {} upgrades by {:?}, child {:?}, registry {}",
+            "hot-upgrade: {} upgrades by {}, child {}, registry {}",
             self.upgrades_planned,
-            self.trigger,
-            self.child,
+            match self.trigger {
+                Trigger::Signal => "signal",
+                Trigger::Admin => "admin",
+            },
+            match self.child {
+                ChildBehaviour::Good => "good",
+                ChildBehaviour::Fail => "fail",
+                ChildBehaviour::Hang => "hang",
+            },
             self.registry.as_deref().unwrap_or("none (direct address)")
         );
         let _ = writeln!(out, "| measure | value |");
@@ -214,9 +221,12 @@ impl Summary {
             (
                 "same listening socket (inode) in every generation",
                 format!(
-                    "{} ({:?})",
+                    "{} (inode {})",
                     yes(self.same_socket()),
-                    self.generations.first().and_then(|g| g.listening_inode)
+                    self.generations
+                        .first()
+                        .and_then(|g| g.listening_inode)
+                        .map_or("unknown".to_owned(), |inode| inode.to_string())
                 ),
             ),
             (
@@ -243,7 +253,10 @@ impl Summary {
             ),
             (
                 "instance missing from the registry (ms)",
-                format!("{:.0}", self.registry_absent_ms),
+                match self.registry {
+                    Some(_) => format!("{:.0}", self.registry_absent_ms),
+                    None => "n/a (no registry)".to_owned(),
+                },
             ),
             ("lossless", yes(self.lossless()).to_owned()),
         ];

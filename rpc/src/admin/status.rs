@@ -19,11 +19,14 @@ use tokio::time::Instant;
 
 use super::answer;
 use super::state::AdminState;
+use super::upgrade::UpgradeView;
 
 /// The whole answer of `GET /status`. Durations are milliseconds.
 #[derive(Serialize)]
 pub(crate) struct Status {
     application: String,
+    /// This process: after a hot upgrade, the new generation's.
+    pid: u32,
     phase: String,
     /// How long the application has been in `phase`.
     phase_ms: u64,
@@ -39,6 +42,8 @@ pub(crate) struct Status {
     registries: Vec<RegistryView>,
     references: Vec<ReferenceView>,
     shutdown: ShutdownView,
+    /// The last hot upgrade this process ran (decided), if any.
+    last_upgrade: Option<UpgradeView>,
 }
 
 /// The shutdown sequence: its steps so far, each with its duration and outcome, while
@@ -145,6 +150,7 @@ impl Status {
         let (phases, phase_ms) = phases(lifecycle);
         Self {
             application: lifecycle.name().to_owned(),
+            pid: std::process::id(),
             phase: lifecycle.phase().to_string(),
             phase_ms,
             phases,
@@ -170,6 +176,7 @@ impl Status {
             registries: registries(lifecycle.registrations_by_registry()),
             references: state.references.iter().map(ReferenceView::of).collect(),
             shutdown: ShutdownView::of(lifecycle),
+            last_upgrade: lifecycle.last_upgrade().as_ref().map(UpgradeView::of),
         }
     }
 }
