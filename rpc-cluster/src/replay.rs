@@ -16,7 +16,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
-use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::FutureExt;
@@ -150,14 +149,6 @@ impl Read {
 }
 
 impl RequestBody {
-    /// An empty, complete body (a placeholder while the real one is being buffered).
-    pub(crate) fn empty() -> Self {
-        Self::Buffered {
-            data: Frames::Empty,
-            trailers: None,
-        }
-    }
-
     /// Reads what `body` has ready without waiting: all of it for a unary call.
     pub(crate) fn capture(mut body: TonicBody, max_bytes: usize) -> Self {
         let mut read = Read::default();
@@ -167,35 +158,6 @@ impl RequestBody {
                 return Self::streaming(read.data, body);
             };
             if let Some(whole) = read.take(frame, max_bytes, &mut body) {
-                return whole;
-            }
-        }
-    }
-
-    /// For attempts sent at once (forking, broadcast), which each need the whole body:
-    /// waits up to `wait` for the rest of a body still streaming (a unary request whose
-    /// message was not encoded yet when the call began), buffering at most `max_bytes`.
-    /// A body that is longer, fails, or is not finished in time stays streaming: one
-    /// attempt takes it, as before.
-    pub(crate) async fn buffered_for_forks(self, max_bytes: usize, wait: Duration) -> Self {
-        let Self::Streaming(slot) = self else {
-            return self;
-        };
-        let taken = slot.lock().body.take();
-        let Some(Prefixed { prefix, mut rest }) = taken else {
-            return Self::Streaming(slot);
-        };
-        let mut read = Read::default();
-        for chunk in prefix.into_iter().filter_map(|f| f.into_data().ok()) {
-            read.size += chunk.len();
-            read.data.push(chunk);
-        }
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            let Ok(frame) = tokio::time::timeout_at(deadline, rest.frame()).await else {
-                return Self::streaming(read.data, rest);
-            };
-            if let Some(whole) = read.take(frame, max_bytes, &mut rest) {
                 return whole;
             }
         }

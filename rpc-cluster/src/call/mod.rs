@@ -49,11 +49,6 @@ use crate::strategy::{CallFacts, Decision, Failed, Plan};
 /// keeps refusing streams cannot keep a call looping.
 const TRANSPARENT_RESENDS: u8 = 3;
 
-/// Longest wait for the rest of a request body before forking it: a unary request's
-/// message is encoded at once, so this only matters for a body its caller is still
-/// streaming, which then goes to one instance rather than hold the call.
-const FORK_BODY_WAIT: Duration = Duration::from_millis(100);
-
 /// The state of one call across its attempts.
 pub(crate) struct Call {
     stack: Arc<ReferenceStack>,
@@ -184,15 +179,6 @@ impl Call {
         )
         .await;
         Some(outcome)
-    }
-
-    /// Makes the request body whole before attempts that each send it at once (see
-    /// `RequestBody::buffered_for_forks`), waiting at most [`FORK_BODY_WAIT`].
-    async fn buffer_body_for_forks(&mut self) {
-        let body = std::mem::replace(&mut self.body, RequestBody::empty());
-        self.body = body
-            .buffered_for_forks(self.stack.config.max_replay_bytes, FORK_BODY_WAIT)
-            .await;
     }
 
     /// One attempt per instance of `invokers`, to run at once (as many as the body can

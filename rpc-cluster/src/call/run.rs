@@ -70,7 +70,6 @@ async fn race(mut call: Call, forks: usize) -> Answer {
     if invokers.is_empty() {
         return call.give_up(None);
     }
-    call.buffer_body_for_forks().await;
     let mut attempts: FuturesUnordered<_> = call.send_each(&invokers).into_iter().collect();
     let mut last = None;
     while let Some(outcome) = attempts.next().await {
@@ -97,7 +96,6 @@ async fn all(mut call: Call) -> Answer {
     if invokers.is_empty() {
         return call.give_up(None);
     }
-    call.buffer_body_for_forks().await;
     let attempts = call.send_each(&invokers);
     let mut last_success = None;
     let mut first_error = None;
