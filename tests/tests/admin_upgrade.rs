@@ -73,6 +73,34 @@ async fn a_build_whose_check_fails_is_reported_with_its_message_and_the_instance
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_is_refused_while_a_service_is_manually_offline() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let broken = script(dir.path(), "broken-build", "echo broken >&2; exit 2");
+    let app = provider(broken, Duration::from_secs(10)).await;
+    let admin = app.admin_addr().expect("admin endpoint");
+    assert_eq!(
+        http::post(admin, "/offline", None).await.unwrap().status,
+        200
+    );
+
+    let refused = http::post(admin, "/upgrade", None).await.expect("answered");
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    let report = json(&refused);
+    assert_eq!(report["refusal"], "manually-offline", "{report}");
+    assert_eq!(http::get(admin, "/ready").await.unwrap().status, 503);
+
+    // Online again, the upgrade goes ahead (here to the broken build's check).
+    assert_eq!(
+        http::post(admin, "/online", None).await.unwrap().status,
+        200
+    );
+    let tried = http::post(admin, "/upgrade", None).await.expect("answered");
+    assert_eq!(tried.status, 500, "{}", tried.body);
+    let report = app.before_shutdown().await;
+    assert_eq!(report.exit_code(), 0, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_trigger_while_one_is_under_way_is_refused_with_the_reason() {
     let dir = tempfile::tempdir().expect("temp dir");
     // Its configuration check never ends: the first upgrade stays under way.

@@ -121,6 +121,9 @@ impl Lifecycle {
         let setup = self.inner.upgrade.setup.lock().clone();
         let claimed = match setup {
             None => Err(Refusal::NotConfigured),
+            // The hand-over carries registrations, not the operator's decision to keep a
+            // service out of traffic: refuse rather than silently undo it.
+            Some(_) if !self.offline_services().is_empty() => Err(Refusal::ManuallyOffline),
             Some(setup) => self
                 .inner
                 .upgrade

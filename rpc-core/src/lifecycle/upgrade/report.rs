@@ -74,6 +74,9 @@ pub enum Refusal {
     HandedOver,
     /// The shutdown sequence has begun.
     ShuttingDown,
+    /// A service is manually offline (`Lifecycle::offline`): the new process would
+    /// register it and put it back in traffic. Bring it online first.
+    ManuallyOffline,
 }
 
 impl fmt::Display for Refusal {
@@ -87,6 +90,9 @@ impl fmt::Display for Refusal {
             }
             Self::HandedOver => "this process handed over to its successor already",
             Self::ShuttingDown => "the application is shutting down",
+            Self::ManuallyOffline => {
+                "a service is manually offline, and the new process would put it back in traffic: bring it online first (POST /online)"
+            }
         })
     }
 }
