@@ -17,91 +17,26 @@
 //! Environment: `BALANCE_MILLIS` per run (default 1500), `BALANCE_ROUNDS` pairs per
 //! concurrency (default 7).
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
-use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
-use proto::echo::echo_server::EchoServer;
-use rpc::registry::StaticRegistry;
-use rpc::{Application, Config};
-use rpc_benches::{drive, env_u64};
+use rpc_benches::stacks::{our_consumer_of, plain_server, request};
+use rpc_benches::{BoxedCall, drive, env_u64, median_run, ratios};
 use rpc_testkit::measure::{Measured, median};
-use rpc_testkit::services::EchoProvider;
 use tonic::transport::{Channel, Endpoint};
 
 const PROVIDERS: usize = 5;
 const CONCURRENCY: [usize; 2] = [16, 64];
 
-/// One call of a client, boxed so both clients share one type.
-type BoxedCall = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-fn request() -> EchoRequest {
-    EchoRequest {
-        payload: bytes::Bytes::from_static(&[7u8; 64]),
-        delay_ms: None,
-    }
-}
-
-async fn provider() -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(EchoServer::new(EchoProvider::default()))
-            .serve_with_incoming(incoming),
-    );
-    addr
-}
-
 /// tonic's balancer over `addrs`.
 fn tonic_balanced(addrs: &[SocketAddr]) -> EchoClient<Channel> {
     let endpoints = addrs.iter().map(|addr| {
         Endpoint::from_shared(format!("http://{addr}"))
-            .unwrap()
+            .expect("an http URL")
             .tcp_nodelay(true)
     });
     EchoClient::new(Channel::balance_list(endpoints))
-}
-
-/// Our reference over `addrs`, with the default stack.
-async fn ours(addrs: &[SocketAddr]) -> (EchoClient<rpc::ReferenceChannel>, Application) {
-    let mut config = Config::default();
-    config.application.name = "balance-consumer".to_owned();
-    config.graceful_shutdown.internal_signal = false;
-    config.admin.enabled = false;
-    let mut builder = Application::builder(config);
-    let addresses = addrs
-        .iter()
-        .map(|addr| (addr.ip().to_string(), addr.port()))
-        .collect();
-    builder.registry("default", Arc::new(StaticRegistry::new(addresses)));
-    let client = EchoClient::new(builder.reference("echo.Echo"));
-    let app = builder.start().await.unwrap();
-    (client, app)
-}
-
-/// `(qps, p50, p99)` of `a` divided by those of `b`.
-fn ratios(a: &Measured, b: &Measured) -> (f64, f64, f64) {
-    (
-        a.qps / b.qps,
-        a.p50_us as f64 / b.p50_us as f64,
-        a.p99_us as f64 / b.p99_us as f64,
-    )
-}
-
-/// The median of each figure of `runs`.
-fn median_run(runs: &[Measured]) -> Measured {
-    let each = |pick: fn(&Measured) -> f64| median(&runs.iter().map(pick).collect::<Vec<_>>());
-    Measured {
-        qps: each(|m| m.qps),
-        p50_us: each(|m| m.p50_us as f64) as u64,
-        p99_us: each(|m| m.p99_us as f64) as u64,
-    }
 }
 
 /// `rounds` back-to-back pairs at `concurrency`: the median run of each side and the
@@ -148,10 +83,10 @@ async fn main() {
     let rounds = env_u64("BALANCE_ROUNDS", 7) as usize;
     let mut addrs = Vec::new();
     for _ in 0..PROVIDERS {
-        addrs.push(provider().await);
+        addrs.push(plain_server().await);
     }
     let tonic_client = tonic_balanced(&addrs);
-    let (our_client, _app) = ours(&addrs).await;
+    let (our_client, _app) = our_consumer_of(&addrs).await;
     let ours = move || -> BoxedCall {
         let mut client = our_client.clone();
         Box::pin(async move {

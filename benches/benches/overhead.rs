@@ -26,78 +26,13 @@
 //! profiler, printing CPU time per request (`rpc-client`: our consumer against tonic's
 //! server; `rpc-server`: tonic's client against our provider).
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use proto::echo::EchoRequest;
-use proto::echo::echo_client::EchoClient;
-use proto::echo::echo_server::EchoServer;
-use rpc::registry::MemoryHub;
-use rpc::{Application, Config};
-use rpc_benches::{drive, env_u64};
+use rpc_benches::stacks::{our_consumer_of, ours, plain_client, plain_server, request};
+use rpc_benches::{BoxedCall, drive, env_u64, median_run, ratios};
 use rpc_testkit::measure::{Measured, median};
-use rpc_testkit::services::EchoProvider;
-use std::future::Future;
 
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
-
-fn request() -> EchoRequest {
-    EchoRequest {
-        payload: bytes::Bytes::from_static(&[7u8; 64]),
-        delay_ms: None,
-    }
-}
-
-async fn plain() -> EchoClient<tonic::transport::Channel> {
-    plain_client(plain_server().await).await
-}
-
-async fn plain_server() -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
-    tokio::spawn(
-        tonic::transport::Server::builder()
-            .add_service(EchoServer::new(EchoProvider::default()))
-            .serve_with_incoming(incoming),
-    );
-    addr
-}
-
-async fn plain_client(addr: std::net::SocketAddr) -> EchoClient<tonic::transport::Channel> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .unwrap()
-        .tcp_nodelay(true)
-        .connect()
-        .await
-        .unwrap();
-    EchoClient::new(channel)
-}
-
-/// A provider and a consumer on an in-process registry, with metrics and tracing on or
-/// off on both.
-async fn ours(observed: bool) -> (EchoClient<rpc::ReferenceChannel>, Vec<Application>) {
-    let hub = MemoryHub::new();
-    let config = |name: &str| {
-        let mut config = Config::default();
-        config.application.name = name.to_owned();
-        config.graceful_shutdown.internal_signal = false;
-        config.admin.enabled = false;
-        config.metrics.enabled = observed;
-        config.tracing.enabled = observed;
-        config
-    };
-    let mut provider = Application::builder(config("provider"));
-    provider.registry("default", Arc::new(hub.client()));
-    provider.service(EchoServer::new(EchoProvider::default()));
-    let provider = provider.start().await.unwrap();
-    let consumer_config = config("consumer");
-    let mut consumer = Application::builder(consumer_config);
-    consumer.registry("default", Arc::new(hub.client()));
-    let client = EchoClient::new(consumer.reference("echo.Echo"));
-    let consumer = consumer.start().await.unwrap();
-    (client, vec![consumer, provider])
-}
 
 /// CPU time this process has used (user + system), from getrusage(2).
 fn cpu_time() -> Duration {
@@ -123,30 +58,11 @@ struct Row {
     on_over_off: (f64, f64, f64),
 }
 
-/// `(qps, p50, p99)` of `a` divided by those of `b`.
-fn ratios(a: &Measured, b: &Measured) -> (f64, f64, f64) {
-    (
-        a.qps / b.qps,
-        a.p50_us as f64 / b.p50_us as f64,
-        a.p99_us as f64 / b.p99_us as f64,
-    )
-}
-
 /// The median of each of the three figures.
 fn median_of(triples: &[(f64, f64, f64)]) -> (f64, f64, f64) {
     let each =
         |pick: fn(&(f64, f64, f64)) -> f64| median(&triples.iter().map(pick).collect::<Vec<_>>());
     (each(|t| t.0), each(|t| t.1), each(|t| t.2))
-}
-
-/// The median of each figure of `runs` (each on its own, as a summary row).
-fn median_run(runs: &[Measured]) -> Measured {
-    let each = |pick: fn(&Measured) -> f64| median(&runs.iter().map(pick).collect::<Vec<_>>());
-    Measured {
-        qps: each(|m| m.qps),
-        p50_us: each(|m| m.p50_us as f64) as u64,
-        p99_us: each(|m| m.p99_us as f64) as u64,
-    }
 }
 
 /// `rounds` back-to-back triples of runs at `concurrency`, the order rotating.
@@ -192,9 +108,6 @@ where
     }
 }
 
-/// One call of a stack, boxed so the three stacks share one type.
-type BoxedCall = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
-
 #[tokio::main]
 async fn main() {
     // What "tracing on" means here (see the module docs): a subscriber that logs at INFO.
@@ -204,7 +117,7 @@ async fn main() {
         .init();
     let seconds = Duration::from_millis(env_u64("OVERHEAD_MILLIS", 1_500));
     let rounds = env_u64("OVERHEAD_ROUNDS", 7) as usize;
-    let plain_stub = plain().await;
+    let plain_stub = plain_client(plain_server().await).await;
     let (our_client, _apps) = ours(true).await;
     let (quiet_client, _quiet_apps) = ours(false).await;
     let plain = move || -> BoxedCall {
@@ -245,19 +158,7 @@ async fn main() {
             }
             "rpc-client" => {
                 // Our consumer against a plain tonic server.
-                let addr = plain_server().await;
-                let mut config = Config::default();
-                config.admin.enabled = false;
-                let mut builder = Application::builder(config);
-                builder.registry(
-                    "default",
-                    Arc::new(rpc::registry::StaticRegistry::new(vec![(
-                        addr.ip().to_string(),
-                        addr.port(),
-                    )])),
-                );
-                let client = EchoClient::new(builder.reference("echo.Echo"));
-                let _app = builder.start().await.unwrap();
+                let (client, _app) = our_consumer_of(&[plain_server().await]).await;
                 let call = move || {
                     let mut client = client.clone();
                     async move {

@@ -4,7 +4,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod stacks;
+
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use rpc_testkit::measure::{Measured, latency_histogram};
@@ -50,4 +53,28 @@ where
         }
     }
     Measured::new(&all, started.elapsed())
+}
+
+/// One call of a stack, boxed so that the stacks a benchmark compares share one type.
+pub type BoxedCall = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// `(qps, p50, p99)` of `a` divided by those of `b`.
+pub fn ratios(a: &Measured, b: &Measured) -> (f64, f64, f64) {
+    (
+        a.qps / b.qps,
+        a.p50_us as f64 / b.p50_us as f64,
+        a.p99_us as f64 / b.p99_us as f64,
+    )
+}
+
+/// The median of each figure of `runs`, each on its own (a summary row, not a run).
+pub fn median_run(runs: &[Measured]) -> Measured {
+    let each = |pick: fn(&Measured) -> f64| {
+        rpc_testkit::measure::median(&runs.iter().map(pick).collect::<Vec<_>>())
+    };
+    Measured {
+        qps: each(|m| m.qps),
+        p50_us: each(|m| m.p50_us as f64) as u64,
+        p99_us: each(|m| m.p99_us as f64) as u64,
+    }
 }

@@ -1,0 +1,100 @@
+//! The echo stacks the benchmarks compare, each on loopback over one HTTP/2 connection:
+//! plain tonic on both sides, the whole rpc stack on both sides (an `Application`
+//! provider found through the in-process registry by an `Application` consumer), and
+//! each side of ours against tonic's other side.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use proto::echo::EchoRequest;
+use proto::echo::echo_client::EchoClient;
+use proto::echo::echo_server::EchoServer;
+use rpc::registry::{MemoryHub, StaticRegistry};
+use rpc::{Application, Config};
+use rpc_testkit::services::EchoProvider;
+use tonic::transport::Channel;
+
+/// The request every stack echoes: 64 bytes of payload, no delay.
+pub fn request() -> EchoRequest {
+    EchoRequest {
+        payload: bytes::Bytes::from_static(&[7u8; 64]),
+        delay_ms: None,
+    }
+}
+
+/// A plain tonic echo server on `127.0.0.1:0` (TCP_NODELAY), serving until the
+/// runtime ends; its address.
+pub async fn plain_server() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener
+        .local_addr()
+        .expect("a bound listener has an address");
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(EchoServer::new(EchoProvider::default()))
+            .serve_with_incoming(incoming),
+    );
+    addr
+}
+
+/// A plain tonic client of `addr`, connected (TCP_NODELAY).
+pub async fn plain_client(addr: SocketAddr) -> EchoClient<Channel> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("an http URL")
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .expect("connect to the plain server");
+    EchoClient::new(channel)
+}
+
+/// A configuration for an application of the benchmarks: admin endpoint and signal
+/// handling off, metrics and tracing on or off as `observed` says.
+pub fn config(name: &str, observed: bool) -> Config {
+    let mut config = Config::default();
+    config.application.name = name.to_owned();
+    config.graceful_shutdown.internal_signal = false;
+    config.admin.enabled = false;
+    config.metrics.enabled = observed;
+    config.tracing.enabled = observed;
+    config
+}
+
+/// An `Application` provider of the echo service, registered in `hub`.
+pub async fn our_provider(hub: &MemoryHub, observed: bool) -> Application {
+    let mut provider = Application::builder(config("provider", observed));
+    provider.registry("default", Arc::new(hub.client()));
+    provider.service(EchoServer::new(EchoProvider::default()));
+    provider.start().await.expect("the provider starts")
+}
+
+/// A provider and a consumer on an in-process registry, with metrics and tracing on or
+/// off on both; the consumer's stub and both applications (consumer first).
+pub async fn ours(observed: bool) -> (EchoClient<rpc::ReferenceChannel>, Vec<Application>) {
+    let hub = MemoryHub::new();
+    let provider = our_provider(&hub, observed).await;
+    let mut consumer = Application::builder(config("consumer", observed));
+    consumer.registry("default", Arc::new(hub.client()));
+    let client = EchoClient::new(consumer.reference("echo.Echo"));
+    let consumer = consumer.start().await.expect("the consumer starts");
+    (client, vec![consumer, provider])
+}
+
+/// Our consumer (the default stack, metrics and tracing on) over the instances at
+/// `addrs`, given by a static registry; its stub and its application.
+pub async fn our_consumer_of(
+    addrs: &[SocketAddr],
+) -> (EchoClient<rpc::ReferenceChannel>, Application) {
+    let mut builder = Application::builder(config("consumer", true));
+    let addresses = addrs
+        .iter()
+        .map(|addr| (addr.ip().to_string(), addr.port()))
+        .collect();
+    builder.registry("default", Arc::new(StaticRegistry::new(addresses)));
+    let client = EchoClient::new(builder.reference("echo.Echo"));
+    let app = builder.start().await.expect("the consumer starts");
+    (client, app)
+}
