@@ -15,6 +15,7 @@
 //! ```
 
 mod dispatch;
+mod headers;
 mod learn;
 mod observe;
 mod pick;
@@ -35,6 +36,7 @@ use smallvec::SmallVec;
 use tonic::body::Body as TonicBody;
 use tracing::Instrument;
 
+use self::headers::RequestHeaders;
 use self::pick::Route;
 use crate::classify::{Failure, FailureKind, Outcome};
 use crate::error::ClusterError;
@@ -52,7 +54,9 @@ const TRANSPARENT_RESENDS: u8 = 3;
 /// The state of one call across its attempts.
 pub(crate) struct Call {
     stack: Arc<ReferenceStack>,
+    /// The request's method, URI, version and extensions; its headers are in `headers`.
     parts: http::request::Parts,
+    headers: RequestHeaders,
     body: RequestBody,
     /// The value of the consistent-hash header, when the load balance reads one.
     hash_key: Option<Bytes>,
@@ -100,8 +104,10 @@ impl Call {
             .as_ref()
             .and_then(|name| parts.headers.get(name))
             .map(|value| Bytes::copy_from_slice(value.as_bytes()));
+        let headers = RequestHeaders::new(std::mem::take(&mut parts.headers));
         Self {
             body: RequestBody::capture(body, config.max_replay_bytes),
+            headers,
             idempotent,
             rng: stack.rngs.for_call(),
             stack,
@@ -213,14 +219,15 @@ impl Call {
     }
 
     /// A request for one more attempt, with `body`. The first attempt takes the
-    /// request's extensions (cloning them costs allocations on every call); later
-    /// attempts go without, as nothing below the cluster reads them.
+    /// request's headers and extensions (cloning them costs allocations on every call);
+    /// later attempts get a copy of the headers and no extensions, as nothing below the
+    /// cluster reads them.
     fn request_with(&mut self, body: TonicBody) -> Request<TonicBody> {
         let mut request = Request::new(body);
         *request.method_mut() = self.parts.method.clone();
         *request.uri_mut() = self.parts.uri.clone();
         *request.version_mut() = self.parts.version;
-        *request.headers_mut() = self.parts.headers.clone();
+        *request.headers_mut() = self.headers.for_attempt();
         *request.extensions_mut() = std::mem::take(&mut self.parts.extensions);
         request
     }
