@@ -15,14 +15,16 @@
 //! with p99_ratio < 1.
 //!
 //! Environment: `BALANCE_MILLIS` per run (default 1500), `BALANCE_ROUNDS` pairs per
-//! concurrency (default 7).
+//! concurrency (default 7); `BALANCE_PROFILE=rpc|tonic` runs one client alone for
+//! `BALANCE_PROFILE_MILLIS` (default 3000) at `BALANCE_PROFILE_CALLS` (default 16) calls
+//! for a profiler, printing its requests and CPU time per request.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use proto::echo::echo_client::EchoClient;
 use rpc_benches::stacks::{our_consumer_of, plain_server, request};
-use rpc_benches::{BoxedCall, drive, env_u64, median_run, ratios};
+use rpc_benches::{BoxedCall, drive, env_u64, median_run, profile, ratios};
 use rpc_testkit::measure::{Measured, median};
 use tonic::transport::{Channel, Endpoint};
 
@@ -99,6 +101,15 @@ async fn main() {
             client.echo(request()).await.expect("tonic echo succeeds");
         })
     };
+    if let Ok(client) = std::env::var("BALANCE_PROFILE") {
+        let duration = Duration::from_millis(env_u64("BALANCE_PROFILE_MILLIS", 3_000));
+        let calls = env_u64("BALANCE_PROFILE_CALLS", 16) as usize;
+        match client.as_str() {
+            "tonic" => profile(&client, tonic, calls, duration).await,
+            _ => profile(&client, ours, calls, duration).await,
+        }
+        return;
+    }
     // Warm both: connections to all five, allocator, latency estimates.
     drive(ours.clone(), 16, Duration::from_secs(1)).await;
     drive(tonic.clone(), 16, Duration::from_secs(1)).await;

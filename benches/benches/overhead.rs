@@ -22,29 +22,18 @@
 //!
 //! Environment: `OVERHEAD_MILLIS` per run (default 1500), `OVERHEAD_ROUNDS` triples per
 //! concurrency (default 7), `OVERHEAD_PROFILE=plain|rpc|rpc-off|rpc-client|rpc-server`
-//! to run one configuration for 3 s at `OVERHEAD_PROFILE_CALLS` (default 16) calls for a
-//! profiler, printing CPU time per request (`rpc-client`: our consumer against tonic's
+//! to run one configuration for `OVERHEAD_PROFILE_MILLIS` (default 3000) at
+//! `OVERHEAD_PROFILE_CALLS` (default 16) calls for a profiler, printing the requests made
+//! and the CPU time per request (`rpc-client`: our consumer against tonic's
 //! server; `rpc-server`: tonic's client against our provider).
 
 use std::time::Duration;
 
 use rpc_benches::stacks::{our_consumer_of, ours, plain_client, plain_server, request};
-use rpc_benches::{BoxedCall, drive, env_u64, median_run, ratios};
+use rpc_benches::{BoxedCall, drive, env_u64, median_run, profile, ratios};
 use rpc_testkit::measure::{Measured, median};
 
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
-
-/// CPU time this process has used (user + system), from getrusage(2).
-fn cpu_time() -> Duration {
-    use nix::sys::resource::{UsageWho, getrusage};
-    let Ok(usage) = getrusage(UsageWho::RUSAGE_SELF) else {
-        return Duration::ZERO;
-    };
-    let micros = |time: nix::sys::time::TimeVal| {
-        Duration::from_secs(time.tv_sec() as u64) + Duration::from_micros(time.tv_usec() as u64)
-    };
-    micros(usage.user_time()) + micros(usage.system_time())
-}
 
 /// The median run of each stack and the medians of the per-triple ratios, for one
 /// concurrency.
@@ -139,12 +128,11 @@ async fn main() {
         })
     };
     if let Ok(stack) = std::env::var("OVERHEAD_PROFILE") {
-        let seconds = Duration::from_secs(3);
-        let profile_calls = env_u64("OVERHEAD_PROFILE_CALLS", 16) as usize;
-        let cpu_before = cpu_time();
-        let measured = match stack.as_str() {
-            "plain" => drive(plain, profile_calls, seconds).await,
-            "rpc-off" => drive(quiet, profile_calls, seconds).await,
+        let duration = Duration::from_millis(env_u64("OVERHEAD_PROFILE_MILLIS", 3_000));
+        let calls = env_u64("OVERHEAD_PROFILE_CALLS", 16) as usize;
+        match stack.as_str() {
+            "plain" => profile(&stack, plain, calls, duration).await,
+            "rpc-off" => profile(&stack, quiet, calls, duration).await,
             "rpc-server" => {
                 // A plain tonic client against our provider.
                 let client = plain_client(_apps[1].local_addr().unwrap()).await;
@@ -154,7 +142,7 @@ async fn main() {
                         client.echo(request()).await.expect("echo succeeds");
                     }
                 };
-                drive(call, profile_calls, seconds).await
+                profile(&stack, call, calls, duration).await
             }
             "rpc-client" => {
                 // Our consumer against a plain tonic server.
@@ -165,15 +153,10 @@ async fn main() {
                         client.echo(request()).await.expect("echo succeeds");
                     }
                 };
-                drive(call, profile_calls, seconds).await
+                profile(&stack, call, calls, duration).await
             }
-            _ => drive(ours, profile_calls, seconds).await,
-        };
-        let requests = measured.qps * seconds.as_secs_f64();
-        let cpu_us = (cpu_time() - cpu_before).as_secs_f64() * 1e6 / requests;
-        println!(
-            "{stack} alone at {profile_calls} calls: {measured:?}, CPU {cpu_us:.1} µs per request"
-        );
+            _ => profile(&stack, ours, calls, duration).await,
+        }
         return;
     }
     // Warm all three: connections, allocator, P2C estimates, every method's series.

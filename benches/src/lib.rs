@@ -78,3 +78,33 @@ pub fn median_run(runs: &[Measured]) -> Measured {
         p99_us: each(|m| m.p99_us as f64) as u64,
     }
 }
+
+/// CPU time this process has used (user + system), from getrusage(2); zero if it
+/// cannot be read.
+pub fn cpu_time() -> Duration {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let Ok(usage) = getrusage(UsageWho::RUSAGE_SELF) else {
+        return Duration::ZERO;
+    };
+    let micros = |time: nix::sys::time::TimeVal| {
+        Duration::from_secs(time.tv_sec() as u64) + Duration::from_micros(time.tv_usec() as u64)
+    };
+    micros(usage.user_time()) + micros(usage.system_time())
+}
+
+/// Runs `call` alone at `concurrency` calls for `duration` (for a profiler or
+/// `benches/instructions.sh`) and prints the requests made, the run's figures and the
+/// process's CPU time per request, as `<name> alone at <n> calls: <r> requests, ...`.
+pub async fn profile<C, F>(name: &str, call: C, concurrency: usize, duration: Duration)
+where
+    C: Fn() -> F + Clone + Send + 'static,
+    F: Future<Output = ()> + Send,
+{
+    let cpu_before = cpu_time();
+    let measured = drive(call, concurrency, duration).await;
+    let requests = measured.qps * duration.as_secs_f64();
+    let cpu_us = (cpu_time() - cpu_before).as_secs_f64() * 1e6 / requests;
+    println!(
+        "{name} alone at {concurrency} calls: {requests:.0} requests, {measured:?}, CPU {cpu_us:.1} µs per request"
+    );
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Instructions per request of each stack of the `overhead` or `balance` bench, counted
+# by valgrind's callgrind: a figure that does not move with the machine's other tenants,
+# unlike requests per second on a shared 2-core machine.
+#
+#   bash benches/instructions.sh [overhead [STACK...]]  (default: plain rpc rpc-off rpc-client rpc-server)
+#   bash benches/instructions.sh balance [CLIENT...]    (default: tonic rpc)
+#
+# Each stack runs twice in the bench's profile mode (OVERHEAD_PROFILE / BALANCE_PROFILE,
+# 16 concurrent calls), for 2 s and for 6 s of valgrind's slowed time; the difference of
+# the two instruction counts over the difference of their request counts is the cost of
+# one request, start-up excluded. Both sides of the call are in the process, so a
+# stack's figure is client and server together; user space only (no kernel, no
+# syscalls). Needs valgrind (`apt-get install valgrind`). Prints one line per stack and
+# the ratios to the first one (plain, or tonic's balancer).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target=${1:-overhead}
+shift || true
+stacks=("$@")
+case $target in
+overhead) [[ ${#stacks[@]} -gt 0 ]] || stacks=(plain rpc rpc-off rpc-client rpc-server) ;;
+balance) [[ ${#stacks[@]} -gt 0 ]] || stacks=(tonic rpc) ;;
+*) echo "instructions.sh: the bench is overhead or balance, not $target" >&2; exit 2 ;;
+esac
+profile_var=${target^^}_PROFILE
+command -v valgrind >/dev/null || { echo "instructions.sh: needs valgrind" >&2; exit 2; }
+bench=$(cargo bench -p rpc-benches --bench "$target" --no-run --message-format=json 2>/dev/null |
+    python3 -c 'import json,sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m["target"]["name"] == sys.argv[1] and m.get("executable"):
+        print(m["executable"])' "$target")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# count STACK MILLIS: prints "<instructions> <requests>" of one run.
+count() {
+    env "$profile_var=$1" "${profile_var}_MILLIS=$2" valgrind --tool=callgrind --cache-sim=no \
+        --callgrind-out-file="$work/out" "$bench" --bench >"$work/stdout" 2>"$work/stderr"
+    local requests instructions
+    requests=$(sed -n 's/.* calls: \([0-9]*\) requests.*/\1/p' "$work/stdout")
+    instructions=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$work/stderr")
+    echo "$instructions $requests"
+}
+
+printf '%-11s %14s\n' stack "instr/request"
+declare -A per
+for stack in "${stacks[@]}"; do
+    read -r i1 r1 < <(count "$stack" 2000)
+    read -r i2 r2 < <(count "$stack" 6000)
+    per[$stack]=$(( (i2 - i1) / (r2 - r1) ))
+    printf '%-11s %14s\n' "$stack" "${per[$stack]}"
+done
+base=${stacks[0]}
+for stack in "${stacks[@]:1}"; do
+    python3 -c "import sys; a, b = int(sys.argv[3]), int(sys.argv[4]); print(f'{sys.argv[1]}/{sys.argv[2]}: {a / b:.3f} ({a - b:+d} instructions per request)')" \
+        "$stack" "$base" "${per[$stack]}" "${per[$base]}"
+done
