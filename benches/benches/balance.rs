@@ -23,7 +23,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use proto::echo::echo_client::EchoClient;
-use rpc_benches::stacks::{our_consumer_of, plain_server, request};
+use rpc_benches::stacks::{echo_calls, our_consumer_of, plain_server};
 use rpc_benches::{BoxedCall, drive, env_u64, median_run, profile, ratios};
 use rpc_testkit::measure::{Measured, median};
 use tonic::transport::{Channel, Endpoint};
@@ -89,18 +89,8 @@ async fn main() {
     }
     let tonic_client = tonic_balanced(&addrs);
     let (our_client, _app) = our_consumer_of(&addrs).await;
-    let ours = move || -> BoxedCall {
-        let mut client = our_client.clone();
-        Box::pin(async move {
-            client.echo(request()).await.expect("rpc echo succeeds");
-        })
-    };
-    let tonic = move || -> BoxedCall {
-        let mut client = tonic_client.clone();
-        Box::pin(async move {
-            client.echo(request()).await.expect("tonic echo succeeds");
-        })
-    };
+    let ours = echo_calls(our_client, "rpc");
+    let tonic = echo_calls(tonic_client, "tonic");
     if let Ok(client) = std::env::var("BALANCE_PROFILE") {
         let duration = Duration::from_millis(env_u64("BALANCE_PROFILE_MILLIS", 3_000));
         let calls = env_u64("BALANCE_PROFILE_CALLS", 16) as usize;

@@ -29,7 +29,7 @@
 
 use std::time::Duration;
 
-use rpc_benches::stacks::{our_consumer_of, ours, plain_client, plain_server, request};
+use rpc_benches::stacks::{echo_calls, our_consumer_of, ours, plain_client, plain_server};
 use rpc_benches::{BoxedCall, drive, env_u64, median_run, profile, ratios};
 use rpc_testkit::measure::{Measured, median};
 
@@ -109,24 +109,9 @@ async fn main() {
     let plain_stub = plain_client(plain_server().await).await;
     let (our_client, _apps) = ours(true).await;
     let (quiet_client, _quiet_apps) = ours(false).await;
-    let plain = move || -> BoxedCall {
-        let mut client = plain_stub.clone();
-        Box::pin(async move {
-            client.echo(request()).await.expect("plain echo succeeds");
-        })
-    };
-    let ours = move || -> BoxedCall {
-        let mut client = our_client.clone();
-        Box::pin(async move {
-            client.echo(request()).await.expect("rpc echo succeeds");
-        })
-    };
-    let quiet = move || -> BoxedCall {
-        let mut client = quiet_client.clone();
-        Box::pin(async move {
-            client.echo(request()).await.expect("rpc-off echo succeeds");
-        })
-    };
+    let plain = echo_calls(plain_stub, "plain");
+    let ours = echo_calls(our_client, "rpc");
+    let quiet = echo_calls(quiet_client, "rpc-off");
     if let Ok(stack) = std::env::var("OVERHEAD_PROFILE") {
         let duration = Duration::from_millis(env_u64("OVERHEAD_PROFILE_MILLIS", 3_000));
         let calls = env_u64("OVERHEAD_PROFILE_CALLS", 16) as usize;
@@ -136,24 +121,12 @@ async fn main() {
             "rpc-server" => {
                 // A plain tonic client against our provider.
                 let client = plain_client(_apps[1].local_addr().unwrap()).await;
-                let call = move || {
-                    let mut client = client.clone();
-                    async move {
-                        client.echo(request()).await.expect("echo succeeds");
-                    }
-                };
-                profile(&stack, call, calls, duration).await
+                profile(&stack, echo_calls(client, "rpc-server"), calls, duration).await
             }
             "rpc-client" => {
                 // Our consumer against a plain tonic server.
                 let (client, _app) = our_consumer_of(&[plain_server().await]).await;
-                let call = move || {
-                    let mut client = client.clone();
-                    async move {
-                        client.echo(request()).await.expect("echo succeeds");
-                    }
-                };
-                profile(&stack, call, calls, duration).await
+                profile(&stack, echo_calls(client, "rpc-client"), calls, duration).await
             }
             _ => profile(&stack, ours, calls, duration).await,
         }

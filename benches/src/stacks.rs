@@ -98,3 +98,26 @@ pub async fn our_consumer_of(
     let app = builder.start().await.expect("the consumer starts");
     (client, app)
 }
+
+/// Calls of `client`'s echo, one per invocation, boxed so that the stacks a bench
+/// compares share one type; a failed echo panics with "`name` echo succeeds".
+pub fn echo_calls<T>(
+    client: EchoClient<T>,
+    name: &'static str,
+) -> impl Fn() -> crate::BoxedCall + Clone + Send + 'static
+where
+    T: tonic::client::GrpcService<tonic::body::Body> + Clone + Send + 'static,
+    T::Future: Send,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: tonic::codegen::Body<Data = bytes::Bytes> + Send + 'static,
+    <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
+    move || -> crate::BoxedCall {
+        let mut client = client.clone();
+        Box::pin(async move {
+            if let Err(status) = client.echo(request()).await {
+                panic!("{name} echo succeeds: {status}");
+            }
+        })
+    }
+}
