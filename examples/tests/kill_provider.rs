@@ -27,11 +27,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use rpc::cluster::LoadBalanceKind;
 use rpc::{Application, Config, ReferenceChannel};
 use rpc_examples::rolling::{self, BACKEND_GROUP, Fleet, Instance, Role};
+use rpc_testkit::echo_calls::{echo_once, until_every_provider_answers};
 use tokio::time::Instant;
 
 /// Requests per second, open loop.
@@ -157,29 +157,13 @@ async fn consumer(
     (app, client)
 }
 
-async fn call(mut client: EchoClient<ReferenceChannel>) -> Result<String, tonic::Status> {
-    let mut request = tonic::Request::new(EchoRequest {
-        payload: vec![0; 16].into(),
-        delay_ms: None,
-    });
-    request.set_timeout(CALL_TIMEOUT);
-    Ok(client.echo(request).await?.into_inner().provider)
+async fn call(client: EchoClient<ReferenceChannel>) -> Result<String, tonic::Status> {
+    echo_once(client, CALL_TIMEOUT).await
 }
 
 /// Calls until every address in `addrs` has answered (the consumer knows them all).
 async fn until_all_known(client: &EchoClient<ReferenceChannel>, addrs: &[String]) {
-    let deadline = Instant::now() + DISCOVERY_TIMEOUT;
-    let mut seen = std::collections::BTreeSet::new();
-    while addrs.iter().any(|a| !seen.contains(a)) {
-        assert!(
-            Instant::now() < deadline,
-            "the consumer did not reach every provider within {DISCOVERY_TIMEOUT:?}: saw {seen:?} of {addrs:?}"
-        );
-        if let Ok(provider) = call(client.clone()).await {
-            seen.insert(provider);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_every_provider_answers(client, addrs, CALL_TIMEOUT, DISCOVERY_TIMEOUT).await;
 }
 
 /// When the kill happened, relative to the start of the load.

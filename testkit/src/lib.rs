@@ -28,6 +28,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod echo_calls;
 pub mod http;
 pub mod interop;
 pub mod load;

@@ -39,10 +39,10 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
 use rpc::{Application, Config, ReferenceChannel, ServiceKey};
+use rpc_testkit::echo_calls::{echo_once, until_every_provider_answers};
 use rpc_testkit::registry_server::{Backend, RegistryServer};
 use rpc_testkit::services::EchoProvider;
 use tokio::time::Instant;
@@ -124,33 +124,17 @@ async fn consumer(url: &str) -> (Application, EchoClient<ReferenceChannel>) {
     (app, client)
 }
 
-async fn call(mut client: EchoClient<ReferenceChannel>) -> Result<String, tonic::Status> {
-    let mut request = tonic::Request::new(EchoRequest {
-        payload: vec![0; 16].into(),
-        delay_ms: None,
-    });
-    request.set_timeout(CALL_TIMEOUT);
-    Ok(client.echo(request).await?.into_inner().provider)
+async fn call(client: EchoClient<ReferenceChannel>) -> Result<String, tonic::Status> {
+    echo_once(client, CALL_TIMEOUT).await
 }
 
 fn addr(app: &Application) -> String {
     app.local_addr().expect("serving").to_string()
 }
 
-/// Calls until every address in `addrs` has answered.
+/// Calls until every address in `addrs` has answered (the consumer knows them all).
 async fn until_all_known(client: &EchoClient<ReferenceChannel>, addrs: &[String]) {
-    let deadline = Instant::now() + DISCOVERY_TIMEOUT;
-    let mut seen = BTreeSet::new();
-    while addrs.iter().any(|a| !seen.contains(a)) {
-        assert!(
-            Instant::now() < deadline,
-            "the consumer did not reach every provider within {DISCOVERY_TIMEOUT:?}: saw {seen:?} of {addrs:?}"
-        );
-        if let Ok(provider) = call(client.clone()).await {
-            seen.insert(provider);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_every_provider_answers(client, addrs, CALL_TIMEOUT, DISCOVERY_TIMEOUT).await;
 }
 
 /// How long until a fresh client of the server at `url` sees every address of
