@@ -68,7 +68,9 @@ pub(crate) async fn upgrade(_: Authorized, State(state): State<AdminState>) -> R
     let report = state.lifecycle.upgrade().await;
     let status = match report.result {
         UpgradeResult::Succeeded => StatusCode::OK,
-        UpgradeResult::Refused => StatusCode::CONFLICT,
+        // Cut short by the shutdown: like a refusal, the state of this process is the
+        // reason, not the new build.
+        UpgradeResult::Refused | UpgradeResult::Cancelled => StatusCode::CONFLICT,
         UpgradeResult::Failed => StatusCode::INTERNAL_SERVER_ERROR,
     };
     answer::json(status, &UpgradeView::of(&report))

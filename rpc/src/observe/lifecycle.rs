@@ -18,7 +18,7 @@ use super::scrape::{SECONDS, counters, gauge, gauges};
 ///   (`completed`, `timed-out`, `skipped`), 0 for the other outcomes;
 /// - `rpc_registrations`: instances registered now (one per service and registry);
 /// - `rpc_upgrades_total{result}`: hot upgrades by result (`succeeded`, `failed`,
-///   `refused`) in this process (a process that succeeded exits soon after: its
+///   `refused`, `cancelled`) in this process (a process that succeeded exits soon after: its
 ///   successor starts again from 0);
 /// - `rpc_upgrade_time_to_ready_seconds`: from the start of the last new process to its
 ///   `ready` (absent before the first upgrade that got that far).
@@ -100,6 +100,7 @@ impl Collector for LifecycleCollector {
                         UpgradeResult::Succeeded => upgrades.succeeded,
                         UpgradeResult::Failed => upgrades.failed,
                         UpgradeResult::Refused => upgrades.refused,
+                        UpgradeResult::Cancelled => upgrades.cancelled,
                     };
                     ([("result", name.as_str())], count)
                 }),

@@ -53,6 +53,8 @@ pub struct UpgradeCounts {
     pub failed: u64,
     /// Triggers refused.
     pub refused: u64,
+    /// Upgrades cut short by the shutdown.
+    pub cancelled: u64,
     /// From the start of the last new process to its `ready`.
     pub last_time_to_ready: Option<Duration>,
 }
@@ -275,7 +277,9 @@ impl Lifecycle {
     }
 
     /// Ends a failed run: the new process is gone (killed and reaped by the step that
-    /// failed), this process goes on serving, and the next trigger may try again.
+    /// failed), this process goes on serving, and the next trigger may try again. A run
+    /// cut short by the shutdown ends the same way but is reported as cancelled: this
+    /// process does not go on serving, and nothing is wrong with the new build.
     async fn upgrade_failed(
         &self,
         mut run: Run,
@@ -289,14 +293,27 @@ impl Lifecycle {
             // session or lease, which ends with it: take them back.
             self.register_again().await;
         }
-        run.report.result = UpgradeResult::Failed;
+        let cancelled = run.cancel.is_cancelled();
+        run.report.result = if cancelled {
+            UpgradeResult::Cancelled
+        } else {
+            UpgradeResult::Failed
+        };
         self.inner.upgrade.gate.failed();
         if let Some(listener) = &run.setup.listener {
             listener.failed();
         }
         let report = run.finish(&steps);
-        self.inner.upgrade.counts.lock().failed += 1;
-        tracing::warn!(app = %self.name(), %report, "upgrade failed; this process goes on serving");
+        let mut counts = self.inner.upgrade.counts.lock();
+        if cancelled {
+            counts.cancelled += 1;
+            drop(counts);
+            tracing::info!(app = %self.name(), %report, "upgrade cancelled by the shutdown");
+        } else {
+            counts.failed += 1;
+            drop(counts);
+            tracing::warn!(app = %self.name(), %report, "upgrade failed; this process goes on serving");
+        }
         *self.inner.upgrade.last.lock() = Some(report.clone());
         let _ = decided.send(report);
     }

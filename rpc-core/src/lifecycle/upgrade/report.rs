@@ -107,11 +107,19 @@ pub enum UpgradeResult {
     Failed,
     /// Not started (see [`Refusal`]).
     Refused,
+    /// The shutdown began before the new process took over: the new process, if
+    /// started, was killed and reaped, and this process shuts down as usual.
+    Cancelled,
 }
 
 impl UpgradeResult {
     /// Every result, for metrics labels.
-    pub const ALL: [UpgradeResult; 3] = [Self::Succeeded, Self::Failed, Self::Refused];
+    pub const ALL: [UpgradeResult; 4] = [
+        Self::Succeeded,
+        Self::Failed,
+        Self::Refused,
+        Self::Cancelled,
+    ];
 }
 
 impl fmt::Display for UpgradeResult {
@@ -120,6 +128,7 @@ impl fmt::Display for UpgradeResult {
             Self::Succeeded => "succeeded",
             Self::Failed => "failed",
             Self::Refused => "refused",
+            Self::Cancelled => "cancelled",
         })
     }
 }

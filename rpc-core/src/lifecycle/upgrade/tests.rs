@@ -367,11 +367,13 @@ async fn a_shutdown_during_the_start_kills_the_new_process_and_shuts_down_as_usu
     tokio::time::sleep(Duration::from_millis(500)).await;
     let shutdown: ShutdownReport = f.lifecycle.before_shutdown().await;
     let report = upgrade.await.unwrap();
-    assert_eq!(report.result, UpgradeResult::Failed);
+    assert_eq!(report.result, UpgradeResult::Cancelled);
     assert_eq!(
         outcome(&report, UpgradeStep::WaitReady),
         Some(StepOutcome::Skipped)
     );
+    assert_eq!(f.lifecycle.upgrade_counts().cancelled, 1);
+    assert_eq!(f.lifecycle.upgrade_counts().failed, 0);
     assert_eq!(f.record.abandoned.load(Ordering::SeqCst), 1);
     assert_eq!(shutdown.handed_over_to, None);
     assert_eq!(f.registry.unregisters.load(Ordering::SeqCst), 1);
