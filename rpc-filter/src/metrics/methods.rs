@@ -88,6 +88,9 @@ impl fmt::Debug for MethodSeries {
     }
 }
 
+/// Series by request path.
+type PathMap = HashMap<Box<str>, Arc<MethodSeries>, foldhash::fast::RandomState>;
+
 /// A family of duration histograms labelled `rpc_system`, `rpc_service`, `rpc_method`
 /// and one more label, exported as `<name>_seconds`. Register it with a
 /// prometheus-client `Registry` (`register_collector`).
@@ -95,7 +98,10 @@ pub struct MethodHistograms {
     name: &'static str,
     help: &'static str,
     label: LastLabel,
-    by_path: ArcSwap<HashMap<Box<str>, Arc<MethodSeries>>>,
+    /// Looked up on every call by its path: hashed with foldhash rather than SipHash
+    /// (a path a peer sends only finds or misses a series; the map never holds more
+    /// than [`MAX_METHODS`]).
+    by_path: ArcSwap<PathMap>,
     /// Serializes additions to `by_path` (readers never take it).
     adding: Mutex<()>,
     other: Arc<MethodSeries>,
