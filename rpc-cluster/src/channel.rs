@@ -6,7 +6,6 @@ use std::task::{Context, Poll};
 use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use rpc_core::BoxError;
-use rpc_core::metadata::grpc_timeout;
 use tonic::body::Body as TonicBody;
 use tower_service::Service;
 
@@ -131,9 +130,10 @@ impl Service<Request<TonicBody>> for ClusterChannel {
 
     fn call(&mut self, request: Request<TonicBody>) -> Self::Future {
         self.stack.stats.note_call();
+        let call = Call::new(self.stack.clone(), request);
         // The caller's deadline bounds the whole call, streams included (deadline.rs).
-        let deadline = grpc_timeout(request.headers());
-        let call = call::run(Call::new(self.stack.clone(), request));
+        let deadline = call.caller_deadline();
+        let call = call::run(call);
         match deadline {
             Some(limit) => deadline::bound(call, limit),
             None => call,

@@ -63,6 +63,8 @@ pub(crate) struct Call {
     /// Bound on each attempt: the smaller of the configured timeout and the caller's
     /// `grpc-timeout`.
     timeout: Option<Duration>,
+    /// The caller's deadline (`grpc-timeout`), which bounds the whole call.
+    caller_deadline: Option<Duration>,
     idempotent: bool,
     retries_allowed: u32,
     /// Attempts answered so far (re-routed refusals of closing providers not counted).
@@ -94,7 +96,8 @@ impl Call {
             .and_then(|value| value.to_str().ok()?.trim().parse().ok());
         let method = parts.uri.path().rsplit('/').next().unwrap_or_default();
         let retries_allowed = override_retries.unwrap_or_else(|| config.retries_for(method));
-        let timeout = match (config.timeout_for(method), grpc_timeout(&parts.headers)) {
+        let caller_deadline = grpc_timeout(&parts.headers);
+        let timeout = match (config.timeout_for(method), caller_deadline) {
             (Some(configured), Some(asked)) => Some(configured.min(asked)),
             (configured, asked) => configured.or(asked),
         };
@@ -114,6 +117,7 @@ impl Call {
             parts,
             hash_key,
             timeout,
+            caller_deadline,
             retries_allowed,
             attempts: 0,
             sent: 0,
@@ -121,6 +125,11 @@ impl Call {
             last_failure: None,
             unsent_resends: 0,
         }
+    }
+
+    /// The caller's deadline (`grpc-timeout`), if it gave a valid one.
+    pub(crate) fn caller_deadline(&self) -> Option<Duration> {
+        self.caller_deadline
     }
 
     /// Where the call's strategy sends its attempts.
