@@ -24,7 +24,8 @@
 //! concurrency (default 7), `OVERHEAD_PROFILE=plain|rpc|rpc-off|rpc-client|rpc-server`
 //! to run one configuration for 3 s at `OVERHEAD_PROFILE_CALLS` (default 16) calls for a
 //! profiler, printing CPU time per request (`rpc-client`: our consumer against tonic's
-//! server; `rpc-server`: tonic's client against our provider).
+//! server; `rpc-server`: tonic's client against our provider). `OVERHEAD_LIMIT=on` runs
+//! the rpc providers with the adaptive concurrency limit (`provider.limit`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,6 +86,8 @@ async fn ours(observed: bool) -> (EchoClient<rpc::ReferenceChannel>, Vec<Applica
         config.admin.enabled = false;
         config.metrics.enabled = observed;
         config.tracing.enabled = observed;
+        // `OVERHEAD_LIMIT=on`: the provider's adaptive concurrency limit (off by default).
+        config.provider.limit.enabled = std::env::var("OVERHEAD_LIMIT").is_ok_and(|v| v == "on");
         config
     };
     let mut provider = Application::builder(config("provider"));
