@@ -23,13 +23,23 @@ use tokio::sync::Semaphore;
 use tonic::Code;
 
 /// An echo provider that holds each request until its gate lets it through.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 struct Gated {
     /// Requests that reached the handler.
     ran: Arc<AtomicUsize>,
     gate: Arc<Semaphore>,
     /// Open: requests pass without waiting.
     open: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Default for Gated {
+    fn default() -> Self {
+        Self {
+            ran: Arc::default(),
+            gate: Arc::new(Semaphore::new(0)),
+            open: Arc::default(),
+        }
+    }
 }
 
 impl Gated {
@@ -184,7 +194,7 @@ async fn a_saturated_providers_excess_goes_to_the_other_and_nothing_fails() {
     .await
     .unwrap();
     let status = EchoClient::new(channel).echo(echo()).await.unwrap_err();
-    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
     assert_eq!(busy.ran(), 1);
 
     busy.open();
