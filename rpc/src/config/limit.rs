@@ -92,11 +92,9 @@ impl LimitConfig {
     }
 
     /// Checks what serde cannot; returns the key (under `provider.limit`) and what is
-    /// wrong. A disabled limit is not checked.
+    /// wrong. Checked when disabled too: a bad value is a mistake whether or not it is
+    /// in use yet.
     pub(crate) fn validate(&self) -> Result<(), (&'static str, String)> {
-        if !self.enabled {
-            return Ok(());
-        }
         let at_least_one = |key, value: u32| {
             if value == 0 {
                 Err((key, "must be at least 1".to_owned()))
