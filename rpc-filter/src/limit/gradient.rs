@@ -34,7 +34,7 @@ impl Default for GradientConfig {
     fn default() -> Self {
         Self {
             initial_limit: 100,
-            min_limit: 8,
+            min_limit: 50,
             max_limit: 1_000,
             window: Duration::from_millis(100),
             min_window_samples: 10,
@@ -76,7 +76,7 @@ pub struct WindowSample {
 /// gradient at 1 and the limit grows by `smoothing × queue_size` a window; an RTT rising
 /// beyond `tolerance ×` its long-term value shrinks it, by at most half a window before
 /// smoothing. While the RTT stays high the limit settles near `queue_size / (1 −
-/// gradient)` (8 with the defaults) unless `min_limit` is higher.
+/// gradient)` (8 with a gradient of 0.5) unless `min_limit` is higher.
 #[derive(Clone, Debug)]
 pub struct Gradient {
     config: GradientConfig,

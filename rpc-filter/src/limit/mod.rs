@@ -28,9 +28,13 @@
 //!   dropping the limit to a floor; Gradient2 (and we) use the long-term average instead,
 //!   decayed by 5 % a window while it is more than twice the current RTT, so the
 //!   provider never sheds load on purpose to measure itself.
-//! - **Defaults**: initial 100, min 8, max 1 000 (Netflix: 20 / 20 / 200): a provider
+//! - **Defaults**: initial 100, min 50, max 1 000 (Netflix: 20 / 20 / 200): a provider
 //!   here serves thousands of short requests a second, and a limit that starts too low
-//!   refuses healthy load until it has grown.
+//!   refuses healthy load until it has grown. The floor of 50 is measured, not taken:
+//!   the gradient reads CPU contention (the provider sharing its cores) as queueing,
+//!   and with a floor of 8 the limit collapsed under a 1.5× overload of
+//!   `benches/overload.sh` and refused load the chain could serve (goodput 0.49× the
+//!   healthy rate; with 50, see the README).
 //!
 //! # The refusal
 //!

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 ///   limit:
 ///     enabled: true
 ///     initial_limit: 100
-///     min_limit: 8
+///     min_limit: 50
 ///     max_limit: 1000
 ///     window: 100ms          # the limit moves at most once a window
 ///     min_window_samples: 10
@@ -32,7 +32,7 @@ pub struct LimitConfig {
     /// The limit before the first window is measured. Default 100.
     #[serde(alias = "initial-limit")]
     pub initial_limit: u32,
-    /// The limit never goes below this (at least 1). Default 8.
+    /// The limit never goes below this (at least 1). Default 50.
     #[serde(alias = "min-limit")]
     pub min_limit: u32,
     /// The limit never goes above this. Default 1 000.
