@@ -25,7 +25,8 @@
 //! to run one configuration for `OVERHEAD_PROFILE_MILLIS` (default 3000) at
 //! `OVERHEAD_PROFILE_CALLS` (default 16) calls for a profiler, printing the requests made
 //! and the CPU time per request (`rpc-client`: our consumer against tonic's
-//! server; `rpc-server`: tonic's client against our provider).
+//! server; `rpc-server`: tonic's client against our provider). `OVERHEAD_LIMIT=on` runs
+//! the rpc providers with the adaptive concurrency limit (`provider.limit`).
 
 use std::time::Duration;
 

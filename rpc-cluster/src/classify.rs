@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use http::Response;
 use rpc_core::BoxError;
-use rpc_core::metadata::{CLOSING, GRPC_STATUS, NOT_EXECUTED};
+use rpc_core::metadata::{CLOSING, GRPC_STATUS, NOT_EXECUTED, NOT_EXECUTED_OVERLOADED};
 use tonic::Code;
 use tonic::body::Body as TonicBody;
 
@@ -34,16 +34,24 @@ pub enum FailureKind {
     Transport,
     /// No response within the attempt's timeout (may have run).
     Timeout,
+    /// The provider refused it at its concurrency limit (`rpc-not-executed:
+    /// overloaded`, status `RESOURCE_EXHAUSTED`). Not run, and the instance stays in
+    /// service: a call re-routes it to another instance once, without counting a retry;
+    /// a second refusal ends the call with RESOURCE_EXHAUSTED (failover does not retry
+    /// it). Each re-route is more work for a fleet that may be overloaded as a whole, so
+    /// an overload costs at most one extra attempt per call, never a storm of them.
+    Overloaded,
 }
 
 impl FailureKind {
     /// Every kind, in the order of [`FailureKind::index`].
-    pub const ALL: [FailureKind; 5] = [
+    pub const ALL: [FailureKind; 6] = [
         Self::Rejected,
         Self::NotSent,
         Self::Unavailable,
         Self::Transport,
         Self::Timeout,
+        Self::Overloaded,
     ];
 
     /// The kind's position in [`FailureKind::ALL`], for per-kind counters.
@@ -59,6 +67,7 @@ impl FailureKind {
             Self::Unavailable => "unavailable",
             Self::Transport => "transport",
             Self::Timeout => "timeout",
+            Self::Overloaded => "overloaded",
         }
     }
 
@@ -68,9 +77,9 @@ impl FailureKind {
     }
 
     /// Whether the failure counts toward ejecting the instance. A rejection is the
-    /// instance's orderly goodbye, not a fault.
+    /// instance's orderly goodbye, an overload refusal its protection, not a fault.
     pub fn counts_against_instance(self) -> bool {
-        !matches!(self, Self::Rejected)
+        !matches!(self, Self::Rejected | Self::Overloaded)
     }
 }
 
@@ -124,7 +133,9 @@ impl Failure {
                     .join(": ");
                 let message = match self.kind {
                     FailureKind::NotSent => format!("request not sent: {cause}"),
-                    FailureKind::Rejected => format!("request not executed: {cause}"),
+                    FailureKind::Rejected | FailureKind::Overloaded => {
+                        format!("request not executed: {cause}")
+                    }
                     _ => format!(
                         "connection failed after the request was sent (it may have run): {cause}"
                     ),
@@ -156,9 +167,14 @@ pub(crate) fn classify_response(response: Response<TonicBody>) -> Outcome {
         None => return Outcome::Success(response),
         Some(value) => Code::from_bytes(value.as_bytes()),
     };
-    if response.headers().contains_key(&NOT_EXECUTED) {
+    if let Some(reason) = response.headers().get(&NOT_EXECUTED) {
+        let kind = if reason == NOT_EXECUTED_OVERLOADED {
+            FailureKind::Overloaded
+        } else {
+            FailureKind::Rejected
+        };
         return Outcome::Failure(Failure {
-            kind: FailureKind::Rejected,
+            kind,
             response: Ok(response),
         });
     }
@@ -259,6 +275,22 @@ mod tests {
                 ..
             })
         ));
+        let mut overloaded = with_status(Code::ResourceExhausted);
+        overloaded
+            .headers_mut()
+            .insert(NOT_EXECUTED, NOT_EXECUTED_OVERLOADED);
+        assert!(matches!(
+            classify_response(overloaded),
+            Outcome::Failure(Failure {
+                kind: FailureKind::Overloaded,
+                ..
+            })
+        ));
+        // Without the mark, RESOURCE_EXHAUSTED is the application's answer.
+        assert!(matches!(
+            classify_response(with_status(Code::ResourceExhausted)),
+            Outcome::AppError(_)
+        ));
     }
 
     #[test]
@@ -301,6 +333,8 @@ mod tests {
         assert!(!FailureKind::NotSent.maybe_executed());
         assert!(FailureKind::Timeout.maybe_executed());
         assert!(!FailureKind::Rejected.counts_against_instance());
+        assert!(!FailureKind::Overloaded.maybe_executed());
+        assert!(!FailureKind::Overloaded.counts_against_instance());
         assert!(FailureKind::NotSent.counts_against_instance());
     }
 }

@@ -53,6 +53,12 @@ pub const CONSUMER_VALUE: HeaderValue = HeaderValue::from_static("1");
 /// The value of [`NOT_EXECUTED`] when the provider is shutting down.
 pub const NOT_EXECUTED_CLOSING: HeaderValue = HeaderValue::from_static("closing");
 
+/// The value of [`NOT_EXECUTED`] when the provider refused the request because it is at
+/// its concurrency limit (carried with status `RESOURCE_EXHAUSTED`). Unlike `closing`,
+/// the instance stays in service: our consumers re-send such a request to another
+/// instance a bounded number of times (see rpc-cluster's `FailureKind::Overloaded`).
+pub const NOT_EXECUTED_OVERLOADED: HeaderValue = HeaderValue::from_static("overloaded");
+
 /// A [`GRPC_TIMEOUT`] value that is not 1 to 8 digits and a unit.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("malformed grpc-timeout `{0}` (expected 1 to 8 digits and one of H M S m u n)")]

@@ -9,6 +9,9 @@
 //!   on.
 //! - [`graceful::ConsumerGracefulLayer`]: the consumer side — counts outbound calls until
 //!   their response body ends, and refuses new calls once outbound has been drained.
+//! - [`limit::ConcurrencyLimitLayer`]: the provider's adaptive concurrency limit —
+//!   refuses the excess of an overload at once as `RESOURCE_EXHAUSTED`, "overloaded, not
+//!   executed".
 //! - [`metrics::CallMetricsLayer`]: call durations by service, method and gRPC status,
 //!   into Prometheus histograms, on either side.
 //! - [`trace::CallTraceLayer`]: one `tracing` span per call, on either side.
@@ -21,6 +24,7 @@
 pub mod call_end;
 pub mod graceful;
 mod grpc_path;
+pub mod limit;
 pub mod metrics;
 pub mod trace;
 

@@ -87,6 +87,9 @@ pub struct LoadRecord {
     pub steady: Histogram<u64>,
     /// Latency (µs) of requests sent while an instance was restarting.
     pub during_restart: Histogram<u64>,
+    /// Latency (µs) of the requests that succeeded (an overload's goodput is judged on
+    /// them: a refusal answered at once must not make the successes look fast).
+    pub succeeded_latency: Histogram<u64>,
     /// Per-second counts, indexed by second since start.
     pub seconds: Vec<Second>,
     /// The latency histograms of the last [`OPEN_SECONDS`] seconds, the oldest first
@@ -116,6 +119,7 @@ impl LoadRecord {
             by_provider: BTreeMap::new(),
             steady: latency_histogram(),
             during_restart: latency_histogram(),
+            succeeded_latency: latency_histogram(),
             seconds: Vec::new(),
             second_histograms: VecDeque::new(),
             first_open: 0,
@@ -178,8 +182,12 @@ impl LoadRecord {
         result: CallResult,
         restarting: bool,
     ) {
+        let ok = result.is_ok();
         let index = self.count(sent_at, result);
         let micros = latency.as_micros().max(1) as u64;
+        if ok {
+            let _ = self.succeeded_latency.record(micros);
+        }
         if let Some(histogram) = index
             .checked_sub(self.first_open)
             .and_then(|open| self.second_histograms.get_mut(open))

@@ -43,6 +43,10 @@ struct Args {
     /// instances the way a plain restart does.
     #[arg(long, value_enum, default_value_t = Switch::On)]
     graceful: Switch,
+    /// The adaptive concurrency limit (`provider.limit`) on every proxy and provider:
+    /// `on` refuses the excess of an overload at once as RESOURCE_EXHAUSTED.
+    #[arg(long, value_enum, default_value_t = Switch::Off)]
+    limit: Switch,
     /// Registry URL. `memory://` (in-process) is the embedded default; its propagation
     /// delay is --registry-delay unless the URL sets `?delay=`.
     #[arg(long, default_value = "memory://")]
@@ -108,7 +112,14 @@ async fn main() {
     let args = Args::parse();
     if let Some(role) = args.role {
         std::process::exit(
-            rolling::run_child(role, &args.name, &args.registry, args.work_ms).await,
+            rolling::run_child(
+                role,
+                &args.name,
+                &args.registry,
+                args.work_ms,
+                args.limit == Switch::On,
+            )
+            .await,
         );
     }
     let options = Options {
@@ -120,6 +131,7 @@ async fn main() {
         payload: args.payload,
         work_ms: args.work_ms,
         graceful: args.graceful == Switch::On,
+        limit: args.limit == Switch::On,
         registry: args.registry,
         registry_delay: args.registry_delay,
         max_outstanding: args.max_outstanding,

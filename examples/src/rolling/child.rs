@@ -8,9 +8,9 @@ use super::role::Role;
 /// The body of a child process: start one instance, print `ready ADDR admin
 /// ADMIN_ADDR`, serve until a signal runs the shutdown sequence, print `report JSON`,
 /// and return the exit code.
-pub async fn run_child(role: Role, name: &str, registry: &str, work_ms: u32) -> i32 {
+pub async fn run_child(role: Role, name: &str, registry: &str, work_ms: u32, limit: bool) -> i32 {
     use std::io::Write;
-    let fleet = Fleet::for_child(registry, work_ms);
+    let fleet = Fleet::for_child(registry, work_ms, limit);
     let app = match fleet.start_in_process(role, name).await {
         Ok(app) => app,
         Err(error) => {

@@ -38,6 +38,8 @@ pub struct Fleet {
     registry: Registry,
     mode: Mode,
     work_ms: u32,
+    /// Whether proxies and providers run the adaptive concurrency limit.
+    limit: bool,
     /// Whether instances install signal handlers (only in their own process).
     signals: bool,
     /// The binary that child processes run.
@@ -88,6 +90,7 @@ impl Fleet {
             registry,
             mode: options.mode,
             work_ms: options.work_ms,
+            limit: options.limit,
             signals: false,
             executable: options.executable.clone(),
             readiness: options.admin.then(ReadinessWatch::start),
@@ -96,11 +99,12 @@ impl Fleet {
 
     /// The fleet of one child process: it starts its single instance in-process, with
     /// signal handlers, on the registry at `url`.
-    pub fn for_child(url: &str, work_ms: u32) -> Self {
+    pub fn for_child(url: &str, work_ms: u32, limit: bool) -> Self {
         Self {
             registry: Registry::Url(url.to_owned()),
             mode: Mode::InProcess,
             work_ms,
+            limit,
             signals: true,
             executable: std::path::PathBuf::new(),
             readiness: None,
@@ -132,11 +136,16 @@ impl Fleet {
                 .await
                 .map(Instance::InProcess),
             Mode::Processes => match &self.registry {
-                Registry::Url(url) => {
-                    ChildInstance::spawn(&self.executable, role, name, url, self.work_ms)
-                        .await
-                        .map(|child| Instance::Process(Box::new(child)))
-                }
+                Registry::Url(url) => ChildInstance::spawn(
+                    &self.executable,
+                    role,
+                    name,
+                    url,
+                    self.work_ms,
+                    self.limit,
+                )
+                .await
+                .map(|child| Instance::Process(Box::new(child))),
                 Registry::Memory { .. } => {
                     Err("processes need a cross-process registry".to_owned())
                 }
@@ -158,7 +167,9 @@ impl Fleet {
         role: Role,
         name: &str,
     ) -> Result<Application, String> {
-        let mut builder = self.builder(role_config(role, name, self.signals));
+        let mut config = role_config(role, name, self.signals);
+        config.provider.limit.enabled = self.limit;
+        let mut builder = self.builder(config);
         match role {
             Role::Provider => {
                 builder.service(EchoServer::new(EchoProvider {

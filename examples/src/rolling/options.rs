@@ -50,6 +50,8 @@ pub struct Options {
     pub work_ms: u32,
     /// Graceful online/offline on (real shutdown sequence) or off (kill).
     pub graceful: bool,
+    /// The adaptive concurrency limit (`provider.limit`) on every proxy and provider.
+    pub limit: bool,
     /// Registry URL; `memory://` is the embedded default.
     pub registry: String,
     /// Most requests in flight at once; a request due beyond it is not sent and counts
@@ -85,6 +87,7 @@ impl Default for Options {
             payload: 64,
             work_ms: 1,
             graceful: true,
+            limit: false,
             registry: "memory://".to_owned(),
             max_outstanding: load::DEFAULT_MAX_OUTSTANDING,
             registry_delay: Duration::from_millis(300),

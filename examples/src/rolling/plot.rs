@@ -212,6 +212,7 @@ mod tests {
             latency_ms: Latency::default(),
             latency_steady_ms: Latency::default(),
             latency_during_restarts_ms: Latency::default(),
+            latency_succeeded_ms: Latency::default(),
             peak_rss_bytes: None,
             per_second,
             readiness: Vec::new(),

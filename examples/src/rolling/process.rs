@@ -31,7 +31,8 @@ pub struct ChildInstance {
 }
 
 impl ChildInstance {
-    /// Spawns `executable --role ROLE --name NAME --registry URL --work-ms N` and waits
+    /// Spawns `executable --role ROLE --name NAME --registry URL --work-ms N --limit
+    /// on|off` and waits
     /// for its `ready ADDR [admin ADMIN_ADDR]` line.
     pub(crate) async fn spawn(
         executable: &Path,
@@ -39,10 +40,12 @@ impl ChildInstance {
         name: &str,
         url: &str,
         work_ms: u32,
+        limit: bool,
     ) -> Result<Self, String> {
         let mut child = Command::new(executable)
             .args(["--role", role.name(), "--name", name, "--registry", url])
             .args(["--work-ms", &work_ms.to_string()])
+            .args(["--limit", if limit { "on" } else { "off" }])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

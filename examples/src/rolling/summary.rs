@@ -219,6 +219,8 @@ pub struct Summary {
     pub latency_steady_ms: Latency,
     /// Latency of requests sent while an instance was restarting.
     pub latency_during_restarts_ms: Latency,
+    /// Latency of the requests that succeeded.
+    pub latency_succeeded_ms: Latency,
     /// Largest resident set size of this process during the run, in bytes (Linux: its
     /// own `VmHWM`, not `getrusage`'s figure, which includes cargo's when run by
     /// `cargo run`).
@@ -275,6 +277,7 @@ impl Summary {
             latency_ms: Latency::of(&all),
             latency_steady_ms: Latency::of(&record.steady),
             latency_during_restarts_ms: Latency::of(&record.during_restart),
+            latency_succeeded_ms: Latency::of(&record.succeeded_latency),
             peak_rss_bytes: peak_rss(),
             per_second: record.seconds,
             readiness: Vec::new(),
@@ -339,6 +342,7 @@ impl Summary {
             ("all", &self.latency_ms),
             ("steady", &self.latency_steady_ms),
             ("during restarts", &self.latency_during_restarts_ms),
+            ("succeeded", &self.latency_succeeded_ms),
         ] {
             let _ = writeln!(
                 out,

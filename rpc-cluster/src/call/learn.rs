@@ -40,6 +40,12 @@ pub(super) fn learn(
             blacklist.on_success(invoker, now);
             Some(response)
         }
+        // An overloaded instance is healthy and stays in service: nothing is held
+        // against it, and its quick refusal does not enter its latency estimate (it
+        // would make it look fast).
+        Outcome::Failure(failure) if failure.kind == FailureKind::Overloaded => {
+            failure.response.as_ref().ok()
+        }
         Outcome::Failure(failure) => {
             invoker.note_result(true, now);
             if matches!(failure.kind, FailureKind::Rejected | FailureKind::NotSent) {

@@ -51,6 +51,12 @@ use crate::strategy::{CallFacts, Decision, Failed, Plan};
 /// keeps refusing streams cannot keep a call looping.
 const TRANSPARENT_RESENDS: u8 = 3;
 
+/// Most re-routes of an overload refusal per call (not counted as retries). One: a
+/// single saturated instance is stepped around, but when the next one refuses too the
+/// call ends (failover does not retry an overload refusal), so an overload is not
+/// multiplied by re-routes.
+const OVERLOAD_REROUTES: u8 = 1;
+
 /// The state of one call across its attempts.
 pub(crate) struct Call {
     stack: Arc<ReferenceStack>,
@@ -75,6 +81,8 @@ pub(crate) struct Call {
     tried: SmallVec<[InstanceId; 2]>,
     /// How often a request that was never processed was sent again (see `send`).
     unsent_resends: u8,
+    /// How often an overload refusal was re-routed without counting (see `send`).
+    overload_reroutes: u8,
     /// The failure to report if the call ends with no better one.
     last_failure: Option<Failure>,
     rng: SmallRng,
@@ -124,6 +132,7 @@ impl Call {
             tried: SmallVec::new(),
             last_failure: None,
             unsent_resends: 0,
+            overload_reroutes: 0,
         }
     }
 
@@ -146,6 +155,15 @@ impl Call {
             let invoker = self.pick(route)?;
             match self.attempt(&invoker).await? {
                 Outcome::Failure(failure) if failure.kind == FailureKind::Rejected => {
+                    self.stack.stats.note_reroute();
+                    self.last_failure = Some(failure);
+                }
+                // An overloaded instance's refusal: not executed, re-routed once free.
+                Outcome::Failure(failure)
+                    if failure.kind == FailureKind::Overloaded
+                        && self.overload_reroutes < OVERLOAD_REROUTES =>
+                {
+                    self.overload_reroutes += 1;
                     self.stack.stats.note_reroute();
                     self.last_failure = Some(failure);
                 }

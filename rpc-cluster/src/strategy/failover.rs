@@ -5,6 +5,8 @@ use std::time::Duration;
 use rand::RngExt;
 use rand::rngs::SmallRng;
 
+use crate::classify::FailureKind;
+
 use super::{CallFacts, Decision, Failed, Plan, Strategy};
 
 /// Failover (the default). Each attempt goes to an instance not yet tried in this call,
@@ -52,6 +54,11 @@ impl Strategy for Failover {
         let Failed::Attempt(kind) = failed else {
             return Decision::Fail;
         };
+        // An overload refusal reaching the strategy has had its one free re-route: the
+        // fleet is overloaded, and another attempt would only add to it.
+        if kind == FailureKind::Overloaded {
+            return Decision::Fail;
+        }
         let retries_made = facts.attempts.saturating_sub(1);
         let safe = !kind.maybe_executed() || facts.idempotent;
         if retries_made >= facts.retries_allowed || !safe || !facts.replayable {
@@ -106,6 +113,8 @@ mod tests {
             "1 + 2 attempts"
         );
         assert_eq!(decide(timeout, facts(1, false)), Decision::Fail);
+        let overloaded = Failed::Attempt(FailureKind::Overloaded);
+        assert_eq!(decide(overloaded, facts(1, true)), Decision::Fail);
         assert!(matches!(
             decide(timeout, facts(1, true)),
             Decision::Retry { .. }

@@ -38,7 +38,7 @@ use tower::Service;
 use tokio_util::sync::CancellationToken;
 
 use crate::inflight::{InflightCounter, InflightGuard};
-use crate::metadata::{CONSUMER, HEALTH_PATH_PREFIX, NOT_EXECUTED};
+use crate::metadata::{CONSUMER, HEALTH_PATH_PREFIX, NOT_EXECUTED, NOT_EXECUTED_OVERLOADED};
 use crate::registry::BoxError;
 
 /// One connection's peer, as its requests show it.
@@ -166,7 +166,13 @@ where
         let this = self.project();
         let response = std::task::ready!(this.inner.poll(cx)).map_err(Into::into)?;
         let call = this.call.take();
-        if !*this.from_consumer && response.headers().contains_key(&NOT_EXECUTED) {
+        // An overload refusal stays a RESOURCE_EXHAUSTED status: a plain client should
+        // back off, not re-send at once as it may a refused stream.
+        let closing_refusal = response
+            .headers()
+            .get(&NOT_EXECUTED)
+            .is_some_and(|reason| reason != NOT_EXECUTED_OVERLOADED);
+        if !*this.from_consumer && closing_refusal {
             this.refused.fetch_add(1, Ordering::Relaxed);
             // hyper resets the stream with the h2 reason it finds in the error's
             // sources. The call stays counted until hyper drops the error, which it

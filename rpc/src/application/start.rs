@@ -11,6 +11,7 @@ use rpc_core::lifecycle::{Export, ExportedService, ManagedReference, StartError,
 use rpc_core::transport::MessageLimitLayer;
 use rpc_core::{Registry, ServiceKey};
 use rpc_filter::graceful::ProviderGracefulLayer;
+use rpc_filter::limit::{ConcurrencyLimitLayer, ConcurrencyLimiter};
 use tower_layer::Layer;
 
 use super::admin::AdminStarted;
@@ -241,6 +242,18 @@ impl ApplicationBuilder {
         // Message sizes are checked next to tonic's routes, inside every other filter,
         // so a refused message is counted and traced like any other failed call.
         let limited = MessageLimitLayer::new(protocol.message_limits()).layer(routes.routes());
+        // The concurrency limit inside the graceful filter: a closing provider refuses
+        // as closing first, and a request refused at the limit is still counted and
+        // traced by the filters outside.
+        let limit = &self.config.provider.limit;
+        let concurrency = if limit.enabled {
+            let limiter = ConcurrencyLimiter::new(limit.gradient());
+            self.metrics.observe_limiter(&limiter);
+            ConcurrencyLimitLayer::new(limiter)
+        } else {
+            ConcurrencyLimitLayer::disabled()
+        };
+        let limited = concurrency.layer(limited);
         let graceful = ProviderGracefulLayer::new(self.lifecycle.provider_handles()).layer(limited);
         let service = observe::provider_service(graceful, &self.metrics, &self.config.tracing);
         let services = self

@@ -8,6 +8,7 @@
 //! provider:
 //!   services:
 //!     helloworld.Greeter: { version: "1.0.0", weight: 100 }
+//!   limit: { enabled: true, max_limit: 1000 }   # adaptive concurrency limit, off by default
 //! consumer:
 //!   check: true
 //!   references:
@@ -33,6 +34,7 @@
 //! numbers are errors that name the key and the file.
 
 mod byte_size;
+mod limit;
 mod load;
 mod protocol;
 mod sections;
@@ -47,6 +49,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::admin::AdminConfig;
 pub use crate::observe::{MetricsConfig, TracingConfig};
+pub use limit::LimitConfig;
 pub use load::{ConfigError, ConfigFormat};
 pub use protocol::ProtocolConfig;
 pub use sections::{

@@ -7,6 +7,8 @@ use rpc_cluster::{BlacklistConfig, DirectoryConfig, ReferenceConfig};
 use rpc_core::transport::ClientTls;
 use serde::{Deserialize, Serialize};
 
+use super::limit::LimitConfig;
+
 /// `application`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -38,11 +40,13 @@ pub struct RegistryConfig {
 }
 
 /// `provider`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProviderConfig {
     /// Settings per provided service, by gRPC service name (`helloworld.Greeter`).
     pub services: BTreeMap<String, ServiceConfig>,
+    /// The adaptive concurrency limit on inbound requests (off by default).
+    pub limit: LimitConfig,
 }
 
 /// One entry of `provider.services`.

@@ -18,6 +18,10 @@ impl Config {
         self.graceful_shutdown
             .validate()
             .map_err(|(key, reason)| (format!("graceful_shutdown.{key}"), reason))?;
+        self.provider
+            .limit
+            .validate()
+            .map_err(|(key, reason)| (format!("provider.limit.{key}"), reason))?;
         if self.consumer.check_timeout.is_zero() {
             return Err((
                 "consumer.check_timeout".into(),

@@ -75,7 +75,8 @@ impl ReferenceView {
 }
 
 /// The reasons a retry is counted under: every failure kind but a closing provider's
-/// refusal, which is re-sent without being a retry (a failover).
+/// refusal, which is re-sent without being a retry (a failover), and an overload
+/// refusal, re-routed once and never retried.
 const RETRY_REASONS: [FailureKind; 4] = [
     FailureKind::NotSent,
     FailureKind::Unavailable,

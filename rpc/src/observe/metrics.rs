@@ -7,11 +7,13 @@ use std::time::Duration;
 use prometheus_client::registry::Registry as PrometheusRegistry;
 use rpc_cluster::{AttemptObserver, ClusterChannel, FailureKind};
 use rpc_core::{Lifecycle, Registry};
+use rpc_filter::limit::ConcurrencyLimiter;
 use rpc_filter::metrics::{CallMetricsLayer, LastLabel, MethodHistograms, STATUS_CODE};
 
 use super::cluster::ReferencesCollector;
 use super::config::MetricsConfig;
 use super::lifecycle::LifecycleCollector;
+use super::limit::LimitCollector;
 use super::registry::RegistryOperations;
 use super::server::ServerCollector;
 
@@ -26,6 +28,7 @@ const ATTEMPT_OUTCOME: LastLabel = LastLabel {
         "unavailable",
         "transport",
         "timeout",
+        "overloaded",
     ],
 };
 
@@ -49,6 +52,7 @@ struct Instruments {
     attempts: Arc<AttemptDurations>,
     references: Arc<ReferencesCollector>,
     registry_operations: Arc<RegistryOperations>,
+    limit: Arc<LimitCollector>,
 }
 
 impl Metrics {
@@ -79,10 +83,12 @@ impl Metrics {
         )));
         let references = Arc::new(ReferencesCollector::new(lifecycle.outbound().clone()));
         let registry_operations = Arc::new(RegistryOperations::default());
+        let limit = Arc::new(LimitCollector::default());
 
         let mut registry = PrometheusRegistry::default();
         registry.register_collector(Box::new(LifecycleCollector::new(lifecycle.clone())));
         registry.register_collector(Box::new(ServerCollector::new(lifecycle.clone())));
+        registry.register_collector(Box::new(limit.clone()));
         registry.register_collector(Box::new(server_calls.clone()));
         registry.register_collector(Box::new(references.clone()));
         registry.register_collector(Box::new(client_calls.clone()));
@@ -96,6 +102,7 @@ impl Metrics {
                 attempts,
                 references,
                 registry_operations,
+                limit,
             })),
         }
     }
@@ -152,6 +159,13 @@ impl Metrics {
         let channel = channel.with_attempt_observer(instruments.attempts.clone());
         instruments.references.add(channel.clone());
         channel
+    }
+
+    /// Reads the provider's concurrency limit at each scrape.
+    pub(crate) fn observe_limiter(&self, limiter: &ConcurrencyLimiter) {
+        if let Some(instruments) = &self.instruments {
+            instruments.limit.set(limiter.clone());
+        }
     }
 
     /// `registry`, its operations counted under `name` (its key under `registries`).

@@ -18,6 +18,7 @@ mod cluster;
 mod config;
 mod filters;
 mod lifecycle;
+mod limit;
 mod metrics;
 #[cfg(feature = "otlp")]
 pub mod otlp;

@@ -1,0 +1,306 @@
+//! The provider filter: admit a request under the limit, or refuse it at once.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Buf;
+use http::{Request, Response};
+use http_body::Body;
+use pin_project_lite::pin_project;
+use rpc_core::metadata::{HEALTH_PATH_PREFIX, NOT_EXECUTED, NOT_EXECUTED_OVERLOADED};
+use tonic::body::Body as TonicBody;
+use tower_layer::Layer;
+use tower_service::Service;
+
+use super::limiter::{ConcurrencyLimiter, Permit};
+use crate::call_end::{CallEndBody, OnCallEnd};
+
+/// Applies [`ConcurrencyLimit`] to a service (tonic routes). Built with no limiter
+/// ([`ConcurrencyLimitLayer::disabled`]) it passes every request through.
+#[derive(Clone, Debug)]
+pub struct ConcurrencyLimitLayer {
+    limiter: Option<ConcurrencyLimiter>,
+}
+
+impl ConcurrencyLimitLayer {
+    /// A layer that admits requests under `limiter`'s limit.
+    pub fn new(limiter: ConcurrencyLimiter) -> Self {
+        Self {
+            limiter: Some(limiter),
+        }
+    }
+
+    /// A layer that limits nothing.
+    pub fn disabled() -> Self {
+        Self { limiter: None }
+    }
+}
+
+impl<S> Layer<S> for ConcurrencyLimitLayer {
+    type Service = ConcurrencyLimit<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        ConcurrencyLimit {
+            inner,
+            limiter: self.limiter.clone(),
+        }
+    }
+}
+
+/// The provider's adaptive concurrency limit. A request (other than a health check)
+/// takes a place under the limit until its response body ends; when none is free it is
+/// answered at once, without running, as a trailers-only `RESOURCE_EXHAUSTED` with
+/// `rpc-not-executed: overloaded` ([`overload_refusal`]).
+#[derive(Clone, Debug)]
+pub struct ConcurrencyLimit<S> {
+    inner: S,
+    limiter: Option<ConcurrencyLimiter>,
+}
+
+impl<S, B> Service<Request<B>> for ConcurrencyLimit<S>
+where
+    S: Service<Request<B>, Response = Response<TonicBody>>,
+    B: Body,
+{
+    type Response = Response<TonicBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future, B>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let permit = match &self.limiter {
+            Some(limiter) if !request.uri().path().starts_with(HEALTH_PATH_PREFIX) => {
+                match limiter.try_acquire() {
+                    Some(permit) => Some(permit),
+                    None => {
+                        return ResponseFuture::Refused {
+                            body: request.into_body(),
+                            read: 0,
+                            wait: tokio::time::sleep(DRAIN_WAIT),
+                            response: Some(overload_refusal()),
+                        };
+                    }
+                }
+            }
+            _ => None,
+        };
+        ResponseFuture::Admitted {
+            inner: self.inner.call(request),
+            permit,
+        }
+    }
+}
+
+/// The answer to a request refused at the concurrency limit: a trailers-only gRPC
+/// response with status `RESOURCE_EXHAUSTED` and `rpc-not-executed: overloaded`. A plain
+/// gRPC client sees an ordinary RESOURCE_EXHAUSTED.
+pub fn overload_refusal() -> Response<TonicBody> {
+    let mut response = tonic::Status::resource_exhausted(
+        "provider overloaded (concurrency limit reached); request not executed",
+    )
+    .into_http::<TonicBody>();
+    response
+        .headers_mut()
+        .insert(NOT_EXECUTED, NOT_EXECUTED_OVERLOADED);
+    response
+}
+
+/// A permit ends with its call: when the response body ends, or is dropped.
+impl OnCallEnd for Permit {
+    fn call_ended(self, _code: tonic::Code) {
+        self.finish();
+    }
+}
+
+/// Most request bytes read (and dropped) before a refusal is sent; a larger request is
+/// refused without waiting for the rest.
+const DRAIN_LIMIT: usize = 64 * 1024;
+
+/// Longest a refusal waits for the rest of its request: a unary message follows its
+/// headers at once, but a streaming client may send nothing until it hears back.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
+
+pin_project! {
+    /// Future of [`ConcurrencyLimit`].
+    #[project = Projection]
+    pub enum ResponseFuture<F, B> {
+        /// The request runs; its permit moves into the response body.
+        Admitted {
+            #[pin]
+            inner: F,
+            permit: Option<Permit>,
+        },
+        /// The request was refused before running. Its body (a unary message, usually
+        /// right behind the headers) is read to its end first, up to [`DRAIN_LIMIT`]
+        /// and [`DRAIN_WAIT`]: a response that ends the stream while the client is
+        /// still sending makes HTTP/2 reset it, and a burst of refusals would then
+        /// reach h2's limit of locally reset streams and close the whole connection
+        /// (GOAWAY ENHANCE_YOUR_CALM), failing every call on it.
+        Refused {
+            #[pin]
+            body: B,
+            read: usize,
+            #[pin]
+            wait: tokio::time::Sleep,
+            response: Option<Response<TonicBody>>,
+        },
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B>
+where
+    F: Future<Output = Result<Response<TonicBody>, E>>,
+    B: Body,
+{
+    type Output = Result<Response<TonicBody>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            Projection::Admitted { inner, permit } => {
+                // An error drops the permit with the future: the call has ended.
+                let response = std::task::ready!(inner.poll(cx))?;
+                Poll::Ready(Ok(match permit.take() {
+                    Some(permit) => {
+                        response.map(|body| TonicBody::new(CallEndBody::new(body, Some(permit))))
+                    }
+                    None => response,
+                }))
+            }
+            Projection::Refused {
+                mut body,
+                read,
+                mut wait,
+                response,
+            } => {
+                while *read <= DRAIN_LIMIT && !body.is_end_stream() {
+                    match body.as_mut().poll_frame(cx) {
+                        Poll::Ready(Some(Ok(frame))) => {
+                            *read += frame.data_ref().map_or(0, |data| data.remaining());
+                        }
+                        Poll::Ready(Some(Err(_)) | None) => break,
+                        Poll::Pending if wait.is_elapsed() => break,
+                        Poll::Pending => {
+                            std::task::ready!(wait.as_mut().poll(cx));
+                            break;
+                        }
+                    }
+                }
+                Poll::Ready(Ok(response.take().unwrap_or_else(|| {
+                    tonic::Status::internal("polled after completion").into_http()
+                })))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use http_body_util::BodyExt;
+    use tokio::sync::Semaphore;
+    use tower::{ServiceExt, service_fn};
+
+    use super::*;
+    use crate::limit::GradientConfig;
+
+    fn request(path: &str) -> Request<TonicBody> {
+        Request::builder()
+            .uri(path)
+            .body(TonicBody::empty())
+            .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn over_the_limit_a_request_is_refused_without_running_and_health_passes() {
+        let limiter = ConcurrencyLimiter::new(GradientConfig {
+            initial_limit: 2,
+            min_limit: 2,
+            max_limit: 2,
+            ..GradientConfig::default()
+        });
+        let ran = Arc::new(AtomicUsize::new(0));
+        let gate = Arc::new(Semaphore::new(0));
+        let service = ConcurrencyLimitLayer::new(limiter.clone()).layer(service_fn({
+            let (ran, gate) = (ran.clone(), gate.clone());
+            move |req: Request<TonicBody>| {
+                let (ran, gate) = (ran.clone(), gate.clone());
+                let health = req.uri().path().starts_with(HEALTH_PATH_PREFIX);
+                async move {
+                    ran.fetch_add(1, Ordering::SeqCst);
+                    if !health && let Ok(permit) = gate.acquire().await {
+                        permit.forget();
+                    }
+                    let body = http_body_util::Full::new(bytes::Bytes::from_static(b"reply"));
+                    Ok::<_, Infallible>(Response::new(TonicBody::new(body)))
+                }
+            }
+        }));
+
+        let first = tokio::spawn(service.clone().oneshot(request("/echo.Echo/Echo")));
+        let second = tokio::spawn(service.clone().oneshot(request("/echo.Echo/Echo")));
+        while ran.load(Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert_eq!(limiter.inflight(), 2);
+
+        let refused = service
+            .clone()
+            .oneshot(request("/echo.Echo/Echo"))
+            .await
+            .unwrap();
+        assert_eq!(refused.headers().get(NOT_EXECUTED).unwrap(), "overloaded");
+        assert_eq!(refused.headers().get("grpc-status").unwrap(), "8");
+        assert_eq!(ran.load(Ordering::SeqCst), 2, "the handler did not run");
+        assert_eq!(limiter.refused(), 1);
+
+        // A health check is never limited.
+        let health = service
+            .clone()
+            .oneshot(request("/grpc.health.v1.Health/Check"))
+            .await
+            .unwrap();
+        assert!(health.headers().get(NOT_EXECUTED).is_none());
+        assert_eq!(ran.load(Ordering::SeqCst), 3);
+
+        // A place is held until the response body ends.
+        gate.add_permits(3);
+        let first = first.await.unwrap().unwrap();
+        second
+            .await
+            .unwrap()
+            .unwrap()
+            .into_body()
+            .collect()
+            .await
+            .unwrap();
+        assert_eq!(limiter.inflight(), 1);
+        first.into_body().collect().await.unwrap();
+        assert_eq!(limiter.inflight(), 0);
+        let admitted = service.oneshot(request("/echo.Echo/Echo")).await.unwrap();
+        assert!(admitted.headers().get(NOT_EXECUTED).is_none());
+    }
+
+    #[tokio::test]
+    async fn disabled_it_passes_everything() {
+        let service =
+            ConcurrencyLimitLayer::disabled().layer(service_fn(|_req: Request<TonicBody>| async {
+                Ok::<_, Infallible>(Response::new(TonicBody::empty()))
+            }));
+        for _ in 0..3 {
+            let response = service
+                .clone()
+                .oneshot(request("/echo.Echo/Echo"))
+                .await
+                .unwrap();
+            assert!(response.headers().get(NOT_EXECUTED).is_none());
+        }
+    }
+}
