@@ -120,10 +120,18 @@ impl Failure {
     /// What the caller receives for this failure.
     ///
     /// A transport error becomes `UNAVAILABLE` (as gRPC's C++ and Java clients report a
-    /// lost connection), keeping the error as the status's source.
+    /// lost connection), keeping the error as the status's source. A provider's answer
+    /// loses the marks that describe this hop (`rpc-not-executed`, `rpc-closing`): they
+    /// are about the instance, not the caller's call, and a proxy that returns the status
+    /// as its own would otherwise tell its caller that it did not run, or is closing.
     pub(crate) fn into_result(self) -> Result<Response<TonicBody>, BoxError> {
         match self.response {
-            Ok(response) => Ok(response),
+            Ok(mut response) => {
+                let headers = response.headers_mut();
+                headers.remove(&NOT_EXECUTED);
+                headers.remove(&CLOSING);
+                Ok(response)
+            }
             Err(error) => {
                 // The whole chain: tonic's own message ("transport error") says nothing
                 // of what happened (reset, closed, protocol error).
@@ -291,6 +299,28 @@ mod tests {
             classify_response(with_status(Code::ResourceExhausted)),
             Outcome::AppError(_)
         ));
+    }
+
+    #[test]
+    fn the_caller_gets_the_status_without_the_marks_of_the_hop() {
+        let mut refused = with_status(Code::ResourceExhausted);
+        refused
+            .headers_mut()
+            .insert(NOT_EXECUTED, NOT_EXECUTED_OVERLOADED);
+        refused
+            .headers_mut()
+            .insert(CLOSING, "true".parse().unwrap());
+        let Outcome::Failure(failure) = classify_response(refused) else {
+            panic!("an overload refusal is a failure");
+        };
+        let answer = failure.into_result().expect("the provider's answer");
+        assert!(answer.headers().get(&NOT_EXECUTED).is_none());
+        assert!(answer.headers().get(&CLOSING).is_none());
+        assert_eq!(
+            answer.headers().get(&GRPC_STATUS).unwrap(),
+            "8",
+            "the status itself is kept"
+        );
     }
 
     #[test]

@@ -20,11 +20,13 @@ use super::gradient::{Gradient, GradientConfig, WindowSample};
 /// one is doing the update) and moves the limit.
 #[derive(Clone, Debug)]
 pub struct ConcurrencyLimiter {
-    shared: Arc<Shared>,
+    state: Arc<LimitState>,
 }
 
+/// The limit, the requests under it and the window being measured, held by the
+/// limiter and every permit.
 #[derive(Debug)]
-struct Shared {
+struct LimitState {
     limit: AtomicU32,
     inflight: AtomicU32,
     /// Requests refused at the limit (the counter the closing refusals use too).
@@ -54,7 +56,7 @@ impl ConcurrencyLimiter {
             .unwrap_or(u64::MAX)
             .max(1);
         Self {
-            shared: Arc::new(Shared {
+            state: Arc::new(LimitState {
                 limit: AtomicU32::new(gradient.limit()),
                 inflight: AtomicU32::new(0),
                 refused: RejectionCounter::new(),
@@ -72,15 +74,15 @@ impl ConcurrencyLimiter {
     /// holds its place until dropped (or [`Permit::finish`]ed) and samples its round-trip
     /// time. `None` (counted as refused) when the limit is reached.
     pub fn try_acquire(&self) -> Option<Permit> {
-        let shared = &*self.shared;
-        let before = shared.inflight.fetch_add(1, Ordering::AcqRel);
-        if before >= shared.limit.load(Ordering::Relaxed) {
-            shared.inflight.fetch_sub(1, Ordering::AcqRel);
-            shared.refused.note();
+        let state = &*self.state;
+        let before = state.inflight.fetch_add(1, Ordering::AcqRel);
+        if before >= state.limit.load(Ordering::Relaxed) {
+            state.inflight.fetch_sub(1, Ordering::AcqRel);
+            state.refused.note();
             return None;
         }
         Some(Permit {
-            shared: self.shared.clone(),
+            state: self.state.clone(),
             started: Instant::now(),
             inflight: before + 1,
         })
@@ -88,21 +90,21 @@ impl ConcurrencyLimiter {
 
     /// The current limit.
     pub fn limit(&self) -> u32 {
-        self.shared.limit.load(Ordering::Relaxed)
+        self.state.limit.load(Ordering::Relaxed)
     }
 
     /// Requests admitted whose permit has not ended.
     pub fn inflight(&self) -> u32 {
-        self.shared.inflight.load(Ordering::Relaxed)
+        self.state.inflight.load(Ordering::Relaxed)
     }
 
     /// Requests refused so far because the limit was reached.
     pub fn refused(&self) -> u64 {
-        self.shared.refused.count()
+        self.state.refused.count()
     }
 }
 
-impl Shared {
+impl LimitState {
     /// Adds one request's round-trip time to the window, and closes the window if its
     /// time is up and it holds enough samples.
     fn record(&self, rtt: std::time::Duration, inflight: u32, now: Instant) {
@@ -146,7 +148,7 @@ impl Shared {
 /// place is freed and its round-trip time, from admission, enters the window.
 #[derive(Debug)]
 pub struct Permit {
-    shared: Arc<Shared>,
+    state: Arc<LimitState>,
     started: Instant,
     /// Requests in flight just after this one was admitted.
     inflight: u32,
@@ -160,8 +162,8 @@ impl Permit {
 impl Drop for Permit {
     fn drop(&mut self) {
         let now = Instant::now();
-        self.shared.inflight.fetch_sub(1, Ordering::AcqRel);
-        self.shared.record(now - self.started, self.inflight, now);
+        self.state.inflight.fetch_sub(1, Ordering::AcqRel);
+        self.state.record(now - self.started, self.inflight, now);
     }
 }
 
