@@ -264,6 +264,26 @@ async fn bad_input_gets_a_one_line_4xx_and_changes_nothing() {
         "POST /status is not allowed",
     );
     assert_line(&post(&provider, "/ready").await, 405, "use GET");
+    // The hint follows the endpoint, whatever the method.
+    let put = http::request(admin(&provider), "PUT", "/upgrade", None)
+        .await
+        .expect("the admin endpoint answers");
+    assert_line(
+        &put,
+        405,
+        "PUT /upgrade is not allowed: it changes state: use POST",
+    );
+    // An endpoint that takes no parameter refuses one rather than acting without it.
+    assert_line(
+        &post(&provider, "/upgrade?dry_run=1").await,
+        400,
+        "unknown field `dry_run`",
+    );
+    assert_line(
+        &post(&provider, "/shutdown?now=1").await,
+        400,
+        "unknown field `now`",
+    );
     assert_line(
         &post(&provider, "/offline?service=helloworld.(Greeter").await,
         400,

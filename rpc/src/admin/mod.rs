@@ -38,6 +38,7 @@ mod config;
 mod error;
 mod handover;
 mod metrics;
+mod no_parameters;
 mod page;
 mod probes;
 mod routes;

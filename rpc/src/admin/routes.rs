@@ -10,6 +10,9 @@ use axum::routing::{get, post};
 use super::state::AdminState;
 use super::{answer, metrics, page, probes, shutdown, status, traffic, upgrade};
 
+/// The endpoints that change state (POST); every other one only reads (GET).
+const CHANGING: [&str; 4] = ["/offline", "/online", "/shutdown", "/upgrade"];
+
 /// Every endpoint, with the handler that answers it.
 pub(crate) fn router(state: AdminState) -> Router {
     Router::new()
@@ -20,7 +23,7 @@ pub(crate) fn router(state: AdminState) -> Router {
         .route("/ready", get(probes::ready))
         .route("/status", get(status::status))
         .route("/metrics", get(metrics::metrics))
-        // Changing state: POST only, with the token when one is set.
+        // Changing state (CHANGING): POST only, with the token when one is set.
         .route("/offline", post(traffic::offline))
         .route("/online", post(traffic::online))
         .route("/shutdown", post(shutdown::shutdown))
@@ -41,8 +44,10 @@ async fn not_found(uri: Uri) -> Response {
     )
 }
 
+/// A wrong method on an endpoint; the hint comes from the endpoint, not the method (a
+/// PUT on `/upgrade` is told to use POST).
 async fn method_not_allowed(method: Method, uri: Uri) -> Response {
-    let hint = if method == Method::GET || method == Method::HEAD {
+    let hint = if CHANGING.contains(&uri.path()) {
         "it changes state: use POST"
     } else {
         "it only reads: use GET"

@@ -2,17 +2,27 @@
 //! answers at once; the sequence goes on in its own task. The admin endpoint keeps
 //! answering (`/ready` says 503) until it closes in step 6.
 
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use rpc_core::Phase;
 
 use super::answer;
 use super::auth::Authorized;
+use super::no_parameters::{self, NoParameters};
 use super::state::AdminState;
 
-/// `POST /shutdown`: 202, with the phase the sequence starts from.
-pub(crate) async fn shutdown(_: Authorized, State(state): State<AdminState>) -> Response {
+/// `POST /shutdown`: 202, with the phase the sequence starts from; 400, and no
+/// shutdown, when the query string holds a parameter (it takes none).
+pub(crate) async fn shutdown(
+    _: Authorized,
+    State(state): State<AdminState>,
+    query: Result<Query<NoParameters>, QueryRejection>,
+) -> Response {
+    if let Err(bad) = no_parameters::check(query) {
+        return bad;
+    }
     let phase = state.lifecycle.phase();
     // The sequence runs in its own task (see `Lifecycle::before_shutdown`): the future
     // only awaits its report, and is not needed here.

@@ -10,7 +10,8 @@
 //! step 6 of its drain; the new process already answers on the same (inherited) port,
 //! and its `GET /status` shows its own `pid`.
 
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use rpc_core::lifecycle::{Refusal, StepOutcome, UpgradeReport, UpgradeResult, UpgradeStep};
@@ -18,6 +19,7 @@ use serde::Serialize;
 
 use super::answer;
 use super::auth::Authorized;
+use super::no_parameters::{self, NoParameters};
 use super::state::AdminState;
 
 /// An upgrade's report as the admin endpoint shows it. Durations are milliseconds.
@@ -63,8 +65,16 @@ impl UpgradeView {
     }
 }
 
-/// `POST /upgrade`: the upgrade's report, once decided.
-pub(crate) async fn upgrade(_: Authorized, State(state): State<AdminState>) -> Response {
+/// `POST /upgrade`: the upgrade's report, once decided; 400, and no upgrade, when the
+/// query string holds a parameter (it takes none).
+pub(crate) async fn upgrade(
+    _: Authorized,
+    State(state): State<AdminState>,
+    query: Result<Query<NoParameters>, QueryRejection>,
+) -> Response {
+    if let Err(bad) = no_parameters::check(query) {
+        return bad;
+    }
     let report = state.lifecycle.upgrade().await;
     let status = match report.result {
         UpgradeResult::Succeeded => StatusCode::OK,

@@ -1,0 +1,23 @@
+//! The query string of an endpoint that takes no parameter. A parameter there is a
+//! mistake (a misspelt option, a `dry_run` that does not exist), and the endpoint must
+//! not act as if it had not been given: it answers 400 and does nothing.
+
+use axum::extract::Query;
+use axum::extract::rejection::QueryRejection;
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde::Deserialize;
+
+use super::answer;
+
+/// No field: any parameter is an unknown field.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoParameters {}
+
+/// `Err` with the 400 to answer when the query string held a parameter.
+pub(crate) fn check(query: Result<Query<NoParameters>, QueryRejection>) -> Result<(), Response> {
+    query
+        .map(|_| ())
+        .map_err(|rejection| answer::line(StatusCode::BAD_REQUEST, rejection.body_text()))
+}
