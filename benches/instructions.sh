@@ -26,7 +26,9 @@ balance) [[ ${#stacks[@]} -gt 0 ]] || stacks=(tonic rpc) ;;
 esac
 profile_var=${target^^}_PROFILE
 command -v valgrind >/dev/null || { echo "instructions.sh: needs valgrind" >&2; exit 2; }
-bench=$(cargo bench -p rpc-benches --bench "$target" --no-run --message-format=json 2>/dev/null |
+# Built as `cargo bench --bench X` builds it (with `-p` cargo would pick other features and
+# build again); cargo's progress shows on stderr.
+bench=$(cargo bench --bench "$target" --no-run --message-format=json |
     python3 -c 'import json,sys
 for line in sys.stdin:
     m = json.loads(line)

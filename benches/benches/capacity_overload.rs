@@ -19,8 +19,8 @@
 //! second of sending; `p99_ok_ms` the p99 of the successful calls; `xref` that p99 over
 //! the reference's. The last line, `overload: goodput=X p99_ratio=Y`, is the limit on at
 //! 1.5× (issue 16 asks goodput ≥ 0.9× capacity and p99 ≤ 5× the steady p99). The
-//! limit's floor (`min_limit`) is 40, twice the workers, as the configuration reference
-//! advises for an instance meant to run few requests at once.
+//! limit's floor (`min_limit`) is 40: at or above the requests the instance is meant to
+//! run at once (its workers and as many waiting), as the configuration reference advises.
 //!
 //! Environment: `OVERLOAD_MILLIS` per measured run (default 10 000), `OVERLOAD_WARM_MS`
 //! (default 3 000).
