@@ -15,9 +15,9 @@ use super::answer;
 #[serde(deny_unknown_fields)]
 pub(crate) struct NoParameters {}
 
-/// `Err` with the 400 to answer when the query string held a parameter.
-pub(crate) fn check(query: Result<Query<NoParameters>, QueryRejection>) -> Result<(), Response> {
+/// The 400 to answer when the query string held a parameter; `None` when it held none.
+pub(crate) fn refusal(query: Result<Query<NoParameters>, QueryRejection>) -> Option<Response> {
     query
-        .map(|_| ())
-        .map_err(|rejection| answer::line(StatusCode::BAD_REQUEST, rejection.body_text()))
+        .err()
+        .map(|rejection| answer::line(StatusCode::BAD_REQUEST, rejection.body_text()))
 }

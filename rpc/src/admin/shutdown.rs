@@ -20,7 +20,7 @@ pub(crate) async fn shutdown(
     State(state): State<AdminState>,
     query: Result<Query<NoParameters>, QueryRejection>,
 ) -> Response {
-    if let Err(bad) = no_parameters::check(query) {
+    if let Some(bad) = no_parameters::refusal(query) {
         return bad;
     }
     let phase = state.lifecycle.phase();

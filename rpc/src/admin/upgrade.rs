@@ -72,7 +72,7 @@ pub(crate) async fn upgrade(
     State(state): State<AdminState>,
     query: Result<Query<NoParameters>, QueryRejection>,
 ) -> Response {
-    if let Err(bad) = no_parameters::check(query) {
+    if let Some(bad) = no_parameters::refusal(query) {
         return bad;
     }
     let report = state.lifecycle.upgrade().await;
