@@ -2,15 +2,14 @@
 //! answers at once; the sequence goes on in its own task. The admin endpoint keeps
 //! answering (`/ready` says 503) until it closes in step 6.
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use rpc_core::Phase;
 
 use super::answer;
 use super::auth::Authorized;
-use super::no_parameters::{self, NoParameters};
+use super::no_parameters::NoParameters;
 use super::state::AdminState;
 
 /// `POST /shutdown`: 202, with the phase the sequence starts from; 400, and no
@@ -18,11 +17,8 @@ use super::state::AdminState;
 pub(crate) async fn shutdown(
     _: Authorized,
     State(state): State<AdminState>,
-    query: Result<Query<NoParameters>, QueryRejection>,
+    _: NoParameters,
 ) -> Response {
-    if let Some(bad) = no_parameters::refusal(query) {
-        return bad;
-    }
     let phase = state.lifecycle.phase();
     // The sequence runs in its own task (see `Lifecycle::before_shutdown`): the future
     // only awaits its report, and is not needed here.

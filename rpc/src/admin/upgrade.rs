@@ -10,8 +10,7 @@
 //! step 6 of its drain; the new process already answers on the same (inherited) port,
 //! and its `GET /status` shows its own `pid`.
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use rpc_core::lifecycle::{Refusal, StepOutcome, UpgradeReport, UpgradeResult, UpgradeStep};
@@ -19,7 +18,7 @@ use serde::Serialize;
 
 use super::answer;
 use super::auth::Authorized;
-use super::no_parameters::{self, NoParameters};
+use super::no_parameters::NoParameters;
 use super::state::AdminState;
 
 /// An upgrade's report as the admin endpoint shows it. Durations are milliseconds.
@@ -70,11 +69,8 @@ impl UpgradeView {
 pub(crate) async fn upgrade(
     _: Authorized,
     State(state): State<AdminState>,
-    query: Result<Query<NoParameters>, QueryRejection>,
+    _: NoParameters,
 ) -> Response {
-    if let Some(bad) = no_parameters::refusal(query) {
-        return bad;
-    }
     let report = state.lifecycle.upgrade().await;
     let status = match report.result {
         UpgradeResult::Succeeded => StatusCode::OK,
