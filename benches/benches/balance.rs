@@ -24,8 +24,10 @@ use std::time::Duration;
 
 use proto::echo::echo_client::EchoClient;
 use rpc_benches::stacks::{echo_calls, our_consumer_of, plain_server};
-use rpc_benches::{BoxedCall, drive, env_u64, median_run, profile, ratios};
-use rpc_testkit::measure::{Measured, median};
+use rpc_benches::{
+    BoxedCall, drive, env_u64, median_of, median_run, profile, ratios, trace_as_in_production,
+};
+use rpc_testkit::measure::Measured;
 use tonic::transport::{Channel, Endpoint};
 
 const PROVIDERS: usize = 5;
@@ -67,20 +69,16 @@ where
         our_runs.push(o);
         tonic_runs.push(t);
     }
-    let each =
-        |pick: fn(&(f64, f64, f64)) -> f64| median(&pairs.iter().map(pick).collect::<Vec<_>>());
-    let medians = (each(|p| p.0), each(|p| p.1), each(|p| p.2));
-    (median_run(&our_runs), median_run(&tonic_runs), medians)
+    (
+        median_run(&our_runs),
+        median_run(&tonic_runs),
+        median_of(&pairs),
+    )
 }
 
 #[tokio::main]
 async fn main() {
-    // Tracing as a service runs it in production (as in `overhead`): a subscriber that
-    // logs at INFO, here to nowhere, so the DEBUG call spans stop at their interest check.
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_writer(std::io::sink)
-        .init();
+    trace_as_in_production();
     let duration = Duration::from_millis(env_u64("BALANCE_MILLIS", 1_500));
     let rounds = env_u64("BALANCE_ROUNDS", 7) as usize;
     let mut addrs = Vec::new();

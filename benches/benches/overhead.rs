@@ -31,7 +31,9 @@
 use std::time::Duration;
 
 use rpc_benches::stacks::{echo_calls, our_consumer_of, ours, plain_client, plain_server};
-use rpc_benches::{BoxedCall, drive, env_u64, median_run, profile, ratios};
+use rpc_benches::{
+    BoxedCall, drive, env_u64, median_of, median_run, profile, ratios, trace_as_in_production,
+};
 use rpc_testkit::measure::{Measured, median};
 
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
@@ -46,13 +48,6 @@ struct Row {
     over_plain: (f64, f64, f64),
     /// rpc / rpc-off: (qps, p50, p99).
     on_over_off: (f64, f64, f64),
-}
-
-/// The median of each of the three figures.
-fn median_of(triples: &[(f64, f64, f64)]) -> (f64, f64, f64) {
-    let each =
-        |pick: fn(&(f64, f64, f64)) -> f64| median(&triples.iter().map(pick).collect::<Vec<_>>());
-    (each(|t| t.0), each(|t| t.1), each(|t| t.2))
 }
 
 /// `rounds` back-to-back triples of runs at `concurrency`, the order rotating.
@@ -100,11 +95,8 @@ where
 
 #[tokio::main]
 async fn main() {
-    // What "tracing on" means here (see the module docs): a subscriber that logs at INFO.
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_writer(std::io::sink)
-        .init();
+    // What "tracing on" means here (see the module docs).
+    trace_as_in_production();
     let seconds = Duration::from_millis(env_u64("OVERHEAD_MILLIS", 1_500));
     let rounds = env_u64("OVERHEAD_ROUNDS", 7) as usize;
     let plain_stub = plain_client(plain_server().await).await;

@@ -108,3 +108,21 @@ where
         "{name} alone at {concurrency} calls: {requests:.0} requests, {measured:?}, CPU {cpu_us:.1} µs per request"
     );
 }
+
+/// The median of each of the three figures of `triples` (the per-run ratios of
+/// [`ratios`]).
+pub fn median_of(triples: &[(f64, f64, f64)]) -> (f64, f64, f64) {
+    let each = |pick: fn(&(f64, f64, f64)) -> f64| {
+        rpc_testkit::measure::median(&triples.iter().map(pick).collect::<Vec<_>>())
+    };
+    (each(|t| t.0), each(|t| t.1), each(|t| t.2))
+}
+
+/// Tracing as a service runs it in production: a subscriber logging at INFO (here to
+/// nowhere), so the DEBUG call and attempt spans stop at their interest check.
+pub fn trace_as_in_production() {
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(std::io::sink)
+        .init();
+}
