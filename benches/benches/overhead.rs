@@ -34,7 +34,7 @@ use rpc_benches::stacks::{echo_calls, our_consumer_of, ours, plain_client, plain
 use rpc_benches::{
     BoxedCall, drive, env_u64, median_of, median_run, profile, ratios, trace_as_in_production,
 };
-use rpc_testkit::measure::{Measured, median};
+use rpc_testkit::measure::Measured;
 
 const CONCURRENCY: [usize; 3] = [1, 16, 64];
 
