@@ -27,6 +27,13 @@ const SECONDS: u32 = 10;
 /// Nothing in these tests may take longer.
 const BOUND: Duration = Duration::from_secs(60);
 
+/// Each test here stops a provider under load and counts what a client lost. Run
+/// together they share the two cores with each other's load; the one failure seen (in
+/// 2 of 5 CI runs on 2026-12-01: one INTERNAL h2 error for tonic's `balance_list`
+/// during the stop, cause not yet known) came only then, never in 9 runs alone. One
+/// at a time, each measures the provider rather than its neighbours.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Waits until `condition` holds, failing the test after [`BOUND`].
 async fn until(what: &str, mut condition: impl FnMut() -> bool) {
     let deadline = Instant::now() + BOUND;
@@ -64,6 +71,7 @@ fn parse_summary(lines: Vec<String>) -> Summary {
 /// provider's report is clean.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpcio_round_robin_loses_nothing_when_a_provider_stops() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let Ok(python) = std::env::var("RPC_TEST_PYTHON") else {
         println!(
             "SKIPPED grpcio_round_robin_loses_nothing_when_a_provider_stops: RPC_TEST_PYTHON is not set (run scripts/test.sh)"
@@ -268,6 +276,7 @@ where
 /// stream), and a report that counts each refusal tonic saw as a loss.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tonic_balance_list_loses_what_its_channel_cannot_retry() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let (_hub, leaving, staying) = two_providers().await;
     let endpoints = [&leaving, &staying].map(|app| {
         tonic::transport::Endpoint::from_shared(format!("http://{}", address(app))).expect("uri")
@@ -316,6 +325,7 @@ async fn tonic_balance_list_loses_what_its_channel_cannot_retry() {
 /// so nothing fails, during the stop or after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tonic_balance_channel_fed_by_health_loses_nothing() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     use tonic::transport::channel::Change;
     use tonic_health::pb::health_check_response::ServingStatus;
     use tonic_health::pb::{HealthCheckRequest, health_client::HealthClient};
@@ -358,6 +368,7 @@ async fn tonic_balance_channel_fed_by_health_loses_nothing() {
 /// where tonic's `balance_list` keeps dialling the dead address.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn our_reference_over_a_static_list_loses_nothing() {
+    let _alone = ONE_AT_A_TIME.lock().await;
     let (_hub, leaving, staying) = two_providers().await;
     let mut config = common::config("consumer");
     config.registries.insert(
