@@ -3,8 +3,8 @@
 //! before an instance is first picked.
 
 use rpc_cluster::{Directory, DirectoryConfig};
-use rpc_core::transport::ChannelOptions;
 use rpc_core::{Instance, InstanceId, ServiceKey, Snapshot};
+use rpc_transport::ChannelOptions;
 
 #[global_allocator]
 static ALLOCATOR: dhat::Alloc = dhat::Alloc;

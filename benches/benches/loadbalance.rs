@@ -15,8 +15,8 @@ use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use rpc_cluster::loadbalance::{self, Candidates, InvokerList, LoadBalance, RequestInfo};
 use rpc_cluster::{Directory, DirectoryConfig, LoadBalanceKind};
-use rpc_core::transport::ChannelOptions;
 use rpc_core::{Instance, InstanceId, ServiceKey, Snapshot};
+use rpc_transport::ChannelOptions;
 use tokio::time::Instant;
 
 const SIZES: [usize; 4] = [10, 100, 1_000, 10_000];

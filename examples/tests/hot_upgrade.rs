@@ -97,7 +97,7 @@ async fn a_new_binary_that_hangs_is_killed_at_the_ready_timeout() {
     assert_lossless(&summary);
     assert_eq!((summary.upgrades_failed, summary.upgrades), (1, 1));
     let wait = summary.upgrade_details[0]
-        .step(rpc::core::lifecycle::UpgradeStep::WaitReady)
+        .step(rpc::lifecycle::UpgradeStep::WaitReady)
         .expect("it waited")
         .duration;
     assert!(

@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
-use rpc_core::transport::ChannelOptions;
 use rpc_core::{InstanceId, ServiceKey, Snapshot, SnapshotOrigin};
+use rpc_transport::ChannelOptions;
 use tokio::sync::watch;
 use tokio::time::Instant;
 

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
-use rpc_core::transport::{ChannelOptions, connect_lazy};
 use rpc_core::{Instance, InstanceId};
+use rpc_transport::{ChannelOptions, connect_lazy};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use parking_lot::Mutex;
-use rpc_core::lifecycle::ManagedReference;
+use rpc_core::ManagedReference;
 use rpc_core::{Registry, RegistryError, ServiceKey, SubscriptionId};
 use tokio::task::JoinHandle;
 

@@ -1,12 +1,10 @@
 //! Which provided services are manually offline, as the request path reads it.
 //!
-//! Manual offline (`POST /offline` on the admin endpoint, [`Lifecycle::offline`]) takes
+//! Manual offline (`POST /offline` on the admin endpoint, `Lifecycle::offline` in rpc-lifecycle) takes
 //! services out of traffic without stopping them: their registrations are withdrawn and
 //! their responses carry the closing mark, so consumers move away at once. The provider
 //! filter reads this set on every request, so the common case — nothing offline — costs
 //! one atomic load, and the whole-instance offline (every service) costs the same.
-//!
-//! [`Lifecycle::offline`]: crate::Lifecycle::offline
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -79,8 +77,9 @@ impl OfflineServices {
     }
 
     /// Replaces the set with `names`; `provided` is how many services the application
-    /// provides, so that "all of them" takes the fast path.
-    pub(crate) fn set(&self, mut names: Vec<Arc<str>>, provided: usize) {
+    /// provides, so that "all of them" takes the fast path. Written by the lifecycle
+    /// (a manual offline or online) only.
+    pub fn set(&self, mut names: Vec<Arc<str>>, provided: usize) {
         names.sort();
         names.dedup();
         let scope = match names.len() {

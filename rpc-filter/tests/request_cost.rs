@@ -10,8 +10,8 @@
 use std::convert::Infallible;
 
 use http::{Request, Response};
-use rpc_core::{Lifecycle, ShutdownConfig};
 use rpc_filter::graceful::{ConsumerGracefulLayer, ProviderGracefulLayer};
+use rpc_lifecycle::{Lifecycle, ShutdownConfig};
 use tonic::body::Body;
 use tower::service_fn;
 use tower_layer::Layer;

@@ -52,11 +52,11 @@ pub use application::{Application, ApplicationBuilder, ApplicationError};
 pub use config::{Config, ConfigError, ConfigFormat};
 pub use observe::{Metrics, ReferenceChannel};
 pub use rpc_cluster::ClusterError;
-pub use rpc_core::lifecycle::{
-    Interrupt, Phase, ShutdownConfig, ShutdownReport, StartError, Step, StepOutcome, UpgradeConfig,
-    UpgradeReport,
+pub use rpc_core::{Instance, RegistryError, ServiceKey, Unreachability};
+pub use rpc_lifecycle::{
+    Interrupt, Lifecycle, Phase, ShutdownConfig, ShutdownReport, StartError, Step, StepOutcome,
+    UpgradeConfig, UpgradeReport,
 };
-pub use rpc_core::{Instance, Lifecycle, RegistryError, ServiceKey, Unreachability};
 
 /// The protobuf runtime of the generated messages, re-exported for the same reason as
 /// [`tonic`].
@@ -70,9 +70,13 @@ pub use tonic;
 
 /// The cluster layer: directory, blacklist, load balancing, strategies.
 pub use rpc_cluster as cluster;
-/// The core vocabulary, transport and lifecycle.
+/// The core vocabulary: service keys, instances, the `Registry` trait, phases, counters.
 pub use rpc_core as core;
 /// The tower filters.
 pub use rpc_filter as filter;
+/// The lifecycle: start order, the shutdown sequence, the hot upgrade.
+pub use rpc_lifecycle as lifecycle;
 /// Registry backends and [`connect`](rpc_registry::connect).
 pub use rpc_registry as registry;
+/// The HTTP/2 transport: server, listener inheritance, TLS, the consumer's connection.
+pub use rpc_transport as transport;

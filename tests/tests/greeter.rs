@@ -10,9 +10,9 @@ use proto::greeter::HelloRequest;
 use proto::greeter::greeter_client::GreeterClient;
 use proto::greeter::greeter_server::GreeterServer;
 use rpc::cluster::ClusterError;
-use rpc::core::lifecycle::StartError;
-use rpc::core::transport::TransportError;
+use rpc::lifecycle::StartError;
 use rpc::registry::MemoryHub;
+use rpc::transport::TransportError;
 use rpc::{Application, ApplicationError};
 use rpc_testkit::services::GreeterProvider;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
-use rpc::core::lifecycle::StartError;
+use rpc::lifecycle::StartError;
 use rpc::registry::MemoryHub;
 use rpc::{ApplicationError, Phase, ServiceKey};
 use rpc_testkit::services::EchoProvider;

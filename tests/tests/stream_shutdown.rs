@@ -26,8 +26,8 @@ use proto::interop::{
     StreamingOutputCallRequest,
 };
 use rpc::config::RegistryConfig;
-use rpc::core::transport::CUT_AT_SHUTDOWN;
 use rpc::registry::MemoryHub;
+use rpc::transport::CUT_AT_SHUTDOWN;
 use rpc::{Application, ApplicationBuilder, Config, Phase, ReferenceChannel};
 use rpc_testkit::interop::server;
 use rpc_testkit::interop::service::{CallCounts, Method};

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use proto::greeter::greeter_server::GreeterServer;
 use rpc::registry::MemoryHub;
-use rpc_core::transport::ServerTlsFiles;
 use rpc_testkit::services::GreeterProvider;
 use rpc_testkit::tls::TestCa;
+use rpc_transport::ServerTlsFiles;
 
 /// Runs the grpcio TLS client against `target`; its output.
 async fn grpcio(python: String, target: String, args: Vec<String>) -> String {

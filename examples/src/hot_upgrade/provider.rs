@@ -15,7 +15,7 @@ use std::time::Duration;
 use futures_util::Stream;
 use proto::greeter::greeter_server::{Greeter, GreeterServer};
 use proto::greeter::{HelloReply, HelloRequest};
-use rpc::core::process::Role;
+use rpc::lifecycle::process::Role;
 use rpc::{Application, Config};
 use tonic::{Request, Response, Status};
 

@@ -81,15 +81,15 @@ struct ReportMs<'a> {
     connections_forced: usize,
     streams_cut: usize,
     callbacks_failed: usize,
-    interrupted_by: &'a Option<rpc::core::lifecycle::Interrupt>,
+    interrupted_by: &'a Option<rpc::lifecycle::Interrupt>,
     forced: bool,
 }
 
 #[derive(Serialize)]
 struct StepMs {
-    step: rpc::core::lifecycle::Step,
+    step: rpc::lifecycle::Step,
     duration_ms: f64,
-    outcome: rpc::core::lifecycle::StepOutcome,
+    outcome: rpc::lifecycle::StepOutcome,
 }
 
 fn ms(duration: Duration) -> f64 {

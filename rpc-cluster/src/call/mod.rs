@@ -358,8 +358,8 @@ async fn attempt(
 /// Channels and calls for the tests of the call's steps.
 #[cfg(test)]
 pub(crate) mod testing {
-    use rpc_core::transport::ChannelOptions;
     use rpc_core::{Instance, ServiceKey, Snapshot};
+    use rpc_transport::ChannelOptions;
 
     use super::*;
     use crate::config::{BlacklistConfig, DirectoryConfig, ReferenceConfig};

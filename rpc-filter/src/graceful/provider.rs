@@ -179,7 +179,8 @@ mod tests {
     use std::time::Duration;
 
     use http_body_util::BodyExt;
-    use rpc_core::{Lifecycle, Phase, ShutdownConfig};
+    use rpc_core::Phase;
+    use rpc_lifecycle::{Lifecycle, ShutdownConfig};
     use tokio::sync::oneshot;
     use tower::{ServiceExt, service_fn};
 
@@ -197,14 +198,14 @@ mod tests {
 
     /// A plan with one listener (on a free loopback port), so that the lifecycle has a
     /// service whose consumers step 2 waits for.
-    fn provider_plan() -> rpc_core::lifecycle::StartPlan {
+    fn provider_plan() -> rpc_lifecycle::StartPlan {
         let service = tower::util::BoxCloneSyncService::new(service_fn(
             |_req: Request<hyper::body::Incoming>| async {
                 Ok::<_, Infallible>(Response::new(TonicBody::empty()))
             },
         ));
-        rpc_core::lifecycle::StartPlan {
-            exports: vec![rpc_core::lifecycle::Export {
+        rpc_lifecycle::StartPlan {
+            exports: vec![rpc_lifecycle::Export {
                 bind: "127.0.0.1:0".parse().unwrap(),
                 listener: None,
                 advertise_host: None,
@@ -308,9 +309,9 @@ mod tests {
             },
         ));
         let services = ["helloworld.Greeter", "echo.Echo"]
-            .map(|name| rpc_core::lifecycle::ExportedService::new(rpc_core::ServiceKey::new(name)));
-        let plan = rpc_core::lifecycle::StartPlan {
-            exports: vec![rpc_core::lifecycle::Export {
+            .map(|name| rpc_lifecycle::ExportedService::new(rpc_core::ServiceKey::new(name)));
+        let plan = rpc_lifecycle::StartPlan {
+            exports: vec![rpc_lifecycle::Export {
                 bind: "127.0.0.1:0".parse().unwrap(),
                 listener: None,
                 advertise_host: None,

@@ -1,10 +1,10 @@
 //! `GET /live`, `/startup`, `/ready`: 200 or 503 with the lifecycle's one-line reason
-//! (see [`Lifecycle::probe`](rpc_core::Lifecycle::probe) for what each means).
+//! (see [`Lifecycle::probe`](rpc_lifecycle::Lifecycle::probe) for what each means).
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use rpc_core::lifecycle::Probe;
+use rpc_lifecycle::Probe;
 
 use super::answer;
 use super::state::AdminState;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use rpc_cluster::ClusterChannel;
-use rpc_core::Lifecycle;
+use rpc_lifecycle::Lifecycle;
 
 use crate::Metrics;
 

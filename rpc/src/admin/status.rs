@@ -10,10 +10,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use rpc_cluster::{Availability, ClusterChannel, ClusterKind, Invoker, LoadBalanceKind};
-use rpc_core::Lifecycle;
-use rpc_core::lifecycle::Registration;
-use rpc_core::lifecycle::{Probe, ProbeAnswer};
-use rpc_core::lifecycle::{ShutdownReport, Step, StepOutcome};
+use rpc_lifecycle::Lifecycle;
+use rpc_lifecycle::Registration;
+use rpc_lifecycle::{Probe, ProbeAnswer};
+use rpc_lifecycle::{ShutdownReport, Step, StepOutcome};
 use serde::Serialize;
 use tokio::time::Instant;
 

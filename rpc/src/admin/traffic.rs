@@ -1,6 +1,6 @@
 //! `POST /offline` and `POST /online` `[?service=REGEX]`: manual traffic control with
 //! Dubbo QoS semantics, carried out by the lifecycle
-//! ([`Lifecycle::offline`](rpc_core::Lifecycle::offline)); this file only reads the
+//! ([`Lifecycle::offline`](rpc_lifecycle::Lifecycle::offline)); this file only reads the
 //! selection and formats the answer.
 //!
 //! `REGEX` must match a provided service's whole gRPC name (`helloworld.Greeter`) or
@@ -15,7 +15,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use regex::Regex;
 use rpc_core::ServiceKey;
-use rpc_core::lifecycle::{TrafficChange, TrafficError};
+use rpc_lifecycle::{TrafficChange, TrafficError};
 use serde::{Deserialize, Serialize};
 
 use super::answer;

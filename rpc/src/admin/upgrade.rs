@@ -13,7 +13,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use rpc_core::lifecycle::{Refusal, StepOutcome, UpgradeReport, UpgradeResult, UpgradeStep};
+use rpc_lifecycle::{Refusal, StepOutcome, UpgradeReport, UpgradeResult, UpgradeStep};
 use serde::Serialize;
 
 use super::answer;

@@ -8,7 +8,7 @@
 
 use std::net::{SocketAddr, TcpListener};
 
-use rpc_core::transport::{ADMIN_LISTENER, InheritedListeners};
+use rpc_transport::{ADMIN_LISTENER, InheritedListeners};
 
 use crate::admin::{AdminConfig, AdminError, AdminListener, AdminServer, AdminState};
 

@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use rpc_cluster::{ClusterChannel, Directory};
-use rpc_core::lifecycle::ReadinessGate;
-use rpc_core::transport::{ChannelOptions, ServerOptions};
-use rpc_core::{BoxError, Lifecycle, Registry, ServiceKey};
+use rpc_core::{BoxError, Registry, ServiceKey};
 use rpc_filter::graceful::ConsumerGracefulLayer;
+use rpc_lifecycle::Lifecycle;
+use rpc_lifecycle::ReadinessGate;
+use rpc_transport::{ChannelOptions, ServerOptions};
 use tonic::body::Body as TonicBody;
 use tonic::server::NamedService;
 use tonic::service::RoutesBuilder;

@@ -1,7 +1,7 @@
 //! Why an application could not be built or started.
 
 use rpc_core::RegistryError;
-use rpc_core::lifecycle::StartError;
+use rpc_lifecycle::StartError;
 
 use crate::admin::AdminError;
 use crate::config::ConfigError;

@@ -17,8 +17,9 @@ use std::future::Future;
 use std::net::SocketAddr;
 
 use rpc_cluster::ClusterChannel;
-use rpc_core::lifecycle::UpgradeReport;
-use rpc_core::{Lifecycle, Phase, ShutdownReport};
+use rpc_core::Phase;
+use rpc_lifecycle::UpgradeReport;
+use rpc_lifecycle::{Lifecycle, ShutdownReport};
 use tokio::sync::watch;
 
 pub use builder::ApplicationBuilder;

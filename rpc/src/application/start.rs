@@ -7,11 +7,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use rpc_cluster::ClusterReference;
-use rpc_core::lifecycle::{Export, ExportedService, ManagedReference, StartError, StartPlan};
-use rpc_core::transport::MessageLimitLayer;
 use rpc_core::{Registry, ServiceKey};
 use rpc_filter::graceful::ProviderGracefulLayer;
 use rpc_filter::limit::{ConcurrencyLimitLayer, ConcurrencyLimiter};
+use rpc_lifecycle::{Export, ExportedService, ManagedReference, StartError, StartPlan};
+use rpc_transport::MessageLimitLayer;
 use tower_layer::Layer;
 
 use super::admin::AdminStarted;
@@ -23,7 +23,7 @@ use crate::observe;
 
 impl ApplicationBuilder {
     /// Checks the configuration against the code, connects the registries and starts
-    /// everything in order (see [`Lifecycle::start`](rpc_core::Lifecycle::start)).
+    /// everything in order (see [`Lifecycle::start`](rpc_lifecycle::Lifecycle::start)).
     ///
     /// First, unless `application.logging` is false or the application installed a
     /// global `tracing` subscriber itself, installs the default one: stderr, filtered by
@@ -81,7 +81,7 @@ impl ApplicationBuilder {
     async fn start_parts(
         mut self,
         admin: Option<AdminStarted>,
-        predecessor: Option<rpc_core::process::predecessor::Predecessor>,
+        predecessor: Option<rpc_lifecycle::process::predecessor::Predecessor>,
     ) -> Result<Application, ApplicationError> {
         let registries = self.connect_registries().await?;
         let reference_registry = self.reference_registry(&registries)?;

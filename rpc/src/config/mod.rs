@@ -43,8 +43,8 @@ mod whole_numbers;
 
 use std::collections::BTreeMap;
 
-use rpc_core::ShutdownConfig;
-use rpc_core::lifecycle::UpgradeConfig;
+use rpc_lifecycle::ShutdownConfig;
+use rpc_lifecycle::UpgradeConfig;
 use serde::{Deserialize, Serialize};
 
 pub use crate::admin::AdminConfig;

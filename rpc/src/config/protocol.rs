@@ -1,11 +1,11 @@
 //! `protocol`: where this application's providers listen, and the limits that keep one
-//! peer from hurting the others (see `rpc_core::transport::ServerOptions` for what each
-//! HTTP/2 limit guards against, and `rpc_core::transport::MessageLimits` for the
+//! peer from hurting the others (see `rpc_transport::ServerOptions` for what each
+//! HTTP/2 limit guards against, and `rpc_transport::MessageLimits` for the
 //! message sizes).
 
 use std::time::Duration;
 
-use rpc_core::transport::{
+use rpc_transport::{
     DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_HEADER_LIST_SIZE,
     DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_MESSAGE_SIZE,
     DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, MessageLimits, ServerOptions, ServerTlsFiles,

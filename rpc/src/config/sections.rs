@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rpc_cluster::{BlacklistConfig, DirectoryConfig, ReferenceConfig};
-use rpc_core::transport::ClientTls;
+use rpc_transport::ClientTls;
 use serde::{Deserialize, Serialize};
 
 use super::limit::LimitConfig;

@@ -220,8 +220,8 @@ mod tests {
     use std::sync::Arc;
 
     use rpc_cluster::{BlacklistConfig, Directory, DirectoryConfig, ReferenceConfig};
-    use rpc_core::transport::ChannelOptions;
     use rpc_core::{Instance, ServiceKey, Snapshot};
+    use rpc_transport::ChannelOptions;
     use tonic::body::Body as TonicBody;
     use tower::ServiceExt;
 

@@ -5,8 +5,9 @@ use std::fmt;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
-use rpc_core::lifecycle::{StepOutcome, UpgradeResult};
-use rpc_core::{Lifecycle, Phase};
+use rpc_core::Phase;
+use rpc_lifecycle::Lifecycle;
+use rpc_lifecycle::{StepOutcome, UpgradeResult};
 
 use super::scrape::{SECONDS, counters, gauge, gauges};
 
@@ -121,8 +122,8 @@ impl Collector for LifecycleCollector {
 mod tests {
     use std::time::Duration;
 
-    use rpc_core::ShutdownConfig;
-    use rpc_core::lifecycle::StartPlan;
+    use rpc_lifecycle::ShutdownConfig;
+    use rpc_lifecycle::StartPlan;
 
     use super::*;
     use crate::observe::scrape::encode_one;

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use prometheus_client::registry::Registry as PrometheusRegistry;
 use rpc_cluster::{AttemptObserver, ClusterChannel, FailureKind};
-use rpc_core::{Lifecycle, Registry};
+use rpc_core::Registry;
 use rpc_filter::limit::ConcurrencyLimiter;
 use rpc_filter::metrics::{CallMetricsLayer, LastLabel, MethodHistograms, STATUS_CODE};
+use rpc_lifecycle::Lifecycle;
 
 use super::cluster::ReferencesCollector;
 use super::config::MetricsConfig;
@@ -222,7 +223,7 @@ mod tests {
 
     #[test]
     fn disabled_metrics_encode_nothing() {
-        let lifecycle = Lifecycle::new("t", rpc_core::ShutdownConfig::default());
+        let lifecycle = Lifecycle::new("t", rpc_lifecycle::ShutdownConfig::default());
         let metrics = Metrics::new(&MetricsConfig { enabled: false }, &lifecycle);
         assert!(!metrics.is_enabled());
         assert_eq!(metrics.encode(), "");

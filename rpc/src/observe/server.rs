@@ -4,7 +4,7 @@ use std::fmt;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
-use rpc_core::Lifecycle;
+use rpc_lifecycle::Lifecycle;
 
 use super::scrape::{counter, gauge};
 
@@ -61,8 +61,8 @@ impl Collector for ServerCollector {
 mod tests {
     use std::time::Duration;
 
-    use rpc_core::ShutdownConfig;
-    use rpc_core::lifecycle::{Export, StartPlan};
+    use rpc_lifecycle::ShutdownConfig;
+    use rpc_lifecycle::{Export, StartPlan};
     use tokio::io::AsyncWriteExt;
     use tower::util::BoxCloneSyncService;
 

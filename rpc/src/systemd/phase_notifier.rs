@@ -6,7 +6,8 @@
 //! once (rejecting, an empty drain) would otherwise be skipped — among them, in a quick
 //! start followed by a quick stop, `serving`, and with it `READY=1`.
 
-use rpc_core::{Lifecycle, Phase};
+use rpc_core::Phase;
+use rpc_lifecycle::Lifecycle;
 use sd_notify::NotifyState;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -154,8 +155,8 @@ mod tests {
     use std::time::Duration;
 
     use parking_lot::Mutex;
-    use rpc_core::ShutdownConfig;
-    use rpc_core::lifecycle::StartPlan;
+    use rpc_lifecycle::ShutdownConfig;
+    use rpc_lifecycle::StartPlan;
 
     use super::*;
 

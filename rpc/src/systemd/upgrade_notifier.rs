@@ -2,7 +2,7 @@
 //! with `MONOTONIC_USEC` when it begins, `MAINPID=<new>` with `READY=1` when the new
 //! process took over, `READY=1` when it failed and this process goes on serving.
 
-use rpc_core::lifecycle::UpgradeListener;
+use rpc_lifecycle::UpgradeListener;
 
 /// Tells systemd each upgrade's progress; a failure to send is logged, never fatal.
 #[derive(Clone, Copy, Debug, Default)]

@@ -9,7 +9,7 @@
 //! exit, leaving the registrations to the new one.
 //!
 //! What [`ApplicationBuilder::start`](crate::ApplicationBuilder::start) does for it,
-//! depending on how the process was started (`rpc_core::process::Role`):
+//! depending on how the process was started (`rpc_lifecycle::process::Role`):
 //! - **plain**: serves as usual, on an inherited socket if systemd passed one (socket
 //!   activation: `LISTEN_FDS`), and makes upgrades possible;
 //! - **check** (`RPC_UPGRADE=check`): checks what the configuration and the code can
@@ -26,12 +26,12 @@ mod spawner;
 
 use std::sync::Arc;
 
-use rpc_core::Lifecycle;
-use rpc_core::lifecycle::{Export, UpgradeConfig};
-use rpc_core::process::predecessor::Predecessor;
-use rpc_core::process::successor::ProcessSpawner;
-use rpc_core::process::{Program, Role};
-use rpc_core::transport::{GRPC_LISTENER, InheritedListeners};
+use rpc_lifecycle::Lifecycle;
+use rpc_lifecycle::process::predecessor::Predecessor;
+use rpc_lifecycle::process::successor::ProcessSpawner;
+use rpc_lifecycle::process::{Program, Role};
+use rpc_lifecycle::{Export, UpgradeConfig};
+use rpc_transport::{GRPC_LISTENER, InheritedListeners};
 
 use crate::admin::AdminListener;
 use crate::systemd::UpgradeNotifier;

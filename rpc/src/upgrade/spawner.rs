@@ -1,12 +1,12 @@
 //! The application's spawner of the hot upgrade: the process mechanics of
-//! `rpc_core::process::successor::ProcessSpawner`, plus what only the application
+//! `rpc_lifecycle::process::successor::ProcessSpawner`, plus what only the application
 //! knows — the admin endpoint's listening socket, handed over as `admin` next to the
 //! gRPC listener so that the new process answers on the same port.
 
 use async_trait::async_trait;
-use rpc_core::lifecycle::{Handoff, Spawner, Successor};
-use rpc_core::process::successor::ProcessSpawner;
-use rpc_core::transport::ADMIN_LISTENER;
+use rpc_lifecycle::process::successor::ProcessSpawner;
+use rpc_lifecycle::{Handoff, Spawner, Successor};
+use rpc_transport::ADMIN_LISTENER;
 
 use crate::admin::AdminListener;
 

@@ -1,0 +1,216 @@
+//! The old process's side of the hot upgrade: run the new binary's configuration check,
+//! start it with the listening sockets, wait for its `ready`, and kill and reap it when
+//! it fails.
+//!
+//! # `LISTEN_PID`
+//!
+//! systemd's convention wants `LISTEN_PID` to be the pid of the process the sockets are
+//! for, which exists only after the fork. systemd sets it between fork and exec; doing
+//! the same from Rust would need an `unsafe` pre-exec hook that must not allocate
+//! (`setenv` may), in a multi-threaded process. The program is instead started through
+//! `/bin/sh -c 'LISTEN_PID=$$; export LISTEN_PID; exec "$0" "$@"'`: `$$` is the shell's
+//! pid, and `exec` replaces the shell by the program *in the same process*, so the pid
+//! is right, and the program (and the pid we wait on) is the one we meant; the
+//! descriptors mapped by `command-fds` pass through `exec` untouched. The cost is one
+//! extra exec (about a millisecond) and a `/bin/sh`, which every host running a hot
+//! upgrade has (containers use rolling updates instead: see docs/upgrade.md).
+
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream as StdUnixStream;
+use std::process::{ExitStatus, Stdio};
+
+use async_trait::async_trait;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::process::{Child, Command};
+
+use super::stderr::{StderrCapture, TAIL_BYTES};
+use super::{ALL_VARS, CHANNEL_FD_VAR, INSTANCES_VAR, Program, ROLE_VAR, Role, STDERR_FD_VAR};
+use crate::{Handoff, Spawner, Successor};
+
+/// What a new process writes on the hand-over channel once it serves.
+pub const READY_LINE: &str = "ready";
+
+/// The shell script that sets `LISTEN_PID` to its own pid and becomes the program.
+const EXEC_WITH_LISTEN_PID: &str = r#"LISTEN_PID=$$; export LISTEN_PID; exec "$0" "$@""#;
+
+/// Starts `program` as the hot upgrade's new process (see the module documentation).
+#[derive(Clone, Debug)]
+pub struct ProcessSpawner {
+    program: Program,
+}
+
+impl ProcessSpawner {
+    /// A spawner of `program` (typically [`Program::current`], read at start-up).
+    pub fn new(program: Program) -> Self {
+        Self { program }
+    }
+
+    /// The program it starts.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// `program` run through the shell that sets `LISTEN_PID`, in `role`, with no
+    /// stale upgrade variable.
+    fn command(&self, role: Role) -> Command {
+        let mut command = Command::new("/bin/sh");
+        command
+            .arg("-c")
+            .arg(EXEC_WITH_LISTEN_PID)
+            .arg(&self.program.binary)
+            .args(&self.program.args)
+            .stdin(Stdio::null());
+        for var in ALL_VARS
+            .iter()
+            .chain(&["LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"])
+        {
+            command.env_remove(var);
+        }
+        if let Some(value) = role.value() {
+            command.env(ROLE_VAR, value);
+        }
+        command
+    }
+}
+
+#[async_trait]
+impl Spawner for ProcessSpawner {
+    async fn check(&self) -> Result<(), String> {
+        let stderr = StderrCapture::new().map_err(|e| format!("cannot capture stderr: {e}"))?;
+        let mut command = self.command(Role::Check);
+        command
+            .stdout(Stdio::null())
+            .stderr(stderr.stdio().map_err(|e| e.to_string())?)
+            .kill_on_drop(true);
+        let mut child = command
+            .spawn()
+            .map_err(|error| format!("cannot run {}: {error}", self.program.binary.display()))?;
+        // Dropping this future (the upgrade's bound passed, or a shutdown) kills the
+        // check (kill_on_drop) and tokio reaps it.
+        let status = child.wait().await.map_err(|e| e.to_string())?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "the configuration check of {} failed ({}): {}",
+                self.program.binary.display(),
+                describe(status),
+                stderr.tail(TAIL_BYTES)
+            ))
+        }
+    }
+
+    fn spawn(&self, handoff: Handoff) -> Result<Box<dyn Successor>, String> {
+        spawn(self.command(Role::Successor), handoff)
+            .map(|successor| Box::new(successor) as Box<dyn Successor>)
+            .map_err(|error| format!("cannot start {}: {error}", self.program.binary.display()))
+    }
+}
+
+fn spawn(mut command: Command, handoff: Handoff) -> io::Result<ProcessSuccessor> {
+    let Handoff {
+        mut listeners,
+        instances,
+    } = handoff;
+    let stderr = StderrCapture::new()?;
+    let (ours, theirs) = StdUnixStream::pair()?;
+    // The child's own fd 2 is the capture file until it is ready; this is where its
+    // logs go afterwards (this process's fd 2 is that original: see `predecessor`).
+    let original_stderr = io::stderr().as_fd().try_clone_to_owned()?;
+    let channel_fd = listeners.extra(OwnedFd::from(theirs));
+    let stderr_fd = listeners.extra(original_stderr);
+    let instances = serde_json::to_string(&instances).map_err(io::Error::other)?;
+    command
+        .env(CHANNEL_FD_VAR, channel_fd.to_string())
+        .env(STDERR_FD_VAR, stderr_fd.to_string())
+        .env(INSTANCES_VAR, instances)
+        .stderr(stderr.stdio()?);
+    listeners.apply(&mut command)?;
+    let child = command.spawn()?;
+    // The command held the child's ends of every descriptor; drop it so that this
+    // process keeps only its own (and reads EOF on the channel when the child exits).
+    drop(command);
+    ours.set_nonblocking(true)?;
+    let channel = UnixStream::from_std(ours)?;
+    let pid = child.id().unwrap_or(0);
+    Ok(ProcessSuccessor {
+        child,
+        pid,
+        channel: BufReader::new(channel),
+        stderr,
+    })
+}
+
+/// The started new process.
+#[derive(Debug)]
+struct ProcessSuccessor {
+    child: Child,
+    pid: u32,
+    channel: BufReader<UnixStream>,
+    stderr: StderrCapture,
+}
+
+#[async_trait]
+impl Successor for ProcessSuccessor {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    async fn ready(&mut self) -> Result<(), String> {
+        let mut line = String::new();
+        let read = self.channel.read_line(&mut line).await;
+        match read {
+            Ok(_) if line.trim() == READY_LINE => Ok(()),
+            // EOF: the process closed its end, i.e. exited (or was never an rpc
+            // application). Its status says how.
+            Ok(0) => {
+                let status = self.child.wait().await.map_err(|e| e.to_string())?;
+                Err(format!(
+                    "the new process {} exited before it was ready ({}): {}",
+                    self.pid,
+                    describe(status),
+                    self.stderr.tail(TAIL_BYTES)
+                ))
+            }
+            Ok(_) => Err(format!(
+                "the new process {} wrote {:?} on the hand-over channel instead of {READY_LINE:?}",
+                self.pid,
+                line.trim()
+            )),
+            Err(error) => Err(format!("reading the hand-over channel failed: {error}")),
+        }
+    }
+
+    async fn abandon(mut self: Box<Self>) -> String {
+        // SIGKILL: a process that failed its start, or did not make it in time, has
+        // nothing left to do gracefully (it never registered as ready, and it never
+        // served a connection the old process would not have served too).
+        let _ = self.child.start_kill();
+        let status = self.child.wait().await;
+        let tail = self.stderr.tail(TAIL_BYTES);
+        tracing::info!(pid = self.pid, status = ?status.map(describe), "new process killed and reaped");
+        tail
+    }
+
+    fn taken_over(self: Box<Self>) -> Box<dyn std::any::Any + Send> {
+        // Its start-up output went to the capture file only: show it here.
+        self.stderr.copy_to_stderr();
+        // The channel stays open as long as this process lives: the new process reads
+        // EOF on it when this one has exited (its predecessor is gone). The child
+        // handle is dropped without killing; once this process exits, the new one is
+        // adopted by init (or systemd, its service manager).
+        Box::new(self.channel)
+    }
+}
+
+/// "exit code N" or "killed by signal N".
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit code {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => status.to_string(),
+    }
+}

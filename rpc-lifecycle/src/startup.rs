@@ -1,0 +1,188 @@
+//! Graceful online: references, then services, then readiness gates, then registration.
+//! Each step finishes before the next begins; if one fails, what was done is undone.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use rpc_core::{Instance, ManagedReference, Registry};
+use rpc_transport::Server;
+use tonic_health::ServingStatus;
+use tracing::{Instrument, info_span};
+
+use crate::start_plan::{Export, ReadinessGate, StartError, StartPlan};
+use crate::{Lifecycle, Phase};
+
+impl Lifecycle {
+    /// Brings the application online in order: subscribe references (and, for checked
+    /// ones, wait for a provider) → bind listeners and serve → run readiness gates →
+    /// register every exported service in every registry (honouring `delay`) → phase
+    /// [`Phase::Serving`]. Installs signal handlers first when `internal_signal` is on.
+    ///
+    /// # Errors
+    /// The first step's [`StartError`]; by then registrations are withdrawn, listeners
+    /// closed and references closed, and the phase is [`Phase::Stopped`].
+    pub async fn start(&self, plan: StartPlan) -> Result<(), StartError> {
+        if !self.inner.phase.advance(Phase::Starting) {
+            return Err(StartError::AlreadyStarted(self.name().to_owned()));
+        }
+        let StartPlan {
+            references,
+            check_timeout,
+            exports,
+            gates,
+            registries,
+        } = plan;
+        self.inner.protocols.set_registries(registries.clone());
+        // One span per step, as the shutdown's steps have.
+        let steps = async {
+            if self.config().internal_signal {
+                self.install_signal_handlers()
+                    .map_err(StartError::Signals)?;
+            }
+            self.start_references(references, check_timeout)
+                .instrument(info_span!("references"))
+                .await?;
+            let pending = self
+                .start_services(exports)
+                .instrument(info_span!("services"))
+                .await?;
+            run_gates(gates)
+                .instrument(info_span!("readiness-gates"))
+                .await?;
+            self.register_all(pending, &registries)
+                .instrument(info_span!("register"))
+                .await
+        }
+        .instrument(info_span!("startup", app = %self.name()));
+        // A signal (or before_shutdown) during start-up stops the waiting at once: a
+        // provider check, a readiness gate or a registration delay can be long.
+        let result = tokio::select! {
+            result = steps => result,
+            _ = self.inner.shutdown.start_cancelled() => Err(StartError::Interrupted),
+        };
+        match result {
+            Ok(()) => {
+                self.inner.health.set_all(ServingStatus::Serving).await;
+                self.advance(Phase::Serving);
+                Ok(())
+            }
+            Err(error) => {
+                tracing::error!(app = %self.name(), %error, "start-up failed; undoing it");
+                self.abort().await;
+                Err(error)
+            }
+        }
+    }
+
+    async fn start_references(
+        &self,
+        references: Vec<(Arc<dyn ManagedReference>, bool)>,
+        check_timeout: Duration,
+    ) -> Result<(), StartError> {
+        for (reference, _) in &references {
+            self.inner.protocols.add_reference(reference.clone());
+            reference
+                .subscribe()
+                .await
+                .map_err(|source| StartError::Subscribe {
+                    service: reference.service().clone(),
+                    source,
+                })?;
+        }
+        for (reference, check) in &references {
+            if *check
+                && tokio::time::timeout(check_timeout, reference.wait_for_provider())
+                    .await
+                    .is_err()
+            {
+                return Err(StartError::NoProvider {
+                    service: reference.service().clone(),
+                    timeout: check_timeout,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Binds and serves every export; returns the instances to register.
+    async fn start_services(
+        &self,
+        exports: Vec<Export>,
+    ) -> Result<Vec<(Instance, Duration)>, StartError> {
+        let mut pending = Vec::new();
+        for export in exports {
+            let server = match export.listener {
+                Some(listener) => Server::from_std(listener, export.options)?,
+                None => Server::bind(export.bind, export.options).await?,
+            };
+            let addr = server.local_addr();
+            let host = export
+                .advertise_host
+                .unwrap_or_else(|| advertised_host(addr.ip()));
+            let handle = server.serve(export.service);
+            tracing::info!(app = %self.name(), %addr, "serving");
+            self.inner.protocols.add_server(handle);
+            for service in export.services {
+                self.inner.health.add(&service.key);
+                self.inner.registrations.provide(service.key.clone());
+                let mut instance = Instance::new(service.key, host.clone(), addr.port())
+                    .with_weight(service.weight);
+                if let Some(id) = service.instance_id {
+                    instance.id = id;
+                }
+                instance.metadata = service.metadata;
+                pending.push((instance, service.delay));
+            }
+        }
+        Ok(pending)
+    }
+
+    async fn register_all(
+        &self,
+        pending: Vec<(Instance, Duration)>,
+        registries: &[Arc<dyn Registry>],
+    ) -> Result<(), StartError> {
+        let registrations = pending.iter().flat_map(|(instance, delay)| {
+            registries.iter().map(move |registry| async move {
+                tokio::time::sleep(*delay).await;
+                registry
+                    .register(instance)
+                    .await
+                    .map(|()| (registry.clone(), instance.clone()))
+                    .map_err(|source| StartError::Register {
+                        instance: instance.id.clone(),
+                        source,
+                    })
+            })
+        });
+        let mut first_error = None;
+        for result in join_all(registrations).await {
+            match result {
+                Ok(registration) => self.inner.registrations.add(registration),
+                Err(error) => {
+                    first_error.get_or_insert(error);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+async fn run_gates(gates: Vec<ReadinessGate>) -> Result<(), StartError> {
+    for (index, gate) in gates.into_iter().enumerate() {
+        gate()
+            .await
+            .map_err(|source| StartError::Gate { index, source })?;
+    }
+    Ok(())
+}
+
+fn advertised_host(ip: IpAddr) -> String {
+    if ip.is_unspecified() {
+        "127.0.0.1".to_owned()
+    } else {
+        ip.to_string()
+    }
+}

@@ -1,0 +1,380 @@
+//! The two bounds on every call a provider serves, and the status each ends it with.
+//!
+//! 1. **The caller's deadline** (`grpc-timeout`): when it passes, the call ends with
+//!    `DEADLINE_EXCEEDED` and its handler is dropped (cancelled), whether it was still
+//!    running or already streaming its response. A malformed header ends the call at
+//!    once with `INTERNAL` ([`read_grpc_timeout`](rpc_core::metadata::read_grpc_timeout)). tonic's own server
+//!    bounds only the handler, not the response stream after it; a stream is where a
+//!    deadline matters most.
+//! 2. **The server's drain bound**: when a graceful shutdown reaches its bound with a
+//!    call still open (typically a long stream), the call ends with `UNAVAILABLE`,
+//!    "provider shut down before the stream ended", in its trailers — instead of the
+//!    connection being torn down under it, which a client reports as `UNKNOWN: h2
+//!    protocol error` or a reset. The caller learns what happened; a consumer never
+//!    replays such a call (it was under way, and its response had begun).
+//!
+//! Both end the call with a gRPC status on the stream itself, so every gRPC client
+//! reads them, and the HTTP/2 stream then closes normally. On its way out, a
+//! message-size status is given the code gRPC names for it (`message_size_status.rs`).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use tokio::time::Sleep;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tonic::Status;
+use tower::Service;
+
+use super::message_size_status;
+use rpc_core::BoxError;
+use rpc_core::metadata::{deadline_exceeded, read_grpc_timeout, status_trailers};
+
+/// The message of a call ended at the drain bound.
+pub const CUT_AT_SHUTDOWN: &str = "provider shut down before the stream ended";
+
+/// The server's cut at its drain bound, shared by every call of its connections.
+#[derive(Debug, Default)]
+pub(crate) struct ShutdownCut {
+    token: CancellationToken,
+    calls: AtomicUsize,
+}
+
+impl ShutdownCut {
+    /// Ends every call still open, with `UNAVAILABLE` ([`CUT_AT_SHUTDOWN`]).
+    pub(crate) fn cut(&self) {
+        self.token.cancel();
+    }
+
+    /// Calls ended by [`ShutdownCut::cut`] so far.
+    pub(crate) fn calls(&self) -> usize {
+        self.calls.load(Ordering::Relaxed)
+    }
+}
+
+/// Wraps a connection's service so that every call is ended at its deadline or at the
+/// server's drain bound, with a status that says which.
+#[derive(Clone, Debug)]
+pub(crate) struct CallBounds<S> {
+    inner: S,
+    cut: Arc<ShutdownCut>,
+}
+
+impl<S> CallBounds<S> {
+    pub(crate) fn new(inner: S, cut: Arc<ShutdownCut>) -> Self {
+        Self { inner, cut }
+    }
+}
+
+impl<S, ReqBody, B> Service<Request<ReqBody>> for CallBounds<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<B>>,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<BoundedBody<B>>;
+    type Error = S::Error;
+    type Future = BoundedFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        match read_grpc_timeout(request.headers()) {
+            Err(malformed) => BoundedFuture::Refused {
+                status: Some(Status::internal(malformed.to_string())),
+            },
+            Ok(limit) => BoundedFuture::Running {
+                inner: self.inner.call(request),
+                bounds: Some(Bounds::new(limit, self.cut.clone())),
+            },
+        }
+    }
+}
+
+/// What ends a call early: its deadline, and the server's cut at the drain bound.
+struct Bounds {
+    deadline: Option<(Pin<Box<Sleep>>, Duration)>,
+    cut: Arc<ShutdownCut>,
+    /// Created the first time the call waits: a call that completes at once never
+    /// allocates it.
+    cut_wait: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+}
+
+impl Bounds {
+    fn new(limit: Option<Duration>, cut: Arc<ShutdownCut>) -> Self {
+        Self {
+            deadline: limit.map(|limit| (Box::pin(tokio::time::sleep(limit)), limit)),
+            cut,
+            cut_wait: None,
+        }
+    }
+
+    /// The status to end the call with, once a bound has passed (and registers for a
+    /// wake-up until then).
+    fn poll_end(&mut self, cx: &mut Context<'_>) -> Poll<Status> {
+        let deadline_passed = match &mut self.deadline {
+            Some((sleep, limit)) => sleep.as_mut().poll(cx).is_ready().then_some(*limit),
+            None => None,
+        };
+        if let Some(limit) = deadline_passed {
+            return Poll::Ready(deadline_exceeded(limit));
+        }
+        let token = &self.cut.token;
+        let cut_wait = self
+            .cut_wait
+            .get_or_insert_with(|| Box::pin(token.clone().cancelled_owned()));
+        if cut_wait.as_mut().poll(cx).is_ready() {
+            self.cut.calls.fetch_add(1, Ordering::Relaxed);
+            return Poll::Ready(Status::unavailable(CUT_AT_SHUTDOWN));
+        }
+        Poll::Pending
+    }
+}
+
+pin_project! {
+    /// Future of [`CallBounds`].
+    #[project = Projection]
+    pub(crate) enum BoundedFuture<F> {
+        /// The request was answered without running (malformed `grpc-timeout`).
+        Refused { status: Option<Status> },
+        /// The handler runs until it answers or a bound passes.
+        Running {
+            #[pin]
+            inner: F,
+            bounds: Option<Bounds>,
+        },
+    }
+}
+
+impl<F, B, E> Future for BoundedFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<BoundedBody<B>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            Projection::Refused { status } => {
+                let status = status
+                    .take()
+                    .unwrap_or_else(|| Status::internal("polled twice"));
+                Poll::Ready(Ok(trailers_only(status)))
+            }
+            Projection::Running { inner, bounds } => {
+                if let Poll::Ready(result) = inner.poll(cx) {
+                    let bounds = bounds.take();
+                    return Poll::Ready(result.map(|mut response| {
+                        message_size_status::correct(response.headers_mut());
+                        response.map(|body| BoundedBody {
+                            inner: Some(body),
+                            bounds,
+                        })
+                    }));
+                }
+                let Some(active) = bounds.as_mut() else {
+                    return Poll::Pending;
+                };
+                // The handler's future is dropped with this one: the call is cancelled.
+                let status = std::task::ready!(active.poll_end(cx));
+                *bounds = None;
+                Poll::Ready(Ok(trailers_only(status)))
+            }
+        }
+    }
+}
+
+/// `frame`, with a message-size status in its trailers corrected (see
+/// `message_size_status.rs`).
+fn correct_trailers(frame: Frame<Bytes>) -> Frame<Bytes> {
+    match frame.into_trailers() {
+        Ok(mut trailers) => {
+            message_size_status::correct(&mut trailers);
+            Frame::trailers(trailers)
+        }
+        Err(frame) => frame,
+    }
+}
+
+/// A response with no message, whose headers carry `status` (gRPC's "trailers-only").
+fn trailers_only<B>(status: Status) -> Response<BoundedBody<B>> {
+    status.into_http::<()>().map(|()| BoundedBody {
+        inner: None,
+        bounds: None,
+    })
+}
+
+pin_project! {
+    /// A response body that ends with a status in its trailers when a bound passes
+    /// before it ended by itself.
+    pub(crate) struct BoundedBody<B> {
+        // `None` once ended (or for a trailers-only response): dropping the handler's
+        // stream cancels it and releases its in-flight guard.
+        #[pin]
+        inner: Option<B>,
+        bounds: Option<Bounds>,
+    }
+}
+
+impl<B> Body for BoundedBody<B>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let mut this = self.project();
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
+            return Poll::Ready(None);
+        };
+        if let Poll::Ready(frame) = inner.poll_frame(cx) {
+            return Poll::Ready(frame.map(|frame| frame.map(correct_trailers).map_err(Into::into)));
+        }
+        let Some(bounds) = this.bounds.as_mut() else {
+            return Poll::Pending;
+        };
+        let status = std::task::ready!(bounds.poll_end(cx));
+        this.inner.set(None);
+        *this.bounds = None;
+        Poll::Ready(Some(Ok(Frame::trailers(status_trailers(&status)))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.as_ref().is_none_or(Body::is_end_stream)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use futures_util::{StreamExt, stream};
+    use http::HeaderMap;
+    use http_body_util::{BodyExt, StreamBody};
+    use tower::{ServiceExt, service_fn};
+
+    use super::*;
+
+    type TestBody = StreamBody<stream::BoxStream<'static, Result<Frame<Bytes>, Infallible>>>;
+
+    /// A handler that answers at once with one message and then never ends.
+    fn streaming_handler() -> impl Service<
+        Request<()>,
+        Response = Response<TestBody>,
+        Error = Infallible,
+        Future = impl Future<Output = Result<Response<TestBody>, Infallible>>,
+    > + Clone {
+        service_fn(|_request: Request<()>| async {
+            let frames = stream::iter([Ok(Frame::data(Bytes::from_static(b"m")))])
+                .chain(stream::pending())
+                .boxed();
+            Ok::<_, Infallible>(Response::new(StreamBody::new(frames)))
+        })
+    }
+
+    fn request(timeout: Option<&str>) -> Request<()> {
+        let mut request = Request::new(());
+        if let Some(timeout) = timeout {
+            request
+                .headers_mut()
+                .insert("grpc-timeout", timeout.parse().unwrap());
+        }
+        request
+    }
+
+    async fn trailers_after_first_message(response: Response<BoundedBody<TestBody>>) -> HeaderMap {
+        let mut body = response.into_body();
+        let first = body.frame().await.unwrap().unwrap();
+        assert_eq!(first.into_data().unwrap(), "m");
+        let trailers = body
+            .frame()
+            .await
+            .unwrap()
+            .unwrap()
+            .into_trailers()
+            .unwrap();
+        assert!(body.frame().await.is_none());
+        trailers
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_past_its_deadline_ends_with_deadline_exceeded() {
+        let cut = Arc::new(ShutdownCut::default());
+        let service = CallBounds::new(streaming_handler(), cut);
+        let response = service.oneshot(request(Some("200m"))).await.unwrap();
+        let trailers = trailers_after_first_message(response).await;
+        assert_eq!(trailers.get("grpc-status").unwrap(), "4");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_open_at_the_cut_ends_with_unavailable_and_is_counted() {
+        let cut = Arc::new(ShutdownCut::default());
+        let service = CallBounds::new(streaming_handler(), cut.clone());
+        let response = service.oneshot(request(None)).await.unwrap();
+        let at_bound = cut.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            at_bound.cut();
+        });
+        let trailers = trailers_after_first_message(response).await;
+        assert_eq!(trailers.get("grpc-status").unwrap(), "14");
+        let message = trailers.get("grpc-message").unwrap().to_str().unwrap();
+        assert_eq!(
+            message,
+            "provider%20shut%20down%20before%20the%20stream%20ended"
+        );
+        assert_eq!(cut.calls(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_handler_still_running_at_its_deadline_is_cancelled() {
+        let cut = Arc::new(ShutdownCut::default());
+        let never = service_fn(|_request: Request<()>| {
+            std::future::pending::<Result<Response<TestBody>, Infallible>>()
+        });
+        let response = CallBounds::new(never, cut)
+            .oneshot(request(Some("1S")))
+            .await
+            .unwrap();
+        assert_eq!(response.headers().get("grpc-status").unwrap(), "4");
+        assert!(response.into_body().frame().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_malformed_grpc_timeout_is_answered_internal_without_running() {
+        let cut = Arc::new(ShutdownCut::default());
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = ran.clone();
+        let handler = service_fn(move |_request: Request<()>| {
+            flag.store(true, Ordering::SeqCst);
+            std::future::ready(Ok::<_, Infallible>(Response::new(http_body_util::Empty::<
+                Bytes,
+            >::new())))
+        });
+        let response = CallBounds::new(handler, cut)
+            .oneshot(request(Some("soon")))
+            .await
+            .unwrap();
+        assert_eq!(response.headers().get("grpc-status").unwrap(), "13");
+        assert!(!ran.load(Ordering::SeqCst));
+    }
+}

@@ -1,0 +1,322 @@
+//! One accepted HTTP/2 connection: serve it until it closes, or until the server's
+//! shutdown tells it to send GOAWAY; then until its last call ends — or, with nothing
+//! in flight, without waiting for a peer that does not finish the close (or at once
+//! when told to).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::server::conn::http2;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::server::TcpConnectInfo;
+use tower::{Service, ServiceExt};
+
+use super::call_bounds::{CallBounds, ShutdownCut};
+use super::linger::{LINGER, Lent, linger};
+use super::peer::{Peer, PeerService};
+use super::socket::{PeerSocket, read_until_request};
+use rpc_core::BoxError;
+
+/// How long a connection with no call in flight waits, once the server's shutdown has
+/// begun, for its peer to answer the PING sent with its first GOAWAY before it is closed
+/// without that answer. The answer proves that no request crossed the GOAWAY (RFC 9113
+/// §6.8: "at least one round-trip time"); a peer that has not answered in 100 ms — far
+/// more than a round trip between a provider and its clients — is mute or gone, and
+/// holding the exit for it would only delay the process. Connections told to close at
+/// shutdown step 2 have had the whole offline window for it already.
+pub(crate) const PING_ANSWER_WAIT: Duration = Duration::from_millis(100);
+
+/// Signals and tallies shared by a server and all of its connections.
+#[derive(Debug, Default)]
+pub(crate) struct ConnectionSignals {
+    /// Cancelled when shutdown step 2 begins: from then on, a call of a plain client
+    /// (not an rpc consumer) makes its connection start its graceful close, and a new
+    /// connection is held back from HTTP/2 until its peer sends a request.
+    pub(crate) plain_clients_go: CancellationToken,
+    /// Cancelled when every connection that never carried an rpc consumer's call must
+    /// start its graceful close: shutdown step 3.
+    pub(crate) goaway_plain: CancellationToken,
+    /// Cancelled when every connection must start its graceful close, and connections
+    /// held back during the shutdown must close: the server's shutdown (step 6).
+    pub(crate) goaway: CancellationToken,
+    /// Cancelled when connections whose graceful close has begun may be closed as soon
+    /// as they carry no call (after [`PING_ANSWER_WAIT`]), whatever their peer does.
+    pub(crate) close_idle: CancellationToken,
+    /// Cancelled when connections must close now, whatever they carry.
+    pub(crate) force: CancellationToken,
+    /// Connections open now.
+    pub(crate) open: AtomicUsize,
+    /// Connections that completed a graceful close after GOAWAY.
+    pub(crate) closed_gracefully: AtomicUsize,
+    /// Connections closed by us with no call in flight, without waiting for the peer.
+    pub(crate) closed_idle: AtomicUsize,
+    /// Connections closed by force (deadline or abort) while the peer still had them.
+    pub(crate) forced: AtomicUsize,
+    /// Connections closed without GOAWAY because the peer never began HTTP/2 with us:
+    /// it sent no byte, or (accepted during a shutdown) no request.
+    pub(crate) unused: AtomicUsize,
+    /// Cut at the drain bound: calls still open end with `UNAVAILABLE`.
+    pub(crate) cut: Arc<ShutdownCut>,
+    /// Graceful closes begun: the first GOAWAY (with its PING) sent on a connection.
+    pub(crate) goaway_sent: AtomicU64,
+    /// Requests refused with `REFUSED_STREAM` (see `peer.rs`).
+    pub(crate) refused: Arc<AtomicUsize>,
+}
+
+/// A TLS handshake to make before HTTP/2: the acceptor in force when the connection was
+/// accepted, and how long the peer has to finish it.
+pub(crate) struct Handshake {
+    pub(crate) acceptor: TlsAcceptor,
+    pub(crate) timeout: Duration,
+}
+
+/// Serves `stream` with `service` (after the TLS handshake, if any) until the connection
+/// ends or the signals end it.
+pub(crate) async fn serve<S, B>(
+    stream: TcpStream,
+    tls: Option<Handshake>,
+    service: S,
+    builder: http2::Builder<TokioExecutor>,
+    signals: Arc<ConnectionSignals>,
+) where
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    signals.open.fetch_add(1, Ordering::Relaxed);
+    // Accepted during a shutdown: held back from HTTP/2 until its peer sends a request
+    // (see `socket.rs`); closed at the server's shutdown if it never does.
+    let accepted_in_shutdown = signals.plain_clients_go.is_cancelled();
+    // Handlers can ask tonic's `Request::local_addr()` / `remote_addr()`, as with
+    // tonic's own server.
+    let info = TcpConnectInfo {
+        local_addr: stream.local_addr().ok(),
+        remote_addr: stream.peer_addr().ok(),
+    };
+    let service = service.map_request(move |mut request: Request<Incoming>| {
+        request.extensions_mut().insert(info.clone());
+        request
+    });
+    let peer = Arc::new(Peer::default());
+    let service = PeerService::new(
+        CallBounds::new(service, signals.cut.clone()),
+        peer.clone(),
+        (!accepted_in_shutdown).then(|| signals.plain_clients_go.clone()),
+        signals.refused.clone(),
+    );
+    let connection = Connection {
+        peer,
+        accepted_in_shutdown,
+        builder,
+        signals: &signals,
+    };
+    let tally = match tls {
+        None => connection.serve_until_closed(stream, service).await,
+        Some(handshake) => match handshake_unless_closing(stream, handshake, &signals).await {
+            Ok(stream) => connection.serve_until_closed(stream, service).await,
+            Err(tally) => tally,
+        },
+    };
+    tally.fetch_add(1, Ordering::Relaxed);
+    signals.open.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// The TLS handshake, bounded by its timeout and given up when the server closes: a
+/// connection still in its handshake carries no stream, so nothing is lost, and it is
+/// tallied as unused. A failed handshake (a client that does not trust us, or has no
+/// certificate a mutual-TLS provider accepts) ends the connection, tallied as closed.
+async fn handshake_unless_closing(
+    stream: TcpStream,
+    handshake: Handshake,
+    signals: &ConnectionSignals,
+) -> Result<TlsStream<TcpStream>, &AtomicUsize> {
+    let bounded = tokio::time::timeout(handshake.timeout, handshake.acceptor.accept(stream));
+    tokio::select! {
+        biased;
+        _ = signals.force.cancelled() => Err(&signals.unused),
+        _ = signals.goaway.cancelled() => Err(&signals.unused),
+        result = bounded => match result {
+            Ok(Ok(stream)) => Ok(stream),
+            Ok(Err(error)) => {
+                tracing::debug!(%error, "TLS handshake failed");
+                Err(&signals.closed_gracefully)
+            }
+            Err(_elapsed) => {
+                tracing::debug!(timeout = ?handshake.timeout, "TLS handshake not finished in time");
+                Err(&signals.closed_gracefully)
+            }
+        },
+    }
+}
+
+/// One accepted connection: what it knows of its peer, and the server's signals.
+struct Connection<'a> {
+    peer: Arc<Peer>,
+    accepted_in_shutdown: bool,
+    builder: http2::Builder<TokioExecutor>,
+    signals: &'a ConnectionSignals,
+}
+
+impl<'a> Connection<'a> {
+    /// Serves HTTP/2 on `io` (the socket, or its TLS session) until the connection ends
+    /// or the signals end it; returns the tally its end counts in.
+    async fn serve_until_closed<IO, S, B>(self, mut io: IO, service: S) -> &'a AtomicUsize
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let signals = self.signals;
+        let read_ahead = if self.accepted_in_shutdown {
+            let read = tokio::select! {
+                biased;
+                _ = signals.force.cancelled() => None,
+                _ = signals.goaway.cancelled() => None,
+                read = read_until_request(&mut io) => read,
+            };
+            match read {
+                Some(read) => read,
+                None => return &signals.unused,
+            }
+        } else {
+            Bytes::new()
+        };
+        let (io, returned) = Lent::new(io);
+        let tally = self.serve_http2(io, read_ahead, service).await;
+        // h2 dropped the socket: after its final GOAWAY, close it without resetting a
+        // request the peer sent meanwhile (see `linger.rs`). A cut connection closes at
+        // once, and one whose peer never spoke has nothing to protect.
+        if std::ptr::eq(tally, &signals.closed_gracefully)
+            && let Ok(stream) = returned.await
+        {
+            linger(stream, LINGER).await;
+        }
+        tally
+    }
+
+    /// Serves HTTP/2 on `io` until the connection ends or the signals end it; returns
+    /// the tally its end counts in. `io` is dropped when this returns.
+    async fn serve_http2<IO, S, B>(
+        self,
+        io: Lent<IO>,
+        read_ahead: Bytes,
+        service: S,
+    ) -> &'a AtomicUsize
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let signals = self.signals;
+        let heard_from_peer = Arc::new(AtomicBool::new(false));
+        let io = TokioIo::new(PeerSocket::new(io, read_ahead, heard_from_peer.clone()));
+        let conn = self
+            .builder
+            .serve_connection(io, TowerToHyperService::new(service));
+        tokio::pin!(conn);
+
+        // 1. Serve until the connection ends by itself, or the server asks this peer to go.
+        tokio::select! {
+            biased;
+            _ = signals.force.cancelled() => return &signals.forced,
+            _ = goaway_asked(signals, &self.peer, self.accepted_in_shutdown) => {}
+            result = conn.as_mut() => {
+                log_end(result);
+                return &signals.closed_gracefully;
+            }
+        }
+        // A peer that never sent a byte has not begun the HTTP/2 handshake: there is no
+        // stream to protect, so close it ourselves rather than wait on it — after
+        // PING_ANSWER_WAIT, for a peer that dialled just before the shutdown (a new
+        // connection during a hot upgrade's hand-over) and is about to send its
+        // request: it then gets the GOAWAY like any other, and its request is served.
+        if !heard_from_peer.load(Ordering::Acquire) {
+            tokio::select! {
+                biased;
+                _ = signals.force.cancelled() => return &signals.forced,
+                result = conn.as_mut() => {
+                    log_end(result);
+                    return &signals.closed_gracefully;
+                }
+                _ = tokio::time::sleep(PING_ANSWER_WAIT) => {}
+            }
+            if !heard_from_peer.load(Ordering::Acquire) {
+                return &signals.unused;
+            }
+        }
+        // 2. h2 sends GOAWAY(last id = 2^31-1) with a PING, and the final GOAWAY with the
+        //    real last stream id once the PING is answered, then closes when the last
+        //    stream ends: a request crossing the first GOAWAY is still served (or refused
+        //    as not executed), never silently lost.
+        conn.as_mut().graceful_shutdown();
+        signals.goaway_sent.fetch_add(1, Ordering::Relaxed);
+        let goaway_at = Instant::now();
+        tokio::select! {
+            biased;
+            _ = signals.force.cancelled() => &signals.forced,
+            result = conn.as_mut() => {
+                log_end(result);
+                &signals.closed_gracefully
+            }
+            // A peer that does not answer the PING, or ignores the GOAWAY and keeps the
+            // socket open, would hold the connection for ever: once nothing is in flight
+            // on it, nothing is lost by closing it.
+            _ = idle_after_goaway(signals, &self.peer, goaway_at) => &signals.closed_idle,
+        }
+    }
+}
+
+/// Resolves when this connection must start its graceful close: from shutdown step 2
+/// on when its plain client still calls (the closing mark did not move it; see
+/// `peer.rs`), from step 3 on when it never carried an rpc consumer's call, and at the
+/// server's shutdown (step 6) in any case — when rpc consumers, who stopped choosing
+/// this instance at its closing mark, close theirs as they always did. A connection
+/// accepted during the shutdown waits for the server's shutdown: its client dialled
+/// after the GOAWAYs and called without waiting for SETTINGS, and another GOAWAY would
+/// only make it dial again.
+async fn goaway_asked(signals: &ConnectionSignals, peer: &Peer, accepted_in_shutdown: bool) {
+    let plain = async {
+        signals.goaway_plain.cancelled().await;
+        if accepted_in_shutdown || peer.reads_closing_mark() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        _ = signals.goaway.cancelled() => {}
+        _ = peer.must_go() => {}
+        _ = plain => {}
+    }
+}
+
+/// Resolves once the server's shutdown allows idle connections to close, the peer has
+/// had [`PING_ANSWER_WAIT`] since `goaway_at` to answer, and no call is in flight.
+async fn idle_after_goaway(signals: &ConnectionSignals, peer: &Peer, goaway_at: Instant) {
+    signals.close_idle.cancelled().await;
+    tokio::time::sleep_until(goaway_at + PING_ANSWER_WAIT).await;
+    peer.idle().await;
+}
+
+fn log_end(result: Result<(), hyper::Error>) {
+    if let Err(error) = result {
+        tracing::debug!(%error, "connection ended with an error");
+    }
+}

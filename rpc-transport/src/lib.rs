@@ -1,0 +1,64 @@
+//! # rpc-transport
+//!
+//! The gRPC transport: export tonic services on a TCP listener, dial one instance, and
+//! take over listening sockets a parent process handed down (systemd's socket
+//! activation, the hot upgrade: `inherit.rs`, over the one module allowed `unsafe`,
+//! [`fd`]).
+//!
+//! The server side is a small accept loop over hyper's HTTP/2 connection (the same parts
+//! tonic's own server uses), written here because graceful offline needs what tonic's
+//! `serve_with_shutdown` does not give: a bound on how long connections may take to close,
+//! the two-step GOAWAY on each connection at the moment the lifecycle chooses for its
+//! kind of peer (a plain gRPC client early, an rpc consumer last; `peer.rs`), a
+//! connection dialled during the shutdown held back until it calls (`socket.rs`), and
+//! closing ourselves connections that never completed the HTTP/2 handshake or carry
+//! nothing, instead of waiting for the peer. Every call is bounded by the caller's deadline and by the
+//! server's drain bound, and ends at either with a status that says so
+//! ([`CUT_AT_SHUTDOWN`]; see `call_bounds.rs`).
+//!
+//! The listener's limits (`server_options.rs`: streams per connection, header list,
+//! reset floods, keep-alive; `message_limits/`: message sizes) answer bad input with the
+//! errors the specifications name; TLS (`tls/`: rustls on the accept loop, mutual TLS,
+//! certificates reloaded when their files change; tonic's TLS on the channel) is
+//! optional on both ends.
+//!
+//! Every accepted and dialled socket has `TCP_NODELAY`: measured on a 2-core machine,
+//! tonic over loopback without it did 6.8k requests/s with p99 44 ms at 16 concurrent
+//! calls, with it 35k requests/s and p99 0.7 ms (Nagle's algorithm holds back the small
+//! frames of HTTP/2).
+
+// `deny`, not `forbid`: the one module that adopts inherited file descriptors (`fd`)
+// allows it, and says why; tests/unsafe_scope.rs checks that no other file does.
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+mod call_bounds;
+mod channel;
+mod connection;
+mod counts;
+mod error;
+pub mod fd;
+mod inherit;
+mod linger;
+mod message_limits;
+mod message_size_status;
+mod peer;
+mod server;
+mod server_options;
+mod socket;
+mod tls;
+
+pub use call_bounds::CUT_AT_SHUTDOWN;
+pub use channel::{ChannelOptions, connect_lazy};
+pub use counts::{ConnectionCounts, ServerShutdown};
+pub use error::TransportError;
+pub use inherit::{ADMIN_LISTENER, GRPC_LISTENER, InheritedListeners, LISTEN_FDS_START, ListenFds};
+pub use message_limits::{
+    DEFAULT_MAX_MESSAGE_SIZE, MessageLimit, MessageLimitFuture, MessageLimitLayer, MessageLimits,
+};
+pub use server::{CUT_LEAD, Server, ServerHandle};
+pub use server_options::{
+    DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_HEADER_LIST_SIZE,
+    DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, ServerOptions,
+};
+pub use tls::{ClientTls, DEFAULT_RELOAD_INTERVAL, ServerTlsFiles, TlsError};

@@ -1,0 +1,341 @@
+//! What a server knows of the peer at the other end of one connection, and how a
+//! refusal reaches that peer.
+//!
+//! Two kinds of callers reach a provider. rpc's consumers send [`CONSUMER`] on every
+//! call: they read the closing mark and re-send a "closing, not executed" refusal to
+//! another instance. Every other client (grpcio, grpc-go, tonic's own channels, grpcurl)
+//! knows nothing of either, so it is told in HTTP/2's own terms instead:
+//!
+//! - once the shutdown waits for consumers to move away (step 2), a call of such a
+//!   client shows that the closing mark did not move it: its connection starts its
+//!   graceful close (the first GOAWAY, see `connection.rs`) at once, and since the
+//!   listener is closed by then, the client dials another instance. A client that did
+//!   move away by other means (e.g. it watches the health service, NOT_SERVING from
+//!   step 1 on) sends nothing more, and its connection is left alone until step 3,
+//!   when every connection that never carried an rpc consumer's call gets GOAWAY (rpc
+//!   consumers' connections get theirs in step 6, as they always did);
+//! - a request it sends once refusals have begun is refused with `REFUSED_STREAM`, not
+//!   with a gRPC status: RFC 9113 §8.7 makes that the proof that the request was not
+//!   processed, and gRPC clients retry such a stream by themselves ("transparent
+//!   retry", gRPC A6), where a status would reach the caller as a failed call.
+//!
+//! The calls in flight on the connection are counted too, until their response is
+//! handed over to HTTP/2 in full: a connection with none is idle, and closing it loses
+//! nothing.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body::{Body, Frame, SizeHint};
+use pin_project_lite::pin_project;
+use tower::Service;
+
+use tokio_util::sync::CancellationToken;
+
+use rpc_core::BoxError;
+use rpc_core::metadata::{CONSUMER, HEALTH_PATH_PREFIX, NOT_EXECUTED, NOT_EXECUTED_OVERLOADED};
+use rpc_core::{InflightCounter, InflightGuard};
+
+/// One connection's peer, as its requests show it.
+#[derive(Debug, Default)]
+pub(crate) struct Peer {
+    /// Set by the first request that carried [`CONSUMER`].
+    reads_closing_mark: AtomicBool,
+    /// Cancelled by a call of a plain client once shutdown step 2 began: the connection
+    /// must start its graceful close.
+    must_go: CancellationToken,
+    /// Calls in flight on the connection.
+    calls: InflightCounter,
+}
+
+impl Peer {
+    /// Whether a request of this connection came from an rpc consumer.
+    pub(crate) fn reads_closing_mark(&self) -> bool {
+        self.reads_closing_mark.load(Ordering::Relaxed)
+    }
+
+    /// Resolves once a call showed that this peer is not moved by the closing mark.
+    pub(crate) async fn must_go(&self) {
+        self.must_go.cancelled().await;
+    }
+
+    /// Resolves once no call is in flight on the connection (at once if none is).
+    pub(crate) async fn idle(&self) {
+        self.calls.wait_idle().await;
+    }
+}
+
+/// Wraps one connection's service: counts its calls, tells the connection to go when
+/// a plain client keeps calling during shutdown step 2, and turns a "closing, not
+/// executed" refusal of a request that did not come from an rpc consumer into
+/// `REFUSED_STREAM`.
+#[derive(Clone, Debug)]
+pub(crate) struct PeerService<S> {
+    inner: S,
+    peer: Arc<Peer>,
+    /// The server's signal that shutdown step 2 began; `None` for a connection accepted
+    /// after it (see `PeerService::new`).
+    plain_clients_go: Option<CancellationToken>,
+    /// The server's count of streams refused with `REFUSED_STREAM`.
+    refused: Arc<AtomicUsize>,
+}
+
+impl<S> PeerService<S> {
+    /// Wraps `inner` for the connection of `peer`; `plain_clients_go` is cancelled when
+    /// shutdown step 2 begins, `refused` counts the server's refused streams.
+    ///
+    /// A connection accepted once step 2 began has no `plain_clients_go`: it got past
+    /// the hold (`socket.rs`) by calling without waiting for the server's SETTINGS, so
+    /// its client is not one of gRPC's own, and a GOAWAY would only make it dial this
+    /// address again (tonic's channel does). It is served, and refused from step 3 on.
+    pub(crate) fn new(
+        inner: S,
+        peer: Arc<Peer>,
+        plain_clients_go: Option<CancellationToken>,
+        refused: Arc<AtomicUsize>,
+    ) -> Self {
+        Self {
+            inner,
+            peer,
+            plain_clients_go,
+            refused,
+        }
+    }
+}
+
+impl<S, ReqBody, B> Service<Request<ReqBody>> for PeerService<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<B>>,
+    S::Error: Into<BoxError>,
+{
+    type Response = Response<PeerBody<B>>;
+    type Error = BoxError;
+    type Future = PeerFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        let from_consumer = request.headers().contains_key(&CONSUMER);
+        if from_consumer && !self.peer.reads_closing_mark() {
+            self.peer.reads_closing_mark.store(true, Ordering::Relaxed);
+        }
+        // A health check is no call: a probe must not send its connection away.
+        let is_call = !request.uri().path().starts_with(HEALTH_PATH_PREFIX);
+        let step_two = self
+            .plain_clients_go
+            .as_ref()
+            .is_some_and(CancellationToken::is_cancelled);
+        if !from_consumer && is_call && step_two {
+            self.peer.must_go.cancel();
+        }
+        PeerFuture {
+            call: Some(self.peer.calls.acquire()),
+            from_consumer,
+            refused: self.refused.clone(),
+            inner: self.inner.call(request),
+        }
+    }
+}
+
+pin_project! {
+    /// Future of [`PeerService`].
+    pub(crate) struct PeerFuture<F> {
+        #[pin]
+        inner: F,
+        call: Option<InflightGuard>,
+        from_consumer: bool,
+        refused: Arc<AtomicUsize>,
+    }
+}
+
+impl<F, B, E> Future for PeerFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    E: Into<BoxError>,
+{
+    type Output = Result<Response<PeerBody<B>>, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = std::task::ready!(this.inner.poll(cx)).map_err(Into::into)?;
+        let call = this.call.take();
+        // An overload refusal stays a RESOURCE_EXHAUSTED status: a plain client should
+        // back off, not re-send at once as it may a refused stream.
+        let closing_refusal = response
+            .headers()
+            .get(&NOT_EXECUTED)
+            .is_some_and(|reason| reason != NOT_EXECUTED_OVERLOADED);
+        if !*this.from_consumer && closing_refusal {
+            this.refused.fetch_add(1, Ordering::Relaxed);
+            // hyper resets the stream with the h2 reason it finds in the error's
+            // sources. The call stays counted until hyper drops the error, which it
+            // does after queueing the reset: the connection is not idle before.
+            return Poll::Ready(Err(Box::new(RefusedStream {
+                reason: h2::Error::from(h2::Reason::REFUSED_STREAM),
+                _call: call,
+            })));
+        }
+        Poll::Ready(Ok(response.map(|inner| PeerBody { inner, _call: call })))
+    }
+}
+
+/// A request refused before it ran, for a peer that reads no closing mark: hyper
+/// answers it with `RST_STREAM(REFUSED_STREAM)`.
+#[derive(Debug)]
+struct RefusedStream {
+    reason: h2::Error,
+    _call: Option<InflightGuard>,
+}
+
+impl std::fmt::Display for RefusedStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("refused: the provider is shutting down (the request was not processed)")
+    }
+}
+
+impl std::error::Error for RefusedStream {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.reason)
+    }
+}
+
+pin_project! {
+    /// A response body that keeps its call counted until hyper drops it, which it does
+    /// once the last frame was handed to HTTP/2 — later than the end of the body, so
+    /// the connection does not count as idle while a call's trailers are still on
+    /// their way to the socket.
+    pub(crate) struct PeerBody<B> {
+        #[pin]
+        inner: B,
+        _call: Option<InflightGuard>,
+    }
+}
+
+impl<B: Body<Data = Bytes>> Body for PeerBody<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        self.project().inner.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use http_body_util::Empty;
+    use tower::{ServiceExt, service_fn};
+
+    use super::*;
+    use rpc_core::metadata::{CONSUMER_VALUE, NOT_EXECUTED_CLOSING};
+
+    /// A handler that refuses every request as a closing provider does.
+    fn refusing() -> impl Service<
+        Request<()>,
+        Response = Response<Empty<Bytes>>,
+        Error = Infallible,
+        Future = impl Future<Output = Result<Response<Empty<Bytes>>, Infallible>>,
+    > + Clone {
+        service_fn(|_request: Request<()>| async {
+            let mut response = Response::new(Empty::new());
+            response
+                .headers_mut()
+                .insert(NOT_EXECUTED, NOT_EXECUTED_CLOSING);
+            Ok::<_, Infallible>(response)
+        })
+    }
+
+    fn request(from_consumer: bool) -> Request<()> {
+        let mut request = Request::builder().uri("/echo.Echo/Echo").body(()).unwrap();
+        if from_consumer {
+            request.headers_mut().insert(CONSUMER, CONSUMER_VALUE);
+        }
+        request
+    }
+
+    #[tokio::test]
+    async fn a_refusal_reaches_a_consumer_as_a_status_and_others_as_refused_stream() {
+        let peer = Arc::new(Peer::default());
+        let refused = Arc::new(AtomicUsize::new(0));
+        let service = PeerService::new(refusing(), peer.clone(), None, refused.clone());
+
+        let Err(error) = service.clone().oneshot(request(false)).await else {
+            panic!("a plain client's request is refused with an error, not answered");
+        };
+        let reason = error
+            .source()
+            .and_then(|source| source.downcast_ref::<h2::Error>())
+            .and_then(h2::Error::reason);
+        assert_eq!(reason, Some(h2::Reason::REFUSED_STREAM));
+        assert_eq!(refused.load(Ordering::Relaxed), 1);
+        assert!(!peer.reads_closing_mark());
+
+        let response = service.oneshot(request(true)).await.unwrap();
+        assert!(response.headers().contains_key(&NOT_EXECUTED));
+        assert_eq!(refused.load(Ordering::Relaxed), 1);
+        assert!(peer.reads_closing_mark());
+    }
+
+    #[tokio::test]
+    async fn a_plain_clients_call_sends_its_connection_away_once_step_two_began() {
+        let peer = Arc::new(Peer::default());
+        let step_two = CancellationToken::new();
+        let answering = service_fn(|_request: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
+        });
+        let service = PeerService::new(
+            answering,
+            peer.clone(),
+            Some(step_two.clone()),
+            Arc::default(),
+        );
+        service.clone().oneshot(request(false)).await.unwrap();
+        assert!(!peer.must_go.is_cancelled(), "before step 2 nothing moves");
+        step_two.cancel();
+        service.clone().oneshot(request(true)).await.unwrap();
+        let probe = Request::builder()
+            .uri("/grpc.health.v1.Health/Check")
+            .body(())
+            .unwrap();
+        service.clone().oneshot(probe).await.unwrap();
+        assert!(
+            !peer.must_go.is_cancelled(),
+            "an rpc consumer's call and a health check do not send it away"
+        );
+        service.oneshot(request(false)).await.unwrap();
+        assert!(peer.must_go.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn a_call_counts_until_its_body_is_dropped() {
+        let peer = Arc::new(Peer::default());
+        let answering = service_fn(|_request: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
+        });
+        let service = PeerService::new(answering, peer.clone(), None, Arc::default());
+        let response = service.oneshot(request(true)).await.unwrap();
+        assert_eq!(peer.calls.current(), 1, "the body is still held");
+        drop(response);
+        assert_eq!(peer.calls.current(), 0);
+        peer.idle().await;
+    }
+}

@@ -1,0 +1,371 @@
+//! Export tonic services on a TCP listener, and close them on the lifecycle's terms.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::server::conn::http2;
+use hyper_util::rt::TokioExecutor;
+use parking_lot::Mutex;
+use tokio::net::TcpListener;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::Service;
+
+use super::connection::{self, ConnectionSignals, Handshake};
+use super::counts::{ConnectionCounts, ServerShutdown};
+use super::tls::ServerTls;
+use super::{ServerOptions, TransportError};
+use rpc_core::BoxError;
+
+/// How long before a shutdown's bound the calls still open are ended with a status:
+/// time for their trailers to reach the peers before connections are closed by force.
+/// 100 ms: writing a trailers frame on an open connection takes well under 1 ms, so
+/// this covers a loaded machine, and is small next to `step_timeout` (default 3 s).
+pub const CUT_LEAD: Duration = Duration::from_millis(100);
+
+/// A bound listener, not serving yet. Binding first and serving second lets the caller
+/// learn the port (port 0 picks a free one) before anything is announced.
+#[derive(Debug)]
+pub struct Server {
+    listener: TcpListener,
+    local_addr: SocketAddr,
+    options: ServerOptions,
+    tls: Option<Arc<ServerTls>>,
+}
+
+impl Server {
+    /// Binds `addr` (port 0 picks a free port), and reads the TLS files if `options`
+    /// name some.
+    ///
+    /// # Errors
+    /// [`TransportError::Bind`] when the address cannot be bound, e.g. the port is in use;
+    /// [`TransportError::Tls`] when a TLS file cannot be used.
+    pub async fn bind(addr: SocketAddr, options: ServerOptions) -> Result<Self, TransportError> {
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| TransportError::Bind { addr, source })?;
+        Self::from_tokio(listener, options, addr)
+    }
+
+    /// Serves on an already-bound listener, e.g. one inherited from a parent process.
+    ///
+    /// # Errors
+    /// [`TransportError::Bind`] when the socket cannot be registered with the runtime;
+    /// [`TransportError::Tls`] when a TLS file cannot be used.
+    pub fn from_std(
+        listener: std::net::TcpListener,
+        options: ServerOptions,
+    ) -> Result<Self, TransportError> {
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let bind_error = |source| TransportError::Bind { addr, source };
+        listener.set_nonblocking(true).map_err(bind_error)?;
+        let listener = TcpListener::from_std(listener).map_err(bind_error)?;
+        Self::from_tokio(listener, options, addr)
+    }
+
+    fn from_tokio(
+        listener: TcpListener,
+        options: ServerOptions,
+        addr: SocketAddr,
+    ) -> Result<Self, TransportError> {
+        let local_addr = listener
+            .local_addr()
+            .map_err(|source| TransportError::Bind { addr, source })?;
+        let tls = options.tls.clone().map(ServerTls::load).transpose()?;
+        Ok(Self {
+            listener,
+            local_addr,
+            options,
+            tls,
+        })
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Starts accepting connections and serving `service` on each, in background tasks.
+    ///
+    /// `service` is typically tonic's `Routes` wrapped in the provider filters.
+    pub fn serve<S, B>(self, service: S) -> ServerHandle
+    where
+        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        // A duplicate of the listening socket, for a hot upgrade's successor. Without
+        // one (the descriptor table is full) the server still serves; an upgrade then
+        // says why it cannot hand the socket over.
+        let listening = self.listener.as_fd().try_clone_to_owned();
+        let shared = Arc::new(Shared {
+            local_addr: self.local_addr,
+            listening: Mutex::new(Some(listening)),
+            stop_accepting: CancellationToken::new(),
+            signals: Arc::new(ConnectionSignals::default()),
+            tracker: TaskTracker::new(),
+            close_began: OnceLock::new(),
+        });
+        if let Some(tls) = &self.tls {
+            shared
+                .tracker
+                .spawn(tls.clone().watch(shared.stop_accepting.clone()));
+        }
+        let connections = Connections {
+            builder: self.options.http2_builder(),
+            tls: self.tls,
+            tls_handshake_timeout: self.options.tls_handshake_timeout,
+        };
+        shared.tracker.spawn(accept_loop(
+            self.listener,
+            service,
+            connections,
+            shared.clone(),
+            self.options.accept_error_backoff,
+        ));
+        ServerHandle { shared }
+    }
+}
+
+/// How each accepted connection is served: hyper's HTTP/2 settings, and TLS first if
+/// configured.
+struct Connections {
+    builder: http2::Builder<TokioExecutor>,
+    tls: Option<Arc<ServerTls>>,
+    tls_handshake_timeout: Duration,
+}
+
+async fn accept_loop<S, B>(
+    listener: TcpListener,
+    service: S,
+    connections: Connections,
+    shared: Arc<Shared>,
+    backoff: Duration,
+) where
+    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    loop {
+        let accepted = tokio::select! {
+            biased;
+            _ = shared.stop_accepting.cancelled() => break,
+            accepted = listener.accept() => accepted,
+        };
+        match accepted {
+            Ok((stream, _peer)) => {
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted socket");
+                }
+                // The acceptor is taken now: a connection accepted after a reload uses
+                // the new certificate, the ones before keep theirs.
+                let tls = connections.tls.as_ref().map(|tls| Handshake {
+                    acceptor: tls.acceptor(),
+                    timeout: connections.tls_handshake_timeout,
+                });
+                shared.tracker.spawn(connection::serve(
+                    stream,
+                    tls,
+                    service.clone(),
+                    connections.builder.clone(),
+                    shared.signals.clone(),
+                ));
+            }
+            Err(error) => {
+                tracing::warn!(%error, addr = %shared.local_addr, "accept failed; backing off");
+                tokio::time::sleep(backoff).await;
+            }
+        }
+    }
+    // Returning drops the listener. In a shutdown, `shutdown` has dropped the duplicate
+    // too: the port is closed before connections drain, so new dials are refused at
+    // once (and retried elsewhere) instead of hanging. After `stop_accepting` alone the
+    // duplicate (and a hot upgrade's successor) keep the socket open.
+    tracing::debug!(addr = %shared.local_addr, "accept loop ended");
+}
+
+#[derive(Debug)]
+struct Shared {
+    local_addr: SocketAddr,
+    /// A close-on-exec duplicate of the listening socket, kept open after the accept
+    /// loop stops (see [`ServerHandle::stop_accepting`]) until shutdown or abort.
+    listening: Mutex<Option<io::Result<OwnedFd>>>,
+    stop_accepting: CancellationToken,
+    signals: Arc<ConnectionSignals>,
+    tracker: TaskTracker,
+    /// The tallies when the close began (the first GOAWAY or the shutdown): what
+    /// [`ServerHandle::shutdown`] reports is counted from there.
+    close_began: OnceLock<ServerShutdown>,
+}
+
+/// Controls a serving [`Server`]: its address, its connections, and how it stops.
+///
+/// Cheap to clone. Dropping every handle does not stop the server; call
+/// [`ServerHandle::shutdown`] or [`ServerHandle::abort`].
+#[derive(Clone, Debug)]
+pub struct ServerHandle {
+    shared: Arc<Shared>,
+}
+
+impl ServerHandle {
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    /// Connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.shared.signals.open.load(Ordering::Relaxed)
+    }
+
+    /// Connections open now and graceful closes begun so far (for metrics; two relaxed
+    /// loads, no lock).
+    pub fn connection_counts(&self) -> ConnectionCounts {
+        let signals = &self.shared.signals;
+        ConnectionCounts {
+            open: signals.open.load(Ordering::Relaxed),
+            goaway_sent: signals.goaway_sent.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Shutdown step 2: from now on a call of a plain gRPC client — one that is not an
+    /// rpc consumer, and so reads no closing mark — makes its connection start its
+    /// graceful close (the first GOAWAY, with its PING): the call is still served, the
+    /// client opens no new stream on the connection; and a new connection is held back
+    /// from HTTP/2 until its peer sends a request, so a gRPC client that dials again
+    /// (and waits for the server's SETTINGS first) calls another instance. rpc
+    /// consumers' connections, and those of clients that stopped calling, stay as they
+    /// are; the listener stays open (see `socket.rs`).
+    pub fn goaway_plain_clients_that_call(&self) {
+        self.begin_close();
+        self.shared.signals.plain_clients_go.cancel();
+    }
+
+    /// Shutdown step 3: starts the graceful close of every connection that never
+    /// carried an rpc consumer's call, so that no plain client
+    /// opens new streams while requests are refused. rpc consumers stopped choosing
+    /// this instance at its closing mark; their connections close in
+    /// [`ServerHandle::shutdown`], as before.
+    pub fn goaway_plain_clients(&self) {
+        self.begin_close();
+        self.shared.signals.goaway_plain.cancel();
+    }
+
+    /// Notes the tallies the close is counted from (once).
+    fn begin_close(&self) {
+        self.shared.close_began.get_or_init(|| self.tallies());
+    }
+
+    /// Stops accepting and closes every connection gracefully, by `deadline`.
+    ///
+    /// In order: the listener is closed (new dials are refused); every connection that
+    /// has begun HTTP/2 gets the two-step GOAWAY (unless it already has) and is awaited;
+    /// connections whose peer never sent a byte (or, accepted during the shutdown, no
+    /// request) are closed at once, and so is every
+    /// connection with no call in flight once its peer has had 100 ms to answer its
+    /// GOAWAY's PING (a mute peer, or one that ignores the GOAWAY, holds nothing). Calls
+    /// still open [`CUT_LEAD`] before `deadline` are ended with `UNAVAILABLE`, "provider
+    /// shut down before the stream ended", so their callers learn why (the lead lets
+    /// those trailers reach them); whatever connection is still open at `deadline` is
+    /// then closed by force. Never waits past `deadline`, whatever the peers do.
+    pub async fn shutdown(&self, deadline: Instant) -> ServerShutdown {
+        let signals = &self.shared.signals;
+        self.begin_close();
+        let before = self.shared.close_began.get().copied().unwrap_or_default();
+        self.shared.stop_accepting.cancel();
+        self.shared.listening.lock().take();
+        signals.goaway.cancel();
+        signals.close_idle.cancel();
+        self.shared.tracker.close();
+        let cut_at = deadline.checked_sub(CUT_LEAD).unwrap_or(deadline);
+        let closed = |bound| tokio::time::timeout_at(bound, self.shared.tracker.wait());
+        if closed(cut_at).await.is_err() {
+            signals.cut.cut();
+            if closed(deadline).await.is_err() {
+                signals.force.cancel();
+                self.shared.tracker.wait().await;
+            }
+        }
+        let after = self.tallies();
+        ServerShutdown {
+            closed_gracefully: after.closed_gracefully - before.closed_gracefully,
+            closed_idle: after.closed_idle - before.closed_idle,
+            forced: after.forced - before.forced,
+            unused: after.unused - before.unused,
+            streams_cut: after.streams_cut - before.streams_cut,
+        }
+    }
+
+    /// Requests refused with `REFUSED_STREAM` so far: requests of clients that are not
+    /// rpc consumers, sent once refusals had begun (see `peer.rs`).
+    pub fn refused_streams(&self) -> usize {
+        self.shared.signals.refused.load(Ordering::Relaxed)
+    }
+
+    /// Stops accepting connections *without closing the listening socket*: the hot
+    /// upgrade's successor accepts on the same socket from now on (it holds its own
+    /// descriptor of it), so a dial in between waits in the socket's backlog for the
+    /// successor instead of being refused. Connections already accepted are served on;
+    /// [`ServerHandle::shutdown`] later GOAWAYs them (and closes this process's
+    /// descriptor).
+    pub fn stop_accepting(&self) {
+        self.shared.stop_accepting.cancel();
+    }
+
+    /// A new close-on-exec descriptor of the listening socket, to hand to a successor
+    /// process (see `transport::ListenFds`).
+    ///
+    /// # Errors
+    /// When the server was shut down or aborted, or the descriptor cannot be duplicated
+    /// (e.g. too many open files).
+    pub fn listener_fd(&self) -> io::Result<OwnedFd> {
+        match &*self.shared.listening.lock() {
+            Some(Ok(fd)) => fd.try_clone(),
+            Some(Err(error)) => Err(io::Error::new(error.kind(), error.to_string())),
+            None => Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the server is shut down: its listening socket is closed",
+            )),
+        }
+    }
+
+    /// Calls (streams) ended at a shutdown's bound so far.
+    pub fn streams_cut(&self) -> usize {
+        self.shared.signals.cut.calls()
+    }
+
+    /// Closes the listener and every connection at once, dropping requests in flight:
+    /// what a plain process restart does. For comparisons and tests.
+    pub async fn abort(&self) {
+        self.shared.stop_accepting.cancel();
+        self.shared.listening.lock().take();
+        self.shared.signals.force.cancel();
+        self.shared.tracker.close();
+        self.shared.tracker.wait().await;
+    }
+
+    fn tallies(&self) -> ServerShutdown {
+        let signals = &self.shared.signals;
+        ServerShutdown {
+            closed_gracefully: signals.closed_gracefully.load(Ordering::Relaxed),
+            closed_idle: signals.closed_idle.load(Ordering::Relaxed),
+            forced: signals.forced.load(Ordering::Relaxed),
+            unused: signals.unused.load(Ordering::Relaxed),
+            streams_cut: signals.cut.calls(),
+        }
+    }
+}
