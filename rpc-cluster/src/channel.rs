@@ -10,8 +10,8 @@ use tonic::body::Body as TonicBody;
 use tower_service::Service;
 
 use crate::call::{self, Call};
+use crate::call_deadline;
 use crate::config::{BlacklistConfig, ReferenceConfig};
-use crate::deadline;
 use crate::directory::Directory;
 use crate::observe::AttemptObserver;
 use crate::stack::ReferenceStack;
@@ -131,11 +131,11 @@ impl Service<Request<TonicBody>> for ClusterChannel {
     fn call(&mut self, request: Request<TonicBody>) -> Self::Future {
         self.stack.stats.note_call();
         let call = Call::new(self.stack.clone(), request);
-        // The caller's deadline bounds the whole call, streams included (deadline.rs).
+        // The caller's deadline bounds the whole call, streams included (call_deadline.rs).
         let deadline = call.caller_deadline();
         let call = call::run(call);
         match deadline {
-            Some(limit) => deadline::bound(call, limit),
+            Some(limit) => call_deadline::bound(call, limit),
             None => call,
         }
     }

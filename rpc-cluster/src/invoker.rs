@@ -313,6 +313,9 @@ pub(crate) struct ActiveCall {
     invoker: Arc<Invoker>,
 }
 
+/// A call is active until its response body ends (a stream until its last message).
+impl rpc_core::BodyGuard for ActiveCall {}
+
 impl Drop for ActiveCall {
     fn drop(&mut self) {
         let before = self.invoker.active.fetch_sub(1, Ordering::SeqCst);

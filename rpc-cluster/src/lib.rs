@@ -44,10 +44,10 @@
 mod active_index;
 mod blacklist;
 mod call;
+mod call_deadline;
 mod channel;
 mod classify;
 pub mod config;
-mod deadline;
 mod directory;
 mod error;
 mod ewma;

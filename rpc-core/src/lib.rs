@@ -31,7 +31,7 @@ mod rejections;
 mod service_key;
 
 pub use activity::RequestClock;
-pub use guarded_body::GuardedBody;
+pub use guarded_body::{BodyEnd, BodyGuard, GuardedBody};
 pub use handles::{ConsumerHandles, ProviderHandles};
 pub use inflight::{InflightCounter, InflightGuard};
 pub use instance::{DEFAULT_WEIGHT, Instance, InstanceId, format_authority};

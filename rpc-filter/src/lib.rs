@@ -16,7 +16,8 @@
 //!   into Prometheus histograms, on either side.
 //! - [`trace::CallTraceLayer`]: one `tracing` span per call, on either side.
 //!
-//! The last two watch a call until its response body ends with [`call_end`].
+//! The last two watch a call until its response body ends with [`call_end`]; the first
+//! and the limit refuse a request without running it in one way, [`NotExecuted`].
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -26,6 +27,8 @@ pub mod graceful;
 mod grpc_path;
 pub mod limit;
 pub mod metrics;
+mod refusal;
 pub mod trace;
 
 pub use grpc_path::split_path;
+pub use refusal::{DRAIN_LIMIT, DRAIN_WAIT, NotExecuted, Refusal};

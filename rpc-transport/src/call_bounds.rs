@@ -26,16 +26,19 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body::{Body, Frame, SizeHint};
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use http_body_util::combinators::{MapErr, MapFrame};
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tonic::Status;
 use tower::Service;
 
+use super::bounded_body::{BodyBound, BoundedBody};
 use super::message_size_status;
 use rpc_core::BoxError;
-use rpc_core::metadata::{deadline_exceeded, read_grpc_timeout, status_trailers};
+use rpc_core::metadata::{deadline_exceeded, read_grpc_timeout};
 
 /// The message of a call ended at the drain bound.
 pub const CUT_AT_SHUTDOWN: &str = "provider shut down before the stream ended";
@@ -79,7 +82,7 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    type Response = Response<BoundedBody<B>>;
+    type Response = Response<ServedBody<B>>;
     type Error = S::Error;
     type Future = BoundedFuture<S::Future>;
 
@@ -101,7 +104,7 @@ where
 }
 
 /// What ends a call early: its deadline, and the server's cut at the drain bound.
-struct Bounds {
+pub(crate) struct Bounds {
     deadline: Option<(Pin<Box<Sleep>>, Duration)>,
     cut: Arc<ShutdownCut>,
     /// Created the first time the call waits: a call that completes at once never
@@ -117,10 +120,12 @@ impl Bounds {
             cut_wait: None,
         }
     }
+}
 
+impl BodyBound for Bounds {
     /// The status to end the call with, once a bound has passed (and registers for a
     /// wake-up until then).
-    fn poll_end(&mut self, cx: &mut Context<'_>) -> Poll<Status> {
+    fn poll_passed(&mut self, cx: &mut Context<'_>) -> Poll<Status> {
         let deadline_passed = match &mut self.deadline {
             Some((sleep, limit)) => sleep.as_mut().poll(cx).is_ready().then_some(*limit),
             None => None,
@@ -158,8 +163,10 @@ pin_project! {
 impl<F, B, E> Future for BoundedFuture<F>
 where
     F: Future<Output = Result<Response<B>, E>>,
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
 {
-    type Output = Result<Response<BoundedBody<B>>, E>;
+    type Output = Result<Response<ServedBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project() {
@@ -174,17 +181,14 @@ where
                     let bounds = bounds.take();
                     return Poll::Ready(result.map(|mut response| {
                         message_size_status::correct(response.headers_mut());
-                        response.map(|body| BoundedBody {
-                            inner: Some(body),
-                            bounds,
-                        })
+                        response.map(|body| BoundedBody::new(corrected(body), bounds))
                     }));
                 }
                 let Some(active) = bounds.as_mut() else {
                     return Poll::Pending;
                 };
                 // The handler's future is dropped with this one: the call is cancelled.
-                let status = std::task::ready!(active.poll_end(cx));
+                let status = std::task::ready!(active.poll_passed(cx));
                 *bounds = None;
                 Poll::Ready(Ok(trailers_only(status)))
             }
@@ -204,63 +208,31 @@ fn correct_trailers(frame: Frame<Bytes>) -> Frame<Bytes> {
     }
 }
 
-/// A response with no message, whose headers carry `status` (gRPC's "trailers-only").
-fn trailers_only<B>(status: Status) -> Response<BoundedBody<B>> {
-    status.into_http::<()>().map(|()| BoundedBody {
-        inner: None,
-        bounds: None,
-    })
-}
+/// What a served call's response body is: the handler's, with message-size statuses in
+/// its trailers corrected and its errors boxed, cut at the call's bounds.
+pub(crate) type ServedBody<B> = BoundedBody<Corrected<B>, Bounds>;
 
-pin_project! {
-    /// A response body that ends with a status in its trailers when a bound passes
-    /// before it ended by itself.
-    pub(crate) struct BoundedBody<B> {
-        // `None` once ended (or for a trailers-only response): dropping the handler's
-        // stream cancels it and releases its in-flight guard.
-        #[pin]
-        inner: Option<B>,
-        bounds: Option<Bounds>,
-    }
-}
+/// The handler's body, its trailers corrected and its error boxed.
+type Corrected<B> =
+    MapErr<MapFrame<B, fn(Frame<Bytes>) -> Frame<Bytes>>, fn(<B as Body>::Error) -> BoxError>;
 
-impl<B> Body for BoundedBody<B>
+fn corrected<B>(body: B) -> Corrected<B>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    type Data = Bytes;
-    type Error = BoxError;
+    let trailers: fn(Frame<Bytes>) -> Frame<Bytes> = correct_trailers;
+    let error: fn(B::Error) -> BoxError = Into::into;
+    body.map_frame(trailers).map_err(error)
+}
 
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        let mut this = self.project();
-        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
-            return Poll::Ready(None);
-        };
-        if let Poll::Ready(frame) = inner.poll_frame(cx) {
-            return Poll::Ready(frame.map(|frame| frame.map(correct_trailers).map_err(Into::into)));
-        }
-        let Some(bounds) = this.bounds.as_mut() else {
-            return Poll::Pending;
-        };
-        let status = std::task::ready!(bounds.poll_end(cx));
-        this.inner.set(None);
-        *this.bounds = None;
-        Poll::Ready(Some(Ok(Frame::trailers(status_trailers(&status)))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.as_ref().is_none_or(Body::is_end_stream)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
-    }
+/// A response with no message, whose headers carry `status` (gRPC's "trailers-only").
+fn trailers_only<B>(status: Status) -> Response<ServedBody<B>>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    status.into_http::<()>().map(|()| BoundedBody::ended())
 }
 
 #[cfg(test)]
@@ -301,7 +273,7 @@ mod tests {
         request
     }
 
-    async fn trailers_after_first_message(response: Response<BoundedBody<TestBody>>) -> HeaderMap {
+    async fn trailers_after_first_message(response: Response<ServedBody<TestBody>>) -> HeaderMap {
         let mut body = response.into_body();
         let first = body.frame().await.unwrap().unwrap();
         assert_eq!(first.into_data().unwrap(), "m");

@@ -32,6 +32,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod bounded_body;
 mod call_bounds;
 mod channel;
 mod connection;
@@ -48,6 +49,7 @@ mod server_options;
 mod socket;
 mod tls;
 
+pub use bounded_body::{BodyBound, BoundedBody};
 pub use call_bounds::CUT_AT_SHUTDOWN;
 pub use channel::{ChannelOptions, connect_lazy};
 pub use counts::{ConnectionCounts, ServerShutdown};

@@ -29,9 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
 use http::{Request, Response};
-use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 use tower::Service;
 
@@ -39,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use rpc_core::BoxError;
 use rpc_core::metadata::{CONSUMER, HEALTH_PATH_PREFIX, NOT_EXECUTED, NOT_EXECUTED_OVERLOADED};
-use rpc_core::{InflightCounter, InflightGuard};
+use rpc_core::{BodyEnd, BodyGuard, GuardedBody, InflightCounter, InflightGuard};
 
 /// One connection's peer, as its requests show it.
 #[derive(Debug, Default)]
@@ -182,7 +180,9 @@ where
                 _call: call,
             })));
         }
-        Poll::Ready(Ok(response.map(|inner| PeerBody { inner, _call: call })))
+        Poll::Ready(Ok(response.map(|inner| {
+            GuardedBody::new(inner, CallOnConnection { _call: call })
+        })))
     }
 }
 
@@ -206,42 +206,30 @@ impl std::error::Error for RefusedStream {
     }
 }
 
-pin_project! {
-    /// A response body that keeps its call counted until hyper drops it, which it does
-    /// once the last frame was handed to HTTP/2 — later than the end of the body, so
-    /// the connection does not count as idle while a call's trailers are still on
-    /// their way to the socket.
-    pub(crate) struct PeerBody<B> {
-        #[pin]
-        inner: B,
-        _call: Option<InflightGuard>,
+/// A call counted on its connection until hyper drops its response body, which it does
+/// once the last frame was handed to HTTP/2 — later than the end of the body, so the
+/// connection does not count as idle while a call's trailers are still on their way to
+/// the socket. (A call without a body to hold it, e.g. a refused stream, holds its
+/// guard in the error hyper drops after queueing the reset.)
+#[derive(Debug)]
+pub(crate) struct CallOnConnection {
+    _call: Option<InflightGuard>,
+}
+
+impl BodyGuard for CallOnConnection {
+    fn body_ended(self, _end: BodyEnd<'_>) -> Option<Self> {
+        Some(self)
     }
 }
 
-impl<B: Body<Data = Bytes>> Body for PeerBody<B> {
-    type Data = Bytes;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        self.project().inner.poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
+/// The response body of a call served on a connection: counted until dropped.
+pub(crate) type PeerBody<B> = GuardedBody<B, CallOnConnection>;
 
 #[cfg(test)]
 mod tests {
     use std::convert::Infallible;
 
+    use bytes::Bytes;
     use http_body_util::Empty;
     use tower::{ServiceExt, service_fn};
 

@@ -1,80 +1,47 @@
-//! The response body of a watched call.
+//! The response body of a watched call: rpc-core's [`GuardedBody`] holding a
+//! [`CallEnd`], which turns how the body ended into the call's gRPC status code.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
-use http_body::{Body, Frame, SizeHint};
-use pin_project_lite::pin_project;
+use rpc_core::{BodyEnd, BodyGuard, GuardedBody};
 use tonic::Code;
 
 use super::{OnCallEnd, code_in_headers};
 
-pin_project! {
-    /// Wraps a response body and tells its [`OnCallEnd`] when the call ends: at the
-    /// trailers (with their status), at an error, at an end without trailers
-    /// (`UNKNOWN`), or when dropped before its end (`CANCELLED`).
-    pub struct CallEndBody<B, E: OnCallEnd> {
-        #[pin]
-        inner: B,
-        end: Option<E>,
-    }
+/// The body of a watched call: it tells its [`OnCallEnd`] when the call ends — at the
+/// trailers (with their status), at an error or an end without trailers (`UNKNOWN`),
+/// or when dropped before its end (`CANCELLED`).
+pub type CallEndBody<B, E> = GuardedBody<B, CallEnd<E>>;
 
-    impl<B, E: OnCallEnd> PinnedDrop for CallEndBody<B, E> {
-        fn drop(this: Pin<&mut Self>) {
-            if let Some(end) = this.project().end.take() {
-                end.call_ended(Code::Cancelled);
-            }
-        }
-    }
+/// `body`, whose end `end` is told of (`None`: the call has ended already, or nobody
+/// needs to know).
+pub fn watch<B, E: OnCallEnd>(body: B, end: Option<E>) -> CallEndBody<B, E> {
+    GuardedBody::with(body, end.map(CallEnd))
 }
 
-impl<B, E: OnCallEnd> CallEndBody<B, E> {
-    /// `inner`, whose end `end` is told of (`None`: the call has ended already, or
-    /// nobody needs to know).
-    pub fn new(inner: B, end: Option<E>) -> Self {
-        Self { inner, end }
-    }
-}
+/// The guard of a [`CallEndBody`]: an [`OnCallEnd`], told the status code the body
+/// ended with.
+#[derive(Debug)]
+pub struct CallEnd<E>(E);
 
-impl<B: Body, E: OnCallEnd> Body for CallEndBody<B, E> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let this = self.project();
-        let Some(end) = this.end else {
-            return this.inner.poll_frame(cx);
+impl<E: OnCallEnd> BodyGuard for CallEnd<E> {
+    fn body_ended(self, end: BodyEnd<'_>) -> Option<Self> {
+        let code = match end {
+            BodyEnd::Trailers(trailers) => code_in_headers(trailers).unwrap_or(Code::Unknown),
+            BodyEnd::NoTrailers | BodyEnd::Error => Code::Unknown,
+            BodyEnd::Dropped => Code::Cancelled,
         };
-        let poll = end.in_scope(|| this.inner.poll_frame(cx));
-        let code = match &poll {
-            Poll::Pending => return poll,
-            Poll::Ready(Some(Ok(frame))) => match frame.trailers_ref() {
-                Some(trailers) => code_in_headers(trailers).unwrap_or(Code::Unknown),
-                None => return poll,
-            },
-            Poll::Ready(Some(Err(_))) | Poll::Ready(None) => Code::Unknown,
-        };
-        if let Some(end) = this.end.take() {
-            end.call_ended(code);
-        }
-        poll
+        self.0.call_ended(code);
+        None
     }
 
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+    fn in_scope<R>(&self, poll: impl FnOnce() -> R) -> R {
+        self.0.in_scope(poll)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
+    use http_body::{Body, Frame};
     use http_body_util::BodyExt;
     use record::Ended;
 
@@ -113,7 +80,7 @@ mod tests {
     #[tokio::test]
     async fn the_call_ends_once_at_its_trailers_with_their_code() {
         let ended = Ended::default();
-        let body = CallEndBody::new(
+        let body = watch(
             frames(vec![Frame::data(Bytes::from_static(b"m")), trailers("5")]),
             Some(ended.clone()),
         );
@@ -133,12 +100,12 @@ mod tests {
     #[tokio::test]
     async fn a_body_dropped_early_is_cancelled_and_one_without_trailers_unknown() {
         let ended = Ended::default();
-        let body = CallEndBody::new(
+        let body = watch(
             frames(vec![Frame::data(Bytes::from_static(b"m"))]),
             Some(ended.clone()),
         );
         drop(body);
-        let body = CallEndBody::new(
+        let body = watch(
             frames(vec![Frame::data(Bytes::from_static(b"m"))]),
             Some(ended.clone()),
         );

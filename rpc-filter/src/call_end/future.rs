@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use http::Response;
 use pin_project_lite::pin_project;
 
-use super::{CallEndBody, OnCallEnd, StatusOfError, code_in_response};
+use super::{CallEndBody, OnCallEnd, StatusOfError, code_in_response, watch};
 
 pin_project! {
     /// Resolves to the inner future's response, its body wrapped in a [`CallEndBody`]
@@ -47,9 +47,9 @@ where
             Ok(response) => match (end, code_in_response(&response)) {
                 (Some(end), Some(code)) => {
                     end.call_ended(code);
-                    Ok(response.map(|body| CallEndBody::new(body, None)))
+                    Ok(response.map(|body| watch(body, None)))
                 }
-                (end, _) => Ok(response.map(|body| CallEndBody::new(body, end))),
+                (end, _) => Ok(response.map(|body| watch(body, end))),
             },
             Err(error) => {
                 if let Some(end) = end {

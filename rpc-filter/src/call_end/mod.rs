@@ -3,8 +3,8 @@
 //!
 //! A gRPC call does not end when its response headers arrive: the status of a call that
 //! sends messages comes in the trailers, after the last one. [`CallEndFuture`] and
-//! [`CallEndBody`] carry an [`OnCallEnd`] value from the request to that point, the way
-//! rpc-core's `GuardedBody` carries an in-flight guard, and hand it the status code
+//! [`CallEndBody`] (rpc-core's `GuardedBody`, holding a [`CallEnd`]) carry an
+//! [`OnCallEnd`] value from the request to that point and hand it the status code
 //! exactly once:
 //!
 //! - a trailers-only response (every error, and the provider's "closing" refusal) has its
@@ -21,7 +21,7 @@ mod body;
 mod future;
 mod status;
 
-pub use body::CallEndBody;
+pub use body::{CallEnd, CallEndBody, watch};
 pub use future::CallEndFuture;
 pub use status::{StatusOfError, code_in_headers, code_in_response};
 

@@ -13,4 +13,4 @@ mod consumer;
 mod provider;
 
 pub use consumer::{ConsumerGraceful, ConsumerGracefulLayer};
-pub use provider::{ProviderGraceful, ProviderGracefulLayer, closing_rejection};
+pub use provider::{ProviderGraceful, ProviderGracefulLayer};

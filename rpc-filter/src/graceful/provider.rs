@@ -6,14 +6,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
+use http_body::Body;
 use pin_project_lite::pin_project;
-use rpc_core::metadata::{
-    CLOSING, CLOSING_VALUE, HEALTH_PATH_PREFIX, NOT_EXECUTED, NOT_EXECUTED_CLOSING,
-};
+use rpc_core::metadata::{CLOSING, CLOSING_VALUE, HEALTH_PATH_PREFIX};
 use rpc_core::{GuardedBody, InflightGuard, ProviderHandles};
 use tonic::body::Body as TonicBody;
 use tower_layer::Layer;
 use tower_service::Service;
+
+use crate::refusal::{NotExecuted, Refusal};
 
 /// Applies [`ProviderGraceful`] to a service (tonic routes).
 #[derive(Clone, Debug)]
@@ -45,8 +46,9 @@ impl<S> Layer<S> for ProviderGracefulLayer {
 /// The provider filter of graceful offline. For each request:
 /// 1. counts it in the inbound counter (until its response body ends) and notes its
 ///    arrival time;
-/// 2. from shutdown step 3 on, answers it at once with `UNAVAILABLE` plus
-///    `rpc-not-executed: closing` without running it (our consumers re-send it
+/// 2. from shutdown step 3 on, answers it with `UNAVAILABLE` plus
+///    `rpc-not-executed: closing` without running it, once its body arrived
+///    (`refusal.rs`) (our consumers re-send it
 ///    elsewhere; the transport refuses the stream instead, with `REFUSED_STREAM`, for
 ///    a client that is not an rpc consumer — see `rpc_core::transport`);
 /// 3. from shutdown step 1 on, and while its service is manually offline, adds
@@ -67,10 +69,11 @@ pub struct ProviderGraceful<S> {
 impl<S, B> Service<Request<B>> for ProviderGraceful<S>
 where
     S: Service<Request<B>, Response = Response<TonicBody>>,
+    B: Body,
 {
     type Response = Response<TonicBody>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future>;
+    type Future = ResponseFuture<S::Future, B>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -95,8 +98,8 @@ where
         if handles.phase.get().rejects_inbound() {
             drop(guard);
             handles.rejections.note();
-            return ResponseFuture::Rejected {
-                response: Some(closing_rejection()),
+            return ResponseFuture::Refused {
+                refusal: NotExecuted::Closing.refuse(request.into_body()),
             };
         }
         ResponseFuture::Admitted {
@@ -108,23 +111,10 @@ where
     }
 }
 
-/// The response to a request refused because the provider is closing: a trailers-only
-/// gRPC response with status `UNAVAILABLE`, `rpc-not-executed: closing` and
-/// `rpc-closing: 1`. A plain gRPC client sees an ordinary UNAVAILABLE.
-pub fn closing_rejection() -> Response<TonicBody> {
-    let mut response =
-        tonic::Status::unavailable("provider is shutting down; request not executed")
-            .into_http::<TonicBody>();
-    let headers = response.headers_mut();
-    headers.insert(NOT_EXECUTED, NOT_EXECUTED_CLOSING);
-    headers.insert(CLOSING, CLOSING_VALUE);
-    response
-}
-
 pin_project! {
     /// Future of [`ProviderGraceful`].
     #[project = Projection]
-    pub enum ResponseFuture<F> {
+    pub enum ResponseFuture<F, B> {
         /// The request runs; its guard moves into the response body, and the phase
         /// (and manual offline) read when its headers are ready decides the closing
         /// mark.
@@ -136,14 +126,19 @@ pin_project! {
             // Its service was manually offline when the request arrived.
             offline: bool,
         },
-        /// The request was refused before running.
-        Rejected { response: Option<Response<TonicBody>> },
+        /// The request is refused without running ("closing, not executed"), once its
+        /// body has arrived (`refusal.rs`).
+        Refused {
+            #[pin]
+            refusal: Refusal<B>,
+        },
     }
 }
 
-impl<F, E> Future for ResponseFuture<F>
+impl<F, B, E> Future for ResponseFuture<F, B>
 where
     F: Future<Output = Result<Response<TonicBody>, E>>,
+    B: Body,
 {
     type Output = Result<Response<TonicBody>, E>;
 
@@ -166,9 +161,7 @@ where
                     None => response,
                 }))
             }
-            Projection::Rejected { response } => {
-                Poll::Ready(Ok(response.take().expect("polled after completion")))
-            }
+            Projection::Refused { refusal } => refusal.poll(cx).map(Ok),
         }
     }
 }
@@ -183,6 +176,8 @@ mod tests {
     use rpc_lifecycle::{Lifecycle, ShutdownConfig};
     use tokio::sync::oneshot;
     use tower::{ServiceExt, service_fn};
+
+    use rpc_core::metadata::NOT_EXECUTED;
 
     use super::*;
 

@@ -4,17 +4,17 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::Buf;
 use http::{Request, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
-use rpc_core::metadata::{HEALTH_PATH_PREFIX, NOT_EXECUTED, NOT_EXECUTED_OVERLOADED};
+use rpc_core::metadata::HEALTH_PATH_PREFIX;
 use tonic::body::Body as TonicBody;
 use tower_layer::Layer;
 use tower_service::Service;
 
 use super::limiter::{ConcurrencyLimiter, Permit};
-use crate::call_end::{CallEndBody, OnCallEnd};
+use crate::call_end::{OnCallEnd, watch};
+use crate::refusal::{NotExecuted, Refusal};
 
 /// Applies [`ConcurrencyLimit`] to a service (tonic routes). Built with no limiter
 /// ([`ConcurrencyLimitLayer::disabled`]) it passes every request through.
@@ -51,7 +51,8 @@ impl<S> Layer<S> for ConcurrencyLimitLayer {
 /// The provider's adaptive concurrency limit. A request (other than a health check)
 /// takes a place under the limit until its response body ends; when none is free it is
 /// answered at once, without running, as a trailers-only `RESOURCE_EXHAUSTED` with
-/// `rpc-not-executed: overloaded` ([`overload_refusal`]).
+/// `rpc-not-executed: overloaded` ([`NotExecuted::Overloaded`]), once its body arrived
+/// (`refusal.rs`).
 #[derive(Clone, Debug)]
 pub struct ConcurrencyLimit<S> {
     inner: S,
@@ -78,10 +79,7 @@ where
                     Some(permit) => Some(permit),
                     None => {
                         return ResponseFuture::Refused {
-                            body: request.into_body(),
-                            read: 0,
-                            wait: tokio::time::sleep(DRAIN_WAIT),
-                            response: Some(overload_refusal()),
+                            refusal: NotExecuted::Overloaded.refuse(request.into_body()),
                         };
                     }
                 }
@@ -95,34 +93,12 @@ where
     }
 }
 
-/// The answer to a request refused at the concurrency limit: a trailers-only gRPC
-/// response with status `RESOURCE_EXHAUSTED` and `rpc-not-executed: overloaded`. A plain
-/// gRPC client sees an ordinary RESOURCE_EXHAUSTED.
-pub fn overload_refusal() -> Response<TonicBody> {
-    let mut response = tonic::Status::resource_exhausted(
-        "provider overloaded (concurrency limit reached); request not executed",
-    )
-    .into_http::<TonicBody>();
-    response
-        .headers_mut()
-        .insert(NOT_EXECUTED, NOT_EXECUTED_OVERLOADED);
-    response
-}
-
 /// A permit ends with its call: when the response body ends, or is dropped.
 impl OnCallEnd for Permit {
     fn call_ended(self, _code: tonic::Code) {
         self.finish();
     }
 }
-
-/// Most request bytes read (and dropped) before a refusal is sent; a larger request is
-/// refused without waiting for the rest.
-const DRAIN_LIMIT: usize = 64 * 1024;
-
-/// Longest a refusal waits for the rest of its request: a unary message follows its
-/// headers at once, but a streaming client may send nothing until it hears back.
-const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
 pin_project! {
     /// Future of [`ConcurrencyLimit`].
@@ -134,19 +110,11 @@ pin_project! {
             inner: F,
             permit: Option<Permit>,
         },
-        /// The request was refused before running. Its body (a unary message, usually
-        /// right behind the headers) is read to its end first, up to [`DRAIN_LIMIT`]
-        /// and [`DRAIN_WAIT`]: a response that ends the stream while the client is
-        /// still sending makes HTTP/2 reset it, and a burst of refusals would then
-        /// reach h2's limit of locally reset streams and close the whole connection
-        /// (GOAWAY ENHANCE_YOUR_CALM), failing every call on it.
+        /// The request is refused without running ("overloaded, not executed"), once
+        /// its body has arrived (`refusal.rs`).
         Refused {
             #[pin]
-            body: B,
-            read: usize,
-            #[pin]
-            wait: tokio::time::Sleep,
-            response: Option<Response<TonicBody>>,
+            refusal: Refusal<B>,
         },
     }
 }
@@ -164,35 +132,11 @@ where
                 // An error drops the permit with the future: the call has ended.
                 let response = std::task::ready!(inner.poll(cx))?;
                 Poll::Ready(Ok(match permit.take() {
-                    Some(permit) => {
-                        response.map(|body| TonicBody::new(CallEndBody::new(body, Some(permit))))
-                    }
+                    Some(permit) => response.map(|body| TonicBody::new(watch(body, Some(permit)))),
                     None => response,
                 }))
             }
-            Projection::Refused {
-                mut body,
-                read,
-                mut wait,
-                response,
-            } => {
-                while *read <= DRAIN_LIMIT && !body.is_end_stream() {
-                    match body.as_mut().poll_frame(cx) {
-                        Poll::Ready(Some(Ok(frame))) => {
-                            *read += frame.data_ref().map_or(0, |data| data.remaining());
-                        }
-                        Poll::Ready(Some(Err(_)) | None) => break,
-                        Poll::Pending if wait.is_elapsed() => break,
-                        Poll::Pending => {
-                            std::task::ready!(wait.as_mut().poll(cx));
-                            break;
-                        }
-                    }
-                }
-                Poll::Ready(Ok(response.take().unwrap_or_else(|| {
-                    tonic::Status::internal("polled after completion").into_http()
-                })))
-            }
+            Projection::Refused { refusal } => refusal.poll(cx).map(Ok),
         }
     }
 }
@@ -207,6 +151,8 @@ mod tests {
     use http_body_util::BodyExt;
     use tokio::sync::Semaphore;
     use tower::{ServiceExt, service_fn};
+
+    use rpc_core::metadata::NOT_EXECUTED;
 
     use super::*;
     use crate::limit::GradientConfig;

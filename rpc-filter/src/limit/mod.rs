@@ -57,5 +57,5 @@ mod layer;
 mod limiter;
 
 pub use gradient::{Gradient, GradientConfig, WindowSample};
-pub use layer::{ConcurrencyLimit, ConcurrencyLimitLayer, overload_refusal};
+pub use layer::{ConcurrencyLimit, ConcurrencyLimitLayer};
 pub use limiter::{ConcurrencyLimiter, Permit};

@@ -17,12 +17,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use http::Response;
-use http_body::{Body, Frame, SizeHint};
 use rpc_core::BoxError;
-use rpc_core::metadata::{deadline_exceeded, status_trailers};
+use rpc_core::metadata::deadline_exceeded;
+use rpc_transport::{BodyBound, BoundedBody};
 use tokio::time::{Instant, Sleep};
 use tonic::Status;
 use tonic::body::Body as TonicBody;
@@ -36,7 +35,11 @@ pub(crate) fn bound(
     Box::pin(async move {
         match tokio::time::timeout_at(deadline, call).await {
             Ok(Ok(response)) => {
-                Ok(response.map(|body| TonicBody::new(DeadlineBody::new(body, deadline, limit))))
+                let bound = CallDeadline {
+                    sleep: Box::pin(tokio::time::sleep_until(deadline)),
+                    limit,
+                };
+                Ok(response.map(|body| TonicBody::new(BoundedBody::new(body, Some(bound)))))
             }
             Ok(Err(error)) => Err(error),
             Err(_) => Err(Box::new(deadline_exceeded(limit)) as BoxError),
@@ -44,56 +47,17 @@ pub(crate) fn bound(
     })
 }
 
-/// A response body that ends with `DEADLINE_EXCEEDED` trailers when the deadline
-/// passes before it ended by itself.
-struct DeadlineBody {
-    /// `None` once the deadline cut it (dropping it resets the stream).
-    inner: Option<TonicBody>,
+/// The caller's deadline, as a bound on the response body: `DEADLINE_EXCEEDED` when it
+/// passes.
+struct CallDeadline {
     sleep: Pin<Box<Sleep>>,
     limit: Duration,
 }
 
-impl DeadlineBody {
-    fn new(inner: TonicBody, deadline: Instant, limit: Duration) -> Self {
-        Self {
-            inner: Some(inner),
-            sleep: Box::pin(tokio::time::sleep_until(deadline)),
-            limit,
-        }
-    }
-}
-
-impl Body for DeadlineBody {
-    type Data = Bytes;
-    type Error = Status;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        let this = &mut *self;
-        let Some(inner) = this.inner.as_mut() else {
-            return Poll::Ready(None);
-        };
-        if let Poll::Ready(frame) = Pin::new(inner).poll_frame(cx) {
-            return Poll::Ready(frame);
-        }
-        if this.sleep.as_mut().poll(cx).is_pending() {
-            return Poll::Pending;
-        }
-        this.inner = None;
-        let trailers = status_trailers(&deadline_exceeded(this.limit));
-        Poll::Ready(Some(Ok(Frame::trailers(trailers))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.as_ref().is_none_or(Body::is_end_stream)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint)
+impl BodyBound for CallDeadline {
+    fn poll_passed(&mut self, cx: &mut Context<'_>) -> Poll<Status> {
+        std::task::ready!(self.sleep.as_mut().poll(cx));
+        Poll::Ready(deadline_exceeded(self.limit))
     }
 }
 
@@ -103,6 +67,9 @@ mod tests {
 
     use futures_util::{StreamExt, stream};
     use http_body_util::{BodyExt, StreamBody};
+
+    use bytes::Bytes;
+    use http_body::Frame;
 
     use super::*;
 
