@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod backends;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 pub mod memory;
@@ -41,6 +42,7 @@ use std::time::Duration;
 
 use rpc_core::{Registry, RegistryError};
 
+pub use backends::{BACKENDS, Backend, Connect, SCHEMES, backend};
 pub use memory::{MemoryHub, MemoryRegistry};
 pub use static_list::StaticRegistry;
 pub use url::RegistryUrl;
@@ -53,9 +55,6 @@ pub use nacos::NacosRegistry;
 pub use remote::NetworkSettings;
 #[cfg(feature = "zookeeper")]
 pub use zookeeper::ZooKeeperRegistry;
-
-/// The schemes [`connect`] knows, whether or not their feature is compiled in.
-pub const SCHEMES: [&str; 5] = ["memory", "static", "etcd", "zookeeper", "nacos"];
 
 /// Default of the `connect_timeout` and `request_timeout` parameters of the network
 /// backends: how long connecting, and each request, may take before it fails.
@@ -71,29 +70,23 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
 ///   timeout (the message names it).
 pub async fn connect(url: &str) -> Result<Arc<dyn Registry>, RegistryError> {
     let url = check_url(url)?;
-    match url.scheme() {
-        "memory" => Ok(Arc::new(MemoryRegistry::from_url(&url)?)),
-        "static" => Ok(Arc::new(StaticRegistry::from_url(&url)?)),
-        #[cfg(feature = "etcd")]
-        "etcd" => Ok(Arc::new(EtcdRegistry::connect(&url).await?)),
-        #[cfg(feature = "zookeeper")]
-        "zookeeper" => Ok(Arc::new(ZooKeeperRegistry::connect(&url).await?)),
-        #[cfg(feature = "nacos")]
-        "nacos" => Ok(Arc::new(NacosRegistry::connect(&url).await?)),
-        scheme => Err(url.invalid(format!(
+    let scheme = url.scheme();
+    match backend(scheme).and_then(|backend| backend.connect) {
+        Some(connect) => connect(url).await,
+        None => Err(url.invalid(format!(
             "the `{scheme}` backend is not compiled in (enable the `{scheme}` feature of rpc-registry)"
         ))),
     }
 }
 
-/// Parses `url` and checks that its scheme is one of [`SCHEMES`], without connecting
+/// Parses `url` and checks that its scheme is one of [`BACKENDS`], without connecting
 /// (for validating configuration before start-up).
 ///
 /// # Errors
 /// [`RegistryError::InvalidUrl`] for a malformed URL or an unknown scheme.
 pub fn check_url(url: &str) -> Result<RegistryUrl, RegistryError> {
     let url = RegistryUrl::parse(url)?;
-    if !SCHEMES.contains(&url.scheme()) {
+    if backend(url.scheme()).is_none() {
         return Err(url.invalid(format!(
             "unknown scheme `{}` (known: {})",
             url.scheme(),

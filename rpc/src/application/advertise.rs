@@ -106,7 +106,7 @@ async fn route_to_registry(bind: IpAddr, registries: &[String]) -> Option<(Strin
         let Ok(url) = RegistryUrl::parse(url) else {
             continue;
         };
-        if !matches!(url.scheme(), "etcd" | "zookeeper" | "nacos") {
+        if !rpc_registry::backend(url.scheme()).is_some_and(|backend| backend.network) {
             continue;
         }
         for host in url.hosts() {
