@@ -13,7 +13,7 @@ use std::time::Duration;
 use criterion::{BenchmarkId, Criterion};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
-use rpc_cluster::loadbalance::{self, Candidates, InvokerList, LoadBalance, RequestInfo};
+use rpc_cluster::loadbalance::{Candidates, InvokerList, LoadBalance, LoadBalances, RequestInfo};
 use rpc_cluster::{Directory, DirectoryConfig, LoadBalanceKind};
 use rpc_core::{Instance, InstanceId, ServiceKey, Snapshot};
 use rpc_transport::ChannelOptions;
@@ -61,14 +61,11 @@ fn pick(lb: &dyn LoadBalance, list: &InvokerList, rng: &mut SmallRng, key: &[u8]
     lb.select(&candidates, &request, rng)
 }
 
-fn name(kind: LoadBalanceKind) -> &'static str {
-    match kind {
-        LoadBalanceKind::Random => "random",
-        LoadBalanceKind::P2c => "p2c",
-        LoadBalanceKind::RoundRobin => "round_robin",
-        LoadBalanceKind::LeastActive => "least_active",
-        LoadBalanceKind::ConsistentHash => "consistent_hash",
-    }
+/// The load balance `kind` names, as a reference builds it.
+fn build(kind: &LoadBalanceKind) -> Arc<dyn LoadBalance> {
+    LoadBalances::default()
+        .build(kind)
+        .expect("a built-in load balance")
 }
 
 fn main() {
@@ -78,9 +75,9 @@ fn main() {
         .measurement_time(Duration::from_secs(2))
         .configure_from_args();
     for kind in KINDS {
-        let mut group = criterion.benchmark_group(format!("pick/{}", name(kind)));
+        let mut group = criterion.benchmark_group(format!("pick/{}", kind.name()));
         for (n, list) in &lists {
-            let lb = loadbalance::build(kind);
+            let lb = build(&kind);
             let mut rng = SmallRng::seed_from_u64(7);
             group.bench_with_input(BenchmarkId::from_parameter(n), list, |b, list| {
                 b.iter(|| black_box(pick(lb.as_ref(), list, &mut rng, b"user-42")))
@@ -96,9 +93,9 @@ fn main() {
         SIZES[0], SIZES[1], SIZES[2], SIZES[3]
     );
     for kind in KINDS {
-        let mut row = format!("{:<16}", name(kind));
+        let mut row = format!("{:<16}", kind.name());
         for (_, list) in &lists {
-            let lb = loadbalance::build(kind);
+            let lb = build(&kind);
             let mut rng = SmallRng::seed_from_u64(9);
             let picks = 500_000;
             // Round-robin and least-active build their structure once per list version:

@@ -248,7 +248,7 @@ async fn kill_one_of_three(var: &str, loadbalance: LoadBalanceKind) {
         providers.push(provider);
     }
     let addrs: Vec<String> = providers.iter().map(Instance::addr).collect();
-    let (app, client) = consumer(&url, loadbalance).await;
+    let (app, client) = consumer(&url, loadbalance.clone()).await;
     until_all_known(&client, &addrs).await;
 
     let victim = providers.remove(0);

@@ -13,6 +13,7 @@ use crate::call::{self, Call};
 use crate::call_deadline;
 use crate::config::{BlacklistConfig, ReferenceConfig};
 use crate::directory::Directory;
+use crate::loadbalance::{LoadBalance, LoadBalances, P2c};
 use crate::observe::AttemptObserver;
 use crate::stack::ReferenceStack;
 use crate::stats::ClusterCounts;
@@ -34,14 +35,36 @@ pub struct ClusterChannel {
 
 impl ClusterChannel {
     /// A channel over `directory` with the reference's `config` (strategy, load
-    /// balance, timeouts, retry budget, failback, ...) and the `blacklist` policy.
+    /// balance, timeouts, retry budget, failback, ...) and the `blacklist` policy. The
+    /// load balance is the built-in one `config.loadbalance` names; a custom name needs
+    /// [`ClusterChannel::with_load_balance`] (here it is replaced by P2C, logged as an
+    /// error).
     pub fn new(
         directory: Arc<Directory>,
         config: ReferenceConfig,
         blacklist: BlacklistConfig,
     ) -> Self {
+        let load_balance = LoadBalances::default()
+            .build(&config.loadbalance)
+            .unwrap_or_else(|unknown| {
+                tracing::error!(service = %directory.service(), %unknown, "load balance not built in; using p2c");
+                Arc::new(P2c)
+            });
+        Self::with_load_balance(directory, config, blacklist, load_balance)
+    }
+
+    /// As [`ClusterChannel::new`], with `load_balance` picking the instances (e.g. one
+    /// a [`LoadBalances`] built from `config.loadbalance`, the application's own
+    /// included).
+    pub fn with_load_balance(
+        directory: Arc<Directory>,
+        config: ReferenceConfig,
+        blacklist: BlacklistConfig,
+        load_balance: Arc<dyn LoadBalance>,
+    ) -> Self {
+        let stack = ReferenceStack::new(directory, config, blacklist, load_balance);
         Self {
-            stack: Arc::new(ReferenceStack::new(directory, config, blacklist)),
+            stack: Arc::new(stack),
         }
     }
 

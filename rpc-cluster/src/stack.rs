@@ -5,10 +5,10 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
 use crate::blacklist::Blacklist;
-use crate::config::{BlacklistConfig, LoadBalanceKind, ReferenceConfig};
+use crate::config::{BlacklistConfig, ReferenceConfig};
 use crate::directory::Directory;
 use crate::failback_queue::FailbackQueue;
-use crate::loadbalance::{self, LoadBalance};
+use crate::loadbalance::LoadBalance;
 use crate::observe::AttemptObserver;
 use crate::retry_budget::RetryBudget;
 use crate::rng::RngSource;
@@ -45,11 +45,13 @@ pub(crate) struct ReferenceStack {
 }
 
 impl ReferenceStack {
-    /// The stack of a reference with `config` over `directory`, ejecting by `blacklist`.
+    /// The stack of a reference with `config` over `directory`, ejecting by `blacklist`,
+    /// picking by `load_balance`.
     pub(crate) fn new(
         directory: Arc<Directory>,
         config: ReferenceConfig,
         blacklist: BlacklistConfig,
+        load_balance: Arc<dyn LoadBalance>,
     ) -> Self {
         let strategy = strategy::build(&config);
         let closing_expire = directory.config().closing_invoker_expire_time;
@@ -59,8 +61,8 @@ impl ReferenceStack {
                 .then(|| RetryBudget::new(&config.retry_budget)),
             strategy,
             blacklist: Blacklist::new(blacklist, closing_expire),
-            load_balance: loadbalance::build(config.loadbalance),
-            hash_header: hash_header(&config),
+            hash_header: hash_header(&config, &*load_balance),
+            load_balance,
             stats: ClusterStats::default(),
             failback: FailbackQueue::new(config.failback.clone()),
             rngs: RngSource::default(),
@@ -72,9 +74,12 @@ impl ReferenceStack {
     }
 }
 
-/// The header consistent hashing reads, when the load balance is consistent hashing.
-fn hash_header(config: &ReferenceConfig) -> Option<http::HeaderName> {
-    if config.loadbalance != LoadBalanceKind::ConsistentHash {
+/// The header the load balance reads, when it reads one (consistent hashing).
+fn hash_header(
+    config: &ReferenceConfig,
+    load_balance: &dyn LoadBalance,
+) -> Option<http::HeaderName> {
+    if !load_balance.reads_hash_key() {
         return None;
     }
     match http::HeaderName::try_from(config.hash_key.as_str()) {

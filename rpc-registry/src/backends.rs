@@ -13,8 +13,7 @@ use rpc_core::{Registry, RegistryError};
 use crate::url::RegistryUrl;
 
 /// Builds a registry client from its parsed URL (and, for a network backend, connects).
-pub type Connect =
-    fn(RegistryUrl) -> BoxFuture<'static, Result<Arc<dyn Registry>, RegistryError>>;
+pub type Connect = fn(RegistryUrl) -> BoxFuture<'static, Result<Arc<dyn Registry>, RegistryError>>;
 
 /// One registry backend.
 #[derive(Clone, Copy, Debug)]

@@ -58,6 +58,10 @@ impl ConsistentHash {
 }
 
 impl LoadBalance for ConsistentHash {
+    fn reads_hash_key(&self) -> bool {
+        true
+    }
+
     fn select(
         &self,
         candidates: &Candidates<'_>,

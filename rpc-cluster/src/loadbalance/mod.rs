@@ -9,9 +9,13 @@
 //! suggest: a lazily-scored heap per weight (`rr_schedule.rs`) and a segment tree of
 //! calls in flight that invokers keep up to date (`crate::active_index`).
 //!
+//! A reference names its load balance; [`LoadBalances`] turns the name into one, for
+//! the built-in ones and for an application's own (`by_name.rs`).
+//!
 //! The RNG is passed in — the call's own generator (rand's `SmallRng`), which a channel
 //! built `with_seed` derives from its seed — so tests run with a seed.
 
+mod by_name;
 mod consistent_hash;
 mod least_active;
 mod p2c;
@@ -31,6 +35,7 @@ use rand::rngs::SmallRng;
 use rpc_core::InstanceId;
 use tokio::time::Instant;
 
+pub use by_name::{LoadBalanceFactory, LoadBalances, UnknownLoadBalance};
 pub use consistent_hash::ConsistentHash;
 pub use least_active::LeastActive;
 pub use p2c::P2c;
@@ -39,7 +44,6 @@ pub use round_robin::RoundRobin;
 pub use warmup::warmed_weight;
 
 use crate::active_index::ActiveIndex;
-use crate::config::LoadBalanceKind;
 use crate::health::Availability;
 use crate::invoker::Invoker;
 
@@ -55,6 +59,12 @@ pub trait LoadBalance: Send + Sync + std::fmt::Debug + 'static {
         request: &RequestInfo<'_>,
         rng: &mut SmallRng,
     ) -> Option<usize>;
+
+    /// Whether it reads [`RequestInfo::hash_key`] (the configured `hash_key` header);
+    /// calls of other load balances do not look the header up. Default: false.
+    fn reads_hash_key(&self) -> bool {
+        false
+    }
 }
 
 /// What a load balance may know of the request.
@@ -263,17 +273,6 @@ impl<'a> Candidates<'a> {
             point -= weight;
         }
         indices.last().copied()
-    }
-}
-
-/// Builds the load balance named by `kind`.
-pub fn build(kind: LoadBalanceKind) -> Arc<dyn LoadBalance> {
-    match kind {
-        LoadBalanceKind::Random => Arc::new(Random),
-        LoadBalanceKind::RoundRobin => Arc::new(RoundRobin::default()),
-        LoadBalanceKind::P2c => Arc::new(P2c),
-        LoadBalanceKind::LeastActive => Arc::new(LeastActive),
-        LoadBalanceKind::ConsistentHash => Arc::new(ConsistentHash::default()),
     }
 }
 

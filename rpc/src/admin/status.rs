@@ -253,7 +253,7 @@ impl ReferenceView {
         Self {
             service: channel.directory().service().to_string(),
             cluster: config.cluster,
-            loadbalance: config.loadbalance,
+            loadbalance: config.loadbalance.clone(),
             calls: counts.calls,
             retries: counts.retries,
             reroutes: counts.reroutes,

@@ -6,6 +6,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
+use rpc_cluster::loadbalance::{LoadBalance, LoadBalances, UnknownLoadBalance};
 use rpc_cluster::{ClusterChannel, Directory};
 use rpc_core::{BoxError, Registry, ServiceKey};
 use rpc_filter::graceful::ConsumerGracefulLayer;
@@ -45,6 +46,11 @@ pub struct ApplicationBuilder {
     pub(super) channel_options: ChannelOptions,
     pub(super) server_options: ServerOptions,
     pub(super) metrics: Metrics,
+    /// The load balances a reference may name: the built-in ones and the application's.
+    pub(super) load_balances: LoadBalances,
+    /// References whose `loadbalance` names nothing registered, by interface: start-up
+    /// fails on the first, naming its key.
+    pub(super) unknown_load_balances: Vec<(String, UnknownLoadBalance)>,
     /// This process's role in a hot upgrade and its own program, read now (start-up).
     pub(super) upgrade: UpgradeStart,
 }
@@ -70,6 +76,8 @@ impl ApplicationBuilder {
             services: Vec::new(),
             references: Vec::new(),
             gates: Vec::new(),
+            load_balances: LoadBalances::default(),
+            unknown_load_balances: Vec::new(),
             upgrade: UpgradeStart::read(),
         }
     }
@@ -134,8 +142,24 @@ impl ApplicationBuilder {
         self
     }
 
+    /// Registers a load balance of the application's own under `name`, for references
+    /// whose `loadbalance` names it (`consumer.references.<interface>.loadbalance: name`).
+    /// The built-in ones (`p2c`, `random`, `round_robin`, `least_active`,
+    /// `consistent_hash`) are registered the same way; registering one of their names
+    /// replaces it. `factory` builds one load balance per reference. Register before
+    /// [`ApplicationBuilder::reference`]: a reference resolves its name when it is built.
+    pub fn load_balance(
+        &mut self,
+        name: impl Into<String>,
+        factory: impl Fn() -> Arc<dyn LoadBalance> + Send + Sync + 'static,
+    ) -> &mut Self {
+        self.load_balances.register(name, factory);
+        self
+    }
+
     /// A reference to the service `interface` (e.g. `helloworld.Greeter`), configured by
-    /// `consumer.references.<interface>`. Wrap it in the generated client:
+    /// `consumer.references.<interface>`. Its `loadbalance` must name a registered load
+    /// balance ([`ApplicationBuilder::load_balance`]), or start-up fails naming the key. Wrap it in the generated client:
     /// `GreeterClient::new(builder.reference("helloworld.Greeter"))`. Calls made before
     /// start-up find no provider.
     pub fn reference(&mut self, interface: &str) -> ReferenceChannel {
@@ -154,7 +178,18 @@ impl ApplicationBuilder {
             consumer.directory.clone(),
             self.channel_options.clone(),
         ));
-        let channel = ClusterChannel::new(directory, config, consumer.blacklist.clone())
+        let load_balance = match self.load_balances.build(&config.loadbalance) {
+            Ok(load_balance) => load_balance,
+            Err(unknown) => {
+                // Start-up fails on it (naming the key); until then the reference picks
+                // with the default, so nothing panics.
+                self.unknown_load_balances
+                    .push((interface.to_owned(), unknown));
+                Arc::new(rpc_cluster::loadbalance::P2c)
+            }
+        };
+        let blacklist = consumer.blacklist.clone();
+        let channel = ClusterChannel::with_load_balance(directory, config, blacklist, load_balance)
             .with_attempt_spans(self.config.tracing.enabled);
         let channel = self.metrics.observe_reference(channel);
         self.references.push((channel.clone(), check));

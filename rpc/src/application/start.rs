@@ -37,6 +37,8 @@ impl ApplicationBuilder {
     /// - [`ApplicationError::Config`] naming the key and the file when
     ///   `provider.services.<name>` or `consumer.references.<name>` names no service or
     ///   reference the code registered, with the closest real name;
+    /// - [`ApplicationError::Config`] naming `consumer.references.<name>.loadbalance`
+    ///   when it names no registered load balance;
     /// - [`ApplicationError::NoMatchingProvider`] when a checked reference found no
     ///   provider and this application provides the interface under another group or
     ///   version;
@@ -52,6 +54,17 @@ impl ApplicationBuilder {
             .map(|(channel, _)| channel.directory().service().clone())
             .collect();
         check_agreement(&self.config, &self.services, &reference_keys)?;
+        if let Some((interface, unknown)) = self.unknown_load_balances.first() {
+            return Err(ApplicationError::Config(
+                crate::config::ConfigError::Invalid {
+                    origin: self.config.origin().to_owned(),
+                    key: format!("consumer.references.{interface}.loadbalance"),
+                    message: format!(
+                        "{unknown}; register it with ApplicationBuilder::load_balance before builder.reference"
+                    ),
+                },
+            ));
+        }
         if self.upgrade.is_check() {
             // A hot upgrade's configuration check: what can be known without starting
             // anything (the file loaded and validated already; config and code agree).
