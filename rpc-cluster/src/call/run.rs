@@ -1,10 +1,16 @@
-//! Drives a call under its strategy, to the response its caller gets.
+//! Drives a call under its strategy, to the response its caller gets: the one owner of
+//! a call's control flow. The strategy decides (`strategy/`), the call carries its state
+//! (`mod.rs`), and each attempt goes down the layers once and comes back
+//! (`attempt.rs`).
 //!
 //! The strategy says where the attempts go and, after a failure, whether to try again;
 //! this file carries that out: one attempt at a time (asking the strategy after each
 //! failure, checking the retry budget, waiting the backoff), a race of several at once,
 //! or one on every instance; and, for a swallowed failure, the empty answer and the
 //! hand-off to the failback queue.
+
+use std::future::Future;
+use std::sync::Arc;
 
 use futures_util::StreamExt;
 use futures_util::future::{BoxFuture, join_all};
@@ -13,14 +19,177 @@ use http::Response;
 use rpc_core::BoxError;
 use tonic::body::Body as TonicBody;
 
-use super::Call;
+use super::attempt::{self, Target};
 use super::pick::Route;
+use super::{Call, OVERLOAD_REROUTES, TRANSPARENT_RESENDS};
 use crate::classify::{Failure, FailureKind, Outcome};
+use crate::error::ClusterError;
 use crate::failback_queue::{Retried, RetryJob};
-use crate::strategy::{Decision, Failed, Plan};
+use crate::invoker::Invoker;
+use crate::rng;
+use crate::strategy::{CallFacts, Decision, Failed, Plan};
 
 /// What a call gives its caller.
 type Answer = Result<Response<TonicBody>, BoxError>;
+
+impl Call {
+    /// Picks an instance by `route` and sends the request to it, until an attempt is not
+    /// a closing provider's refusal: such a request was not executed, so it goes to
+    /// another instance under every strategy, without counting as a retry. `None` when
+    /// no instance is left to try or the body cannot be sent again.
+    async fn send(&mut self, route: Route) -> Option<Outcome> {
+        loop {
+            let invoker = self.pick(route)?;
+            match self.attempt(&invoker).await? {
+                Outcome::Failure(failure) if failure.kind == FailureKind::Rejected => {
+                    self.stack.stats.note_reroute();
+                    self.last_failure = Some(failure);
+                }
+                // An overloaded instance's refusal: not executed, re-routed once free.
+                Outcome::Failure(failure)
+                    if failure.kind == FailureKind::Overloaded
+                        && self.overload_reroutes < OVERLOAD_REROUTES =>
+                {
+                    self.overload_reroutes += 1;
+                    self.stack.stats.note_reroute();
+                    self.last_failure = Some(failure);
+                }
+                // gRPC's transparent retry, at most TRANSPARENT_RESENDS times a call:
+                // the request was certainly not processed (its connection had just
+                // received a GOAWAY, or closed before the request was written). It is
+                // sent again without counting as a retry, and the same instance stays
+                // eligible: a new connection to the same address may reach a hot
+                // upgrade's new process, the only one serving that instance. More than
+                // once, because a re-send made at once can still be queued on the
+                // closing connection before the channel has noticed it closed.
+                Outcome::Failure(failure)
+                    if failure.kind == FailureKind::NotSent
+                        && self.unsent_resends < TRANSPARENT_RESENDS =>
+                {
+                    self.unsent_resends += 1;
+                    self.tried.retain(|id| id != invoker.id());
+                    self.last_failure = Some(failure);
+                }
+                outcome => {
+                    self.attempts += 1;
+                    return Some(outcome);
+                }
+            }
+        }
+    }
+
+    /// Sends one attempt to `invoker`. `None` when the body can no longer be sent.
+    async fn attempt(&mut self, invoker: &Arc<Invoker>) -> Option<Outcome> {
+        let (body, sent) = self.body.attempt()?;
+        self.tried.push(invoker.id().clone());
+        self.sent += 1;
+        let request = self.request_with(body);
+        let target = Target {
+            invoker,
+            path: self.parts.uri.path(),
+            number: self.sent,
+        };
+        let outcome = attempt::attempt(
+            &self.stack,
+            target,
+            request,
+            self.timeout,
+            &sent,
+            &mut self.rng,
+        )
+        .await;
+        Some(outcome)
+    }
+
+    /// One attempt per instance of `invokers`, to run at once (as many as the body can
+    /// be replayed for), each with a generator forked from the call's.
+    fn send_each<'a>(
+        &mut self,
+        invokers: &'a [Arc<Invoker>],
+    ) -> Vec<impl Future<Output = Outcome> + 'a> {
+        let mut attempts = Vec::with_capacity(invokers.len());
+        for invoker in invokers {
+            let Some((body, sent)) = self.body.attempt() else {
+                break;
+            };
+            let request = self.request_with(body);
+            let stack = self.stack.clone();
+            let timeout = self.timeout;
+            let mut rng = rng::fork(&mut self.rng);
+            self.sent += 1;
+            let number = self.sent;
+            // Forks are rare (forking, broadcast): one clone of the path each is fine.
+            let uri = self.parts.uri.clone();
+            attempts.push(async move {
+                let target = Target {
+                    invoker,
+                    path: uri.path(),
+                    number,
+                };
+                attempt::attempt(&stack, target, request, timeout, &sent, &mut rng).await
+            });
+        }
+        attempts
+    }
+
+    /// Asks the strategy what to do after `failed`.
+    fn decide(&mut self, failed: Failed) -> Decision {
+        let facts = CallFacts {
+            attempts: self.attempts,
+            retries_allowed: self.retries_allowed,
+            idempotent: self.idempotent,
+            replayable: self.body.replayable(),
+        };
+        self.stack
+            .strategy
+            .on_failure(failed, &facts, &mut self.rng)
+    }
+
+    /// Counts the call toward the retry budget, if its strategy retries.
+    fn earn_retries(&self) {
+        if let Some(budget) = &self.stack.retry_budget {
+            budget.deposit();
+        }
+    }
+
+    /// Takes one retry from the budget after `failure`, which is what the caller gets
+    /// if no later attempt does better. False when the budget is spent: the call must
+    /// give up.
+    fn spend_retry(&mut self, failure: Failure) -> bool {
+        let kind = failure.kind;
+        self.last_failure = Some(failure);
+        let budget = self.stack.retry_budget.as_ref();
+        if budget.is_some_and(|budget| !budget.withdraw()) {
+            self.stack.stats.note_budget_exhausted();
+            tracing::debug!(service = %self.stack.directory.service(), "retry budget exhausted");
+            return false;
+        }
+        self.stack.stats.note_retry(kind);
+        true
+    }
+
+    /// Makes every instance eligible again (a background retry starts afresh).
+    fn forget_tried(&mut self) {
+        self.tried.clear();
+    }
+
+    /// The result to give the caller after the last attempt failed or none could be
+    /// made: that failure, else the last one seen, else "no provider".
+    fn give_up(self, failure: Option<Failure>) -> Result<Response<TonicBody>, BoxError> {
+        match failure.or(self.last_failure) {
+            Some(failure) => failure.into_result(),
+            None => {
+                self.stack.stats.note_no_provider();
+                Err(Box::new(
+                    ClusterError::NoProvider {
+                        service: self.stack.directory.service().clone(),
+                    }
+                    .into_status(),
+                ))
+            }
+        }
+    }
+}
 
 /// Runs `call` under its strategy's plan. Each plan's future is boxed on its own, so a
 /// call allocates the size of its plan, not of the largest one.
@@ -189,4 +358,51 @@ fn empty_response() -> Response<TonicBody> {
         http::HeaderValue::from_static("application/grpc"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::{call, channel};
+    use super::*;
+    use crate::config::{BlacklistConfig, ReferenceConfig};
+
+    /// The instances picked and the backoffs drawn by `calls` calls on a channel seeded
+    /// with `seed`, one pick and one failover decision per call.
+    fn choices(seed: u64, calls: usize) -> Vec<(String, Decision)> {
+        let channel = channel(
+            &[1, 2, 3, 4, 5, 6],
+            ReferenceConfig::default(),
+            BlacklistConfig::default(),
+            seed,
+        );
+        (0..calls)
+            .map(|_| {
+                let mut call = call(&channel);
+                let picked = call.pick(Route::Balanced).unwrap().id().to_string();
+                call.attempts = 1;
+                let decision = call.decide(Failed::Attempt(FailureKind::NotSent));
+                (picked, decision)
+            })
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_seed_makes_two_channels_choose_alike_backoffs_included() {
+        let first = choices(42, 40);
+        assert_eq!(first, choices(42, 40));
+        assert!(
+            first
+                .iter()
+                .all(|(_, decision)| matches!(decision, Decision::Retry { .. }))
+        );
+        assert!(
+            first.iter().any(|(_, decision)| *decision != first[0].1),
+            "backoffs are drawn, not fixed"
+        );
+        assert!(
+            first.iter().any(|(id, _)| *id != first[0].0),
+            "picks are spread"
+        );
+        assert_ne!(first, choices(43, 40), "another seed, other choices");
+    }
 }

@@ -1,0 +1,55 @@
+//! One attempt, down the layers to its instance and back up: dispatch it inside its
+//! span (`dispatch.rs`, `observe.rs`), learn from its result (`learn.rs`), then tell the
+//! span and the attempt observer how it went. It takes only what the attempt needs, not
+//! the call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::Request;
+use rand::rngs::SmallRng;
+use tonic::body::Body as TonicBody;
+use tracing::Instrument;
+
+use super::{dispatch, learn, observe};
+use crate::classify::Outcome;
+use crate::invoker::Invoker;
+use crate::replay::SentFlag;
+use crate::stack::ReferenceStack;
+
+/// Where one attempt goes, and which of its call's attempts it is.
+pub(super) struct Target<'a> {
+    pub(super) invoker: &'a Arc<Invoker>,
+    /// The call's path, `/package.Service/Method`.
+    pub(super) path: &'a str,
+    /// 1 for the call's first attempt, counting re-routed ones.
+    pub(super) number: u32,
+}
+
+/// One attempt on `target`, down to the instance and back up: dispatch it inside its
+/// span, learn from its result, then tell the span and the observer how it went.
+pub(super) async fn attempt(
+    stack: &ReferenceStack,
+    target: Target<'_>,
+    request: Request<TonicBody>,
+    timeout: Option<Duration>,
+    sent: &SentFlag,
+    rng: &mut SmallRng,
+) -> Outcome {
+    let invoker = target.invoker;
+    let span = observe::attempt_span(stack, target.path, invoker, target.number);
+    let dispatched = dispatch::dispatch(invoker, request, timeout, sent)
+        .instrument(span.clone())
+        .await;
+    let (blacklist, directory) = (&stack.blacklist, &stack.directory);
+    let took = learn::learn(
+        blacklist,
+        directory,
+        invoker,
+        &dispatched.outcome,
+        dispatched.started,
+        rng,
+    );
+    observe::attempt_ended(stack, target.path, &dispatched.outcome, took, &span);
+    dispatched.into_outcome()
+}
