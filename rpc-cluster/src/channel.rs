@@ -9,12 +9,12 @@ use rpc_core::BoxError;
 use tonic::body::Body as TonicBody;
 use tower_service::Service;
 
+use crate::attempt_observer::AttemptObserver;
 use crate::call::{self, Call};
 use crate::call_deadline;
 use crate::config::{BlacklistConfig, ReferenceConfig};
 use crate::directory::Directory;
 use crate::loadbalance::{LoadBalance, LoadBalances, P2c};
-use crate::observe::AttemptObserver;
 use crate::stack::ReferenceStack;
 use crate::stats::ClusterCounts;
 
@@ -88,7 +88,7 @@ impl ClusterChannel {
     }
 
     /// This channel with (`true`, the default) or without a `tracing` span per attempt
-    /// (see `call/observe.rs`). Clones share the setting.
+    /// (see `call/telemetry.rs`). Clones share the setting.
     pub fn with_attempt_spans(self, on: bool) -> Self {
         self.stack
             .attempt_spans

@@ -65,13 +65,15 @@ pub struct Directory {
     config: DirectoryConfig,
     settings: Arc<InvokerSettings>,
     list: ArcSwap<InvokerList>,
-    state: Mutex<State>,
+    membership: Mutex<Membership>,
     known: watch::Sender<usize>,
     last_resort: LastResort,
 }
 
+/// Which invokers the directory holds, and the registry revision and list version they
+/// came with (changed under one lock; readers use the published list).
 #[derive(Debug, Default)]
-struct State {
+struct Membership {
     last_revision: Option<u64>,
     version: u64,
     by_id: HashMap<InstanceId, Arc<Invoker>>,
@@ -91,7 +93,7 @@ impl Directory {
             config,
             settings,
             list: ArcSwap::from_pointee(InvokerList::default()),
-            state: Mutex::new(State::default()),
+            membership: Mutex::new(Membership::default()),
             known: watch::Sender::new(0),
             last_resort: LastResort::default(),
         }
@@ -130,7 +132,7 @@ impl Directory {
             tracing::warn!(expected = %self.service, got = %snapshot.service, "snapshot for another service ignored");
             return Applied::Stale;
         }
-        let mut state = self.state.lock();
+        let mut state = self.membership.lock();
         if state
             .last_revision
             .is_some_and(|last| snapshot.revision <= last)
@@ -203,7 +205,13 @@ impl Directory {
     /// Closes every channel: calls in flight are cancelled. Used at shutdown, after the
     /// outbound drain.
     pub fn destroy_all(&self) {
-        let invokers: Vec<_> = self.state.lock().by_id.drain().map(|(_, i)| i).collect();
+        let invokers: Vec<_> = self
+            .membership
+            .lock()
+            .by_id
+            .drain()
+            .map(|(_, i)| i)
+            .collect();
         self.list.store(Arc::new(InvokerList::default()));
         for invoker in invokers.into_iter().chain(self.last_resort.take_all()) {
             invoker.mark_removed();

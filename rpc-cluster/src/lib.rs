@@ -30,8 +30,8 @@
 //! (`call/mod.rs`). What an attempt's result means is `classify.rs`; a request body kept
 //! for replay is `replay.rs`; the caller's deadline over the whole call, streams
 //! included, is `deadline.rs`; settings are `config/`; the lifecycle's handle on a
-//! reference is `reference.rs`; what an attempt tells metrics is `observe.rs` (its span
-//! is made in `call/observe.rs`). No file imports one above it: strategies know nothing
+//! reference is `reference.rs`; what an attempt tells metrics is `attempt_observer.rs` (its span
+//! is made in `call/telemetry.rs`). No file imports one above it: strategies know nothing
 //! of calls or channels, and the failback queue nothing of calls.
 //!
 //! Written here, not taken from tower's balancer, because the behaviour is the product:
@@ -42,6 +42,7 @@
 #![warn(missing_docs)]
 
 mod active_index;
+mod attempt_observer;
 mod blacklist;
 mod call;
 mod call_deadline;
@@ -57,7 +58,6 @@ mod health;
 mod invoker;
 mod last_resort;
 pub mod loadbalance;
-mod observe;
 mod reference;
 mod replay;
 mod retry_budget;
@@ -66,6 +66,7 @@ mod stack;
 mod stats;
 mod strategy;
 
+pub use attempt_observer::AttemptObserver;
 pub use blacklist::{Blacklist, BlacklistCounts, BlacklistStats};
 pub use channel::ClusterChannel;
 pub use classify::FailureKind;
@@ -77,6 +78,5 @@ pub use directory::{Applied, Directory};
 pub use error::ClusterError;
 pub use health::Availability;
 pub use invoker::{Invoker, InvokerStats};
-pub use observe::AttemptObserver;
 pub use reference::ClusterReference;
 pub use stats::ClusterCounts;

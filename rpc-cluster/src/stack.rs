@@ -4,12 +4,12 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
 
+use crate::attempt_observer::AttemptObserver;
 use crate::blacklist::Blacklist;
 use crate::config::{BlacklistConfig, ReferenceConfig};
 use crate::directory::Directory;
 use crate::failback_queue::FailbackQueue;
 use crate::loadbalance::LoadBalance;
-use crate::observe::AttemptObserver;
 use crate::retry_budget::RetryBudget;
 use crate::rng::RngSource;
 use crate::stats::ClusterStats;

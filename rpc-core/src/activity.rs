@@ -10,11 +10,12 @@ use tokio::time::Instant;
 /// request; the time comes from tokio's clock so paused-time tests control it.
 #[derive(Clone, Debug)]
 pub struct RequestClock {
-    inner: Arc<Inner>,
+    inner: Arc<LastRequest>,
 }
 
+/// When the last request arrived, as an offset from the clock's origin.
 #[derive(Debug)]
-struct Inner {
+struct LastRequest {
     origin: Instant,
     /// Nanoseconds after `origin` of the last request, plus one; 0 means "none yet".
     last: AtomicU64,
@@ -30,7 +31,7 @@ impl RequestClock {
     /// A clock that has seen no request.
     pub fn new() -> Self {
         Self {
-            inner: Arc::new(Inner {
+            inner: Arc::new(LastRequest {
                 origin: Instant::now(),
                 last: AtomicU64::new(0),
             }),

@@ -16,11 +16,12 @@ use tokio::sync::Notify;
 /// Cheap to clone (one `Arc`); all clones share the count.
 #[derive(Clone, Debug, Default)]
 pub struct InflightCounter {
-    inner: Arc<Inner>,
+    inner: Arc<InflightCount>,
 }
 
+/// The count itself, shared by the counter's clones and its guards.
 #[derive(Debug, Default)]
-struct Inner {
+struct InflightCount {
     count: AtomicUsize,
     idle: Notify,
 }
@@ -66,7 +67,7 @@ impl InflightCounter {
 #[derive(Debug)]
 #[must_use = "the request counts as in flight only while the guard is alive"]
 pub struct InflightGuard {
-    inner: Arc<Inner>,
+    inner: Arc<InflightCount>,
 }
 
 impl Drop for InflightGuard {

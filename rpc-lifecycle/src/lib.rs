@@ -24,7 +24,7 @@
 //! |---|---|---|
 //! | [`PhaseCell`] | the phase, its history, the `watch` channel | rpc-core |
 //! | `RequestCounters` | in-flight counters, the request clock, refusals | `counters.rs` |
-//! | `HealthStatus` | the gRPC health service's statuses | `health.rs` |
+//! | `HealthStatus` | the gRPC health service's statuses | `health_service.rs` |
 //! | `Registrations` | registered and withdrawn instances, the manual offline set, one traffic change at a time | `registrations.rs` |
 //! | `Protocols` | servers, references, registries, what step 6 closes last | `protocols.rs` |
 //! | `Callbacks` | the application's shutdown callbacks | `callbacks.rs` |
@@ -45,8 +45,7 @@ mod callbacks;
 mod config;
 mod counters;
 mod handles;
-mod health;
-mod observers;
+mod health_service;
 mod probes;
 pub mod process;
 mod protocols;
@@ -59,6 +58,7 @@ mod span_tests;
 mod start_plan;
 mod startup;
 mod step;
+mod tallies;
 #[cfg(test)]
 mod test_registry;
 #[cfg(test)]
@@ -94,7 +94,7 @@ pub use upgrade::{
 
 use callbacks::Callbacks;
 use counters::RequestCounters;
-use health::HealthStatus;
+use health_service::HealthStatus;
 use protocols::Protocols;
 use registrations::Registrations;
 use rpc_core::{InflightCounter, Instance, RequestClock};
@@ -110,12 +110,12 @@ use upgrade::UpgradeState;
 /// [`Lifecycle::consumer_handles`]).
 #[derive(Clone)]
 pub struct Lifecycle {
-    inner: Arc<Parts>,
+    inner: Arc<LifecycleParts>,
 }
 
 /// The parts a lifecycle is made of (see the crate documentation): each owns its state
 /// and its lock, if it has one.
-struct Parts {
+struct LifecycleParts {
     name: String,
     config: ShutdownConfig,
     phase: PhaseCell,
@@ -133,7 +133,7 @@ impl Lifecycle {
     pub fn new(name: impl Into<String>, config: ShutdownConfig) -> Self {
         let name = name.into();
         Self {
-            inner: Arc::new(Parts {
+            inner: Arc::new(LifecycleParts {
                 phase: PhaseCell::new(name.clone()),
                 name,
                 config,

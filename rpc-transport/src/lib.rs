@@ -34,12 +34,12 @@
 
 mod bounded_body;
 mod call_bounds;
-mod channel;
 mod connection;
 mod counts;
 mod error;
 pub mod fd;
 mod inherit;
+mod instance_channel;
 mod linger;
 mod message_limits;
 mod message_size_status;
@@ -51,10 +51,10 @@ mod tls;
 
 pub use bounded_body::{BodyBound, BoundedBody};
 pub use call_bounds::CUT_AT_SHUTDOWN;
-pub use channel::{ChannelOptions, connect_lazy};
 pub use counts::{ConnectionCounts, ServerShutdown};
 pub use error::TransportError;
 pub use inherit::{ADMIN_LISTENER, GRPC_LISTENER, InheritedListeners, LISTEN_FDS_START, ListenFds};
+pub use instance_channel::{ChannelOptions, connect_lazy};
 pub use message_limits::{
     DEFAULT_MAX_MESSAGE_SIZE, MessageLimit, MessageLimitFuture, MessageLimitLayer, MessageLimits,
 };

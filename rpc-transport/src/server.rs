@@ -110,7 +110,7 @@ impl Server {
         // one (the descriptor table is full) the server still serves; an upgrade then
         // says why it cannot hand the socket over.
         let listening = self.listener.as_fd().try_clone_to_owned();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ServerControl {
             local_addr: self.local_addr,
             listening: Mutex::new(Some(listening)),
             stop_accepting: CancellationToken::new(),
@@ -151,7 +151,7 @@ async fn accept_loop<S, B>(
     listener: TcpListener,
     service: S,
     connections: Connections,
-    shared: Arc<Shared>,
+    shared: Arc<ServerControl>,
     backoff: Duration,
 ) where
     S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
@@ -198,8 +198,10 @@ async fn accept_loop<S, B>(
     tracing::debug!(addr = %shared.local_addr, "accept loop ended");
 }
 
+/// What the accept loop and every [`ServerHandle`] of one server share: its address, the
+/// kept listening socket, the signals to its connections and their tally.
 #[derive(Debug)]
-struct Shared {
+struct ServerControl {
     local_addr: SocketAddr,
     /// A close-on-exec duplicate of the listening socket, kept open after the accept
     /// loop stops (see [`ServerHandle::stop_accepting`]) until shutdown or abort.
@@ -218,7 +220,7 @@ struct Shared {
 /// [`ServerHandle::shutdown`] or [`ServerHandle::abort`].
 #[derive(Clone, Debug)]
 pub struct ServerHandle {
-    shared: Arc<Shared>,
+    shared: Arc<ServerControl>,
 }
 
 impl ServerHandle {

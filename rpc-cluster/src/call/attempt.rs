@@ -1,5 +1,5 @@
 //! One attempt, down the layers to its instance and back up: dispatch it inside its
-//! span (`dispatch.rs`, `observe.rs`), learn from its result (`learn.rs`), then tell the
+//! span (`dispatch.rs`, `telemetry.rs`), learn from its result (`learn.rs`), then tell the
 //! span and the attempt observer how it went. It takes only what the attempt needs, not
 //! the call.
 
@@ -11,7 +11,7 @@ use rand::rngs::SmallRng;
 use tonic::body::Body as TonicBody;
 use tracing::Instrument;
 
-use super::{dispatch, learn, observe};
+use super::{dispatch, learn, telemetry};
 use crate::classify::Outcome;
 use crate::invoker::Invoker;
 use crate::replay::SentFlag;
@@ -37,7 +37,7 @@ pub(super) async fn attempt(
     rng: &mut SmallRng,
 ) -> Outcome {
     let invoker = target.invoker;
-    let span = observe::attempt_span(stack, target.path, invoker, target.number);
+    let span = telemetry::attempt_span(stack, target.path, invoker, target.number);
     let dispatched = dispatch::dispatch(invoker, request, timeout, sent)
         .instrument(span.clone())
         .await;
@@ -50,6 +50,6 @@ pub(super) async fn attempt(
         dispatched.started,
         rng,
     );
-    observe::attempt_ended(stack, target.path, &dispatched.outcome, took, &span);
+    telemetry::attempt_ended(stack, target.path, &dispatched.outcome, took, &span);
     dispatched.into_outcome()
 }

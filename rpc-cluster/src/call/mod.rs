@@ -9,18 +9,18 @@
 //! ```text
 //! run.rs ─ pick.rs        directory → blacklist (availability) → load balance
 //!        ─ attempt.rs ─ dispatch.rs  the instance's channel, bounded by the attempt's
-//!                                    timeout, inside the attempt's span (observe.rs)
+//!                                    timeout, inside the attempt's span (telemetry.rs)
 //!                     ─ learn.rs     the result → instance health, latency, ejection
-//!                     ─ observe.rs   the result → the attempt's span and observer
+//!                     ─ telemetry.rs the result → the attempt's span and observer
 //! ```
 
 mod attempt;
 mod dispatch;
 mod headers;
 mod learn;
-mod observe;
 mod pick;
 mod run;
+mod telemetry;
 
 pub(crate) use run::run;
 

@@ -4,10 +4,7 @@ use rand::RngExt;
 use rand::rngs::SmallRng;
 use smallvec::SmallVec;
 
-use super::{Candidates, LoadBalance, RequestInfo};
-
-/// Draws attempted before falling back to a scan.
-const DRAWS: usize = 8;
+use super::{Candidates, DRAWS, LoadBalance, RequestInfo};
 
 /// Picks the selectable instance with the fewest calls in flight from this consumer;
 /// among equals, weighted random — the semantics of Dubbo's `LeastActiveLoadBalance`.

@@ -3,10 +3,7 @@
 use rand::RngExt;
 use rand::rngs::SmallRng;
 
-use super::{Candidates, LoadBalance, RequestInfo};
-
-/// Draws attempted per choice before falling back to a scan.
-const DRAWS: usize = 8;
+use super::{Candidates, DRAWS, LoadBalance, RequestInfo};
 
 /// Power of two choices (Mitzenmacher, "The Power of Two Choices in Randomized Load
 /// Balancing", 2001), with Finagle's and tower's load: `(in-flight + 1) × peak-EWMA

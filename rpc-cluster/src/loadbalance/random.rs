@@ -3,10 +3,7 @@
 use rand::RngExt;
 use rand::rngs::SmallRng;
 
-use super::{Candidates, LoadBalance, RequestInfo};
-
-/// Draws attempted before falling back to a scan of the selectable instances.
-const DRAWS: usize = 8;
+use super::{Candidates, DRAWS, LoadBalance, RequestInfo};
 
 /// Weighted random: each selectable instance is picked with probability proportional to
 /// its weight (with warm-up). Draws by binary search over prefix sums of the registered

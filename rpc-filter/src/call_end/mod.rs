@@ -19,11 +19,11 @@
 
 mod body;
 mod future;
-mod status;
+mod status_code;
 
 pub use body::{CallEnd, CallEndBody, watch};
 pub use future::CallEndFuture;
-pub use status::{StatusOfError, code_in_headers, code_in_response};
+pub use status_code::{StatusOfError, code_in_headers, code_in_response};
 
 /// What happens when a call ends: called once, with the call's gRPC status code.
 pub trait OnCallEnd: Send + 'static {

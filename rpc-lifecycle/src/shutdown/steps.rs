@@ -14,7 +14,7 @@ use crate::bounds::SequenceBounds;
 use crate::callbacks::Callbacks;
 use crate::config::ShutdownConfig;
 use crate::counters::RequestCounters;
-use crate::health::HealthStatus;
+use crate::health_service::HealthStatus;
 use crate::protocols::{Protocols, close_connections};
 use crate::registrations::{Registrations, unregister_each};
 use crate::step::StepOutcome;

@@ -20,7 +20,7 @@ use rpc_core::Phase;
 
 /// Where the upgrade machinery of one process is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
+enum UpgradeStage {
     Idle,
     Running,
     HandedOver,
@@ -39,7 +39,7 @@ pub(crate) enum AtShutdown {
 
 #[derive(Debug)]
 struct GateState {
-    state: State,
+    state: UpgradeStage,
     predecessor_alive: bool,
     /// Cancelled when a shutdown cuts the run under way short.
     cancel: CancellationToken,
@@ -55,7 +55,7 @@ impl UpgradeGate {
     pub(crate) fn new() -> Self {
         Self {
             inner: Mutex::new(GateState {
-                state: State::Idle,
+                state: UpgradeStage::Idle,
                 predecessor_alive: false,
                 cancel: CancellationToken::new(),
             }),
@@ -67,10 +67,10 @@ impl UpgradeGate {
     pub(crate) fn begin(&self, phase: Phase) -> Result<CancellationToken, Refusal> {
         let mut inner = self.inner.lock();
         match inner.state {
-            State::Running => return Err(Refusal::InProgress),
-            State::HandedOver => return Err(Refusal::HandedOver),
-            State::ShuttingDown => return Err(Refusal::ShuttingDown),
-            State::Idle => {}
+            UpgradeStage::Running => return Err(Refusal::InProgress),
+            UpgradeStage::HandedOver => return Err(Refusal::HandedOver),
+            UpgradeStage::ShuttingDown => return Err(Refusal::ShuttingDown),
+            UpgradeStage::Idle => {}
         }
         if phase > Phase::Serving {
             return Err(Refusal::ShuttingDown);
@@ -81,7 +81,7 @@ impl UpgradeGate {
         if inner.predecessor_alive {
             return Err(Refusal::PredecessorDraining);
         }
-        inner.state = State::Running;
+        inner.state = UpgradeStage::Running;
         inner.cancel = CancellationToken::new();
         Ok(inner.cancel.clone())
     }
@@ -89,8 +89,8 @@ impl UpgradeGate {
     /// The run under way failed: the next trigger may start another.
     pub(crate) fn failed(&self) {
         let mut inner = self.inner.lock();
-        if inner.state == State::Running {
-            inner.state = State::Idle;
+        if inner.state == UpgradeStage::Running {
+            inner.state = UpgradeStage::Idle;
         }
     }
 
@@ -99,12 +99,12 @@ impl UpgradeGate {
     pub(crate) fn hand_over(&self) -> Result<(), Refusal> {
         let mut inner = self.inner.lock();
         match inner.state {
-            State::Running => {
-                inner.state = State::HandedOver;
+            UpgradeStage::Running => {
+                inner.state = UpgradeStage::HandedOver;
                 Ok(())
             }
-            State::ShuttingDown => Err(Refusal::ShuttingDown),
-            State::Idle | State::HandedOver => Err(Refusal::InProgress),
+            UpgradeStage::ShuttingDown => Err(Refusal::ShuttingDown),
+            UpgradeStage::Idle | UpgradeStage::HandedOver => Err(Refusal::InProgress),
         }
     }
 
@@ -113,14 +113,14 @@ impl UpgradeGate {
     pub(crate) fn shutdown(&self) -> AtShutdown {
         let mut inner = self.inner.lock();
         match inner.state {
-            State::HandedOver => AtShutdown::HandedOver,
-            State::Running => {
-                inner.state = State::ShuttingDown;
+            UpgradeStage::HandedOver => AtShutdown::HandedOver,
+            UpgradeStage::Running => {
+                inner.state = UpgradeStage::ShuttingDown;
                 inner.cancel.cancel();
                 AtShutdown::ShutDown
             }
-            State::Idle | State::ShuttingDown => {
-                inner.state = State::ShuttingDown;
+            UpgradeStage::Idle | UpgradeStage::ShuttingDown => {
+                inner.state = UpgradeStage::ShuttingDown;
                 AtShutdown::ShutDown
             }
         }

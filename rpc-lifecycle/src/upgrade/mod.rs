@@ -16,10 +16,10 @@
 //! one now serves, nor lets its registry session take them away (`Registry::release`).
 
 mod config;
+mod early_steps;
 mod gate;
 mod process_api;
 mod retire;
-mod run;
 #[cfg(test)]
 mod tests;
 mod upgrade_report;
@@ -35,10 +35,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use config::UpgradeConfig;
+use early_steps::Run;
 pub(crate) use gate::{AtShutdown, UpgradeGate};
 pub use process_api::{Handoff, Spawner, Successor, UpgradeListener};
 use rpc_transport::{GRPC_LISTENER, ListenFds};
-use run::Run;
 pub use upgrade_report::{Refusal, UpgradeReport, UpgradeResult};
 
 use crate::sequence::Steps;

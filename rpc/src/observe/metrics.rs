@@ -15,8 +15,8 @@ use super::cluster::ReferencesCollector;
 use super::config::MetricsConfig;
 use super::lifecycle::LifecycleCollector;
 use super::limit::LimitCollector;
+use super::provider_gauges::ServerCollector;
 use super::registry::RegistryOperations;
-use super::server::ServerCollector;
 
 /// The `outcome` label of attempt durations: `answered`, then each failure kind in the
 /// order of [`FailureKind::index`] (offset by one).

@@ -22,9 +22,9 @@ mod limit;
 mod metrics;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+mod provider_gauges;
 mod registry;
 mod scrape;
-mod server;
 
 pub use config::{MetricsConfig, TracingConfig};
 pub use filters::ReferenceChannel;

@@ -1,5 +1,5 @@
 //! What one attempt shows outside the cluster: a `tracing` span, a child of the call's
-//! span, and a report to the reference's attempt observer (`observe.rs`).
+//! span, and a report to the reference's attempt observer (`attempt_observer.rs`).
 //!
 //! The span is at DEBUG level, as tower-http makes its request spans: when no subscriber
 //! wants it, the macro returns a disabled span without evaluating its fields, and
