@@ -180,17 +180,7 @@ impl Registrations {
     /// the new process registered the same instances), bounded by `bound`.
     pub(crate) async fn release_all(&self, bound: Duration) {
         let registrations = self.take_all();
-        let releases = registrations.iter().map(|(registry, instance)| async move {
-            if let Err(error) = registry.release(instance).await {
-                tracing::warn!(instance = %instance.id, registry = registry.url(), %error, "releasing a registration failed");
-            }
-        });
-        if tokio::time::timeout(bound, join_all(releases))
-            .await
-            .is_err()
-        {
-            tracing::warn!(?bound, "releasing registrations timed out");
-        }
+        each_within(&registrations, Redo::Release, bound).await;
     }
 
     /// Registers every current registration again, bounded by `bound`: after a failed
@@ -200,17 +190,33 @@ impl Registrations {
     /// instance again is idempotent.
     pub(crate) async fn register_again(&self, bound: Duration) {
         let registrations = self.lists.lock().registered.clone();
-        let registers = registrations.iter().map(|(registry, instance)| async move {
-            if let Err(error) = registry.register(instance).await {
-                tracing::warn!(instance = %instance.id, registry = registry.url(), %error, "registering again after a failed upgrade failed");
-            }
-        });
-        if tokio::time::timeout(bound, join_all(registers))
-            .await
-            .is_err()
-        {
-            tracing::warn!(?bound, "registering again after a failed upgrade timed out");
+        each_within(&registrations, Redo::Register, bound).await;
+    }
+}
+
+/// What the hot upgrade does again to every registration.
+#[derive(Clone, Copy, Debug)]
+enum Redo {
+    /// Give it up without withdrawing it (after the hand-over).
+    Release,
+    /// Register it again (after a failed upgrade).
+    Register,
+}
+
+/// Does `redo` to every one of `registrations` in parallel, within `bound`; a failure
+/// or the bound is logged (the registry's session then decides).
+async fn each_within(registrations: &[Registered], redo: Redo, bound: Duration) {
+    let each = registrations.iter().map(|(registry, instance)| async move {
+        let result = match redo {
+            Redo::Release => registry.release(instance).await,
+            Redo::Register => registry.register(instance).await,
+        };
+        if let Err(error) = result {
+            tracing::warn!(instance = %instance.id, registry = registry.url(), %error, ?redo, "a registration could not be redone");
         }
+    });
+    if tokio::time::timeout(bound, join_all(each)).await.is_err() {
+        tracing::warn!(?bound, ?redo, "redoing the registrations timed out");
     }
 }
 
