@@ -12,8 +12,9 @@
 # 2. starts etcd, ZooKeeper and rnacos on free loopback ports (scripts/registries.sh) and
 #    exports RPC_TEST_ETCD_URL, RPC_TEST_ZOOKEEPER_URL, RPC_TEST_NACOS_URL,
 #    RPC_TEST_PYTHON, RPC_TEST_KUBERNETES_VALIDATE and RPC_TEST_CHROMIUM, which the tests
-#    read (RPC_TEST_REQUIRE_REGISTRIES=1 and RPC_TEST_REQUIRE_BROWSER=1 make a missing
-#    server or browser a failure rather than a skip);
+#    read (RPC_TEST_REQUIRE_REGISTRIES=1, RPC_TEST_REQUIRE_BROWSER=1,
+#    RPC_TEST_REQUIRE_PYTHON=1 and RPC_TEST_REQUIRE_KUBERNETES_VALIDATE=1 make a missing
+#    server, browser, Python or validator a failure rather than a skip);
 # 3. runs `cargo test --workspace`, then rpc's tests with its `otlp` feature, then stops
 #    exactly the servers it started.
 set -euo pipefail
@@ -74,6 +75,9 @@ install_python
 # The admin page's browser test must run here, not skip.
 export RPC_TEST_CHROMIUM="$(command -v chromium)"
 export RPC_TEST_REQUIRE_BROWSER=1
+# Nor may the Python and Kubernetes-schema tests: install_python set both variables.
+export RPC_TEST_REQUIRE_PYTHON=1
+export RPC_TEST_REQUIRE_KUBERNETES_VALIDATE=1
 
 # Servers of this run live in a state directory of their own, so two runs (or another
 # engineer's servers) never stop each other's. A failed start ends the script here.

@@ -22,6 +22,8 @@
 //! - [`registry_server`]: an etcd, ZooKeeper or rnacos server process a test owns, to
 //!   stop and restart on the same port (registry outages), killed on drop.
 //! - [`tls`]: a test CA and the certificates it signs, as PEM files.
+//! - [`external`]: what a test needs from outside (Python, the Kubernetes validator),
+//!   required in CI by `RPC_TEST_REQUIRE_*`, skipped with one line elsewhere.
 //! - [`wire`]: bad input on the wire (raw HTTP/2 frames, hand-written gRPC calls, the
 //!   rapid-reset, header-list and CONTINUATION floods).
 
@@ -29,6 +31,7 @@
 #![warn(missing_docs)]
 
 pub mod echo_calls;
+pub mod external;
 pub mod http;
 pub mod interop;
 pub mod load;

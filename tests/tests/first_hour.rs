@@ -178,6 +178,7 @@ fn run_logging_child(mode: &str) -> (String, String) {
         .args([
             "--exact",
             "logging_child",
+            "--ignored",
             "--nocapture",
             "--test-threads=1",
         ])
@@ -192,8 +193,10 @@ fn run_logging_child(mode: &str) -> (String, String) {
 }
 
 /// Not a test of its own: the body [`run_logging_child`] runs in a fresh process (a
-/// global subscriber can be installed once per process).
+/// global subscriber can be installed once per process). Ignored, so that it does not
+/// show as a passing test; the parent runs it with `--ignored`.
 #[tokio::test]
+#[ignore = "helper process of the logging tests (run_logging_child)"]
 async fn logging_child() {
     let Ok(mode) = std::env::var(LOGGING_CHILD) else {
         return;

@@ -11,8 +11,11 @@
 //! shows it.
 //!
 //! The Python pairings need `RPC_TEST_PYTHON` (a Python with grpcio and grpcio-tools;
-//! `scripts/test.sh` creates `.venv` and sets it); without it they are reported as
-//! skipped.
+//! `scripts/test.sh` creates `.venv` and sets it, with `RPC_TEST_REQUIRE_PYTHON=1`).
+//! Without it, and not required, they are reported as skipped — the only way a cell is
+//! skipped. Everything else that keeps a cell from running (a client that does not
+//! start, connect, finish within the bound or exit 0; a server that does not start or
+//! give its address; a case with no output line) is a broken cell, and fails its case.
 
 mod common;
 
@@ -23,6 +26,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use rpc::registry::MemoryHub;
+use rpc_testkit::external::Need;
 use rpc_testkit::interop::case::{Case, Verdict, parse_line};
 use rpc_testkit::interop::client::{client_config, connect};
 use rpc_testkit::interop::procedures;
@@ -47,7 +51,10 @@ const RUN_BOUND: Duration = Duration::from_secs(120);
 #[derive(Clone, Debug)]
 enum Cell {
     Ran(Verdict),
-    /// The pairing did not run (no Python, or its peer failed to start): why.
+    /// The pairing could not run the case although everything it needs is there (a peer
+    /// did not start, hung, crashed or printed nothing for the case): why. A failure.
+    Broken(String),
+    /// The pairing did not run: Python is not set and not required. Not a failure.
     Skipped(String),
 }
 
@@ -57,16 +64,23 @@ impl Cell {
             Cell::Ran(Verdict::Pass) => "pass",
             Cell::Ran(Verdict::Fail(_)) => "FAIL",
             Cell::Ran(Verdict::NotApplicable(_)) => "n/a",
+            Cell::Broken(_) => "BROKEN",
             Cell::Skipped(_) => "skipped",
         }
+    }
+
+    /// Whether the cell fails its case: a failed verdict or a pairing that could not
+    /// run it.
+    fn failed(&self) -> bool {
+        matches!(self, Cell::Ran(Verdict::Fail(_)) | Cell::Broken(_))
     }
 
     fn why(&self) -> Option<&str> {
         match self {
             Cell::Ran(Verdict::Pass) => None,
-            Cell::Ran(Verdict::Fail(why) | Verdict::NotApplicable(why)) | Cell::Skipped(why) => {
-                Some(why)
-            }
+            Cell::Ran(Verdict::Fail(why) | Verdict::NotApplicable(why))
+            | Cell::Broken(why)
+            | Cell::Skipped(why) => Some(why),
         }
     }
 }
@@ -95,7 +109,7 @@ fn matrix() -> &'static Matrix {
 
 async fn run_pairings() -> Matrix {
     common::logs();
-    let python = std::env::var("RPC_TEST_PYTHON").ok();
+    let python = Need::Python.get("interop (the python→rust and rust→python pairings)");
     let hub = MemoryHub::new();
     let mut builder = common::builder("interop-server", &hub, Duration::ZERO);
     server::provide(&mut builder);
@@ -121,7 +135,7 @@ async fn run_pairings() -> Matrix {
             let cells = columns.each_mut().map(|column| {
                 column
                     .remove(&case)
-                    .unwrap_or_else(|| Cell::Skipped("the client printed no line for it".into()))
+                    .unwrap_or_else(|| Cell::Broken("the client printed no line for it".into()))
             });
             (case, cells)
         })
@@ -135,10 +149,20 @@ async fn run_pairings() -> Matrix {
 
 type Column = BTreeMap<Case, Cell>;
 
+/// Every case skipped (Python is not set, and not required).
 fn skipped(why: &str) -> Column {
+    every_case(Cell::Skipped(why.to_owned()))
+}
+
+/// Every case broken: the pairing could not run at all.
+fn broken(why: &str) -> Column {
+    every_case(Cell::Broken(why.to_owned()))
+}
+
+fn every_case(cell: Cell) -> Column {
     Case::ALL
         .into_iter()
-        .map(|case| (case, Cell::Skipped(why.to_owned())))
+        .map(|case| (case, cell.clone()))
         .collect()
 }
 
@@ -147,7 +171,7 @@ async fn rust_client(registry_url: &str) -> Column {
     let run = async {
         let (app, client) = match connect(client_config(registry_url)).await {
             Ok(connected) => connected,
-            Err(error) => return skipped(&format!("our client did not start: {error}")),
+            Err(error) => return broken(&format!("our client did not start: {error}")),
         };
         let mut column = Column::new();
         for case in Case::ALL {
@@ -158,7 +182,7 @@ async fn rust_client(registry_url: &str) -> Column {
     };
     timeout(RUN_BOUND, run)
         .await
-        .unwrap_or_else(|_| skipped("our client did not finish within the bound"))
+        .unwrap_or_else(|_| broken("our client did not finish within the bound"))
 }
 
 /// Runs every case with the Python client against our server on `port`.
@@ -173,12 +197,21 @@ async fn python_client(python: &str, port: u16) -> Column {
         .kill_on_drop(true)
         .output();
     match timeout(RUN_BOUND, output).await {
-        Err(_) => skipped("the Python client did not finish within the bound"),
-        Ok(Err(error)) => skipped(&format!("the Python client did not start: {error}")),
+        Err(_) => broken("the Python client did not finish within the bound"),
+        Ok(Err(error)) => broken(&format!("the Python client did not start: {error}")),
         Ok(Ok(output)) => {
             let stderr = String::from_utf8_lossy(&output.stderr);
             if !stderr.trim().is_empty() {
                 report(format_args!("python interop client stderr:\n{stderr}"));
+            }
+            if !output.status.success() {
+                // A crash (at import, say) would otherwise leave every case without a
+                // line; each is then broken with the reason.
+                return broken(&format!(
+                    "the Python client exited with {}: {}",
+                    output.status,
+                    stderr.lines().last().unwrap_or("no message")
+                ));
             }
             parse_column(&String::from_utf8_lossy(&output.stdout))
         }
@@ -199,10 +232,10 @@ async fn against_python_server(python: &str) -> Column {
         .spawn()
     {
         Ok(child) => child,
-        Err(error) => return skipped(&format!("the Python server did not start: {error}")),
+        Err(error) => return broken(&format!("the Python server did not start: {error}")),
     };
     let Some(stdout) = child.stdout.take() else {
-        return skipped("the Python server has no stdout");
+        return broken("the Python server has no stdout");
     };
     let mut lines = BufReader::new(stdout).lines();
     let listening = timeout(Duration::from_secs(30), async {
@@ -216,7 +249,7 @@ async fn against_python_server(python: &str) -> Column {
     .await;
     let column = match listening {
         Ok(Some(addr)) => rust_client(&format!("static://{addr}")).await,
-        _ => skipped("the Python server did not report its address within 30 s"),
+        _ => broken("the Python server did not report its address within 30 s"),
     };
     drop(child.stdin.take());
     if timeout(Duration::from_secs(10), child.wait())
@@ -252,15 +285,16 @@ fn report(line: std::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-/// Fails the test of `case` when a pairing failed it, or when a pairing with our server
-/// found a feature missing (ours has every feature the cases need).
+/// Fails the test of `case` when a pairing failed it or could not run it, or when a
+/// pairing with our server found a feature missing (ours has every feature the cases
+/// need). Only a pairing whose Python is not set, and not required, may skip.
 fn check(case: Case) {
     let cells = &matrix().rows[&case];
     let mut problems = Vec::new();
     for (pairing, cell) in PAIRINGS.iter().zip(cells) {
         let ours_lacks_it =
             pairing.ends_with("→rust") && matches!(cell, Cell::Ran(Verdict::NotApplicable(_)));
-        if matches!(cell, Cell::Ran(Verdict::Fail(_))) || ours_lacks_it {
+        if cell.failed() || ours_lacks_it {
             problems.push(format!("{pairing}: {}", cell.why().unwrap_or_default()));
         }
         if let Cell::Skipped(why) = cell {
@@ -324,7 +358,7 @@ fn case_by_pairing_table() {
         .rows
         .values()
         .flatten()
-        .filter(|cell| matches!(cell, Cell::Ran(Verdict::Fail(_))))
+        .filter(|cell| cell.failed())
         .count();
     assert_eq!(failed, 0, "see the table above");
 }

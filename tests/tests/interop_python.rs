@@ -1,21 +1,20 @@
 //! A plain gRPC client that is not ours — Python's grpcio — calls an exported service.
 //!
 //! Needs `RPC_TEST_PYTHON`: a Python with `grpcio`, `grpcio-tools` and
-//! `grpcio-health-checking` (`.ci/run` creates `.venv` and sets it). Without it the test
-//! says it was skipped and why, and `.ci/run` always sets it.
+//! `grpcio-health-checking` (`scripts/test.sh` creates `.venv` and sets it, with
+//! `RPC_TEST_REQUIRE_PYTHON=1`: in CI a missing Python fails the test). Without it, and
+//! not required, the test says it was skipped and why.
 
 mod common;
 
 use std::process::Command;
 
 use rpc::registry::MemoryHub;
+use rpc_testkit::external::Need;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_grpcio_calls_the_greeter_provider() {
-    let Ok(python) = std::env::var("RPC_TEST_PYTHON") else {
-        println!(
-            "SKIPPED python_grpcio_calls_the_greeter_provider: RPC_TEST_PYTHON is not set (run .ci/run)"
-        );
+    let Some(python) = Need::Python.get("python_grpcio_calls_the_greeter_provider") else {
         return;
     };
     let hub = MemoryHub::new();

@@ -16,6 +16,7 @@ use std::time::Duration;
 use proto::echo::echo_client::EchoClient;
 use rpc::Application;
 use rpc::registry::MemoryHub;
+use rpc_testkit::external::Need;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 use tokio::time::{Instant, timeout};
@@ -72,10 +73,8 @@ fn parse_summary(lines: Vec<String>) -> Summary {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpcio_round_robin_loses_nothing_when_a_provider_stops() {
     let _alone = ONE_AT_A_TIME.lock().await;
-    let Ok(python) = std::env::var("RPC_TEST_PYTHON") else {
-        println!(
-            "SKIPPED grpcio_round_robin_loses_nothing_when_a_provider_stops: RPC_TEST_PYTHON is not set (run scripts/test.sh)"
-        );
+    let Some(python) = Need::Python.get("grpcio_round_robin_loses_nothing_when_a_provider_stops")
+    else {
         return;
     };
     let (_hub, leaving, staying) = two_providers().await;

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use proto::greeter::greeter_server::GreeterServer;
 use rpc::registry::MemoryHub;
+use rpc_testkit::external::Need;
 use rpc_testkit::services::GreeterProvider;
 use rpc_testkit::tls::TestCa;
 use rpc_transport::ServerTlsFiles;
@@ -38,10 +39,8 @@ async fn grpcio(python: String, target: String, args: Vec<String>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_grpcio_calls_a_provider_over_tls_and_mutual_tls() {
-    let Ok(python) = std::env::var("RPC_TEST_PYTHON") else {
-        println!(
-            "SKIPPED python_grpcio_calls_a_provider_over_tls_and_mutual_tls: RPC_TEST_PYTHON is not set (run .ci/run)"
-        );
+    let Some(python) = Need::Python.get("python_grpcio_calls_a_provider_over_tls_and_mutual_tls")
+    else {
         return;
     };
     let dir = tempfile::tempdir().expect("a directory");
