@@ -13,7 +13,14 @@ use rpc_testkit::external::Need;
 use yaml_rust2::{Yaml, YamlLoader};
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/kubernetes");
-const MANIFESTS: [&str; 3] = ["configmap.yaml", "deployment.yaml", "service.yaml"];
+const MANIFESTS: [&str; 4] = [
+    "configmap.yaml",
+    "deployment.yaml",
+    "poddisruptionbudget.yaml",
+    "service.yaml",
+];
+/// The image the Deployment runs, built from this repository.
+const DOCKERFILE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/docker/Dockerfile");
 /// The oldest Kubernetes the manifests are for (the preStop `sleep` action is on by
 /// default from 1.30), and the newest the pinned kubernetes-validate knows.
 const KUBERNETES_VERSIONS: [&str; 2] = ["1.30.0", "1.37.0"];
@@ -195,6 +202,83 @@ fn ports_and_the_configuration_agree() {
         !configmap["data"][key].is_badvalue(),
         "the ConfigMap has {key}"
     );
+}
+
+#[test]
+fn an_eviction_takes_one_pod_at_a_time() {
+    let deployment = manifest("deployment.yaml");
+    let budget = manifest("poddisruptionbudget.yaml");
+    assert_eq!(budget["kind"].as_str(), Some("PodDisruptionBudget"));
+    assert_eq!(
+        budget["spec"]["selector"]["matchLabels"], deployment["spec"]["selector"]["matchLabels"],
+        "the budget covers the Deployment's pods"
+    );
+    let max_unavailable = budget["spec"]["maxUnavailable"].as_i64().expect("a number");
+    let replicas = deployment["spec"]["replicas"].as_i64().expect("a number");
+    // As in a rollout (maxSurge 1, maxUnavailable 0): one pod leaves at a time, and
+    // the others serve what it drains.
+    assert_eq!(max_unavailable, 1);
+    assert!(replicas > max_unavailable, "{replicas} replicas");
+}
+
+#[test]
+fn prometheus_scrapes_the_admin_endpoint() {
+    let deployment = manifest("deployment.yaml");
+    let service = manifest("service.yaml");
+    let annotations = &deployment["spec"]["template"]["metadata"]["annotations"];
+    assert_eq!(annotations["prometheus.io/scrape"].as_str(), Some("true"));
+    let port = ADMIN_PORT.to_string();
+    assert_eq!(
+        annotations["prometheus.io/port"].as_str(),
+        Some(port.as_str())
+    );
+    assert_eq!(annotations["prometheus.io/path"].as_str(), Some("/metrics"));
+    let metrics = named(&service["spec"]["ports"], "metrics");
+    assert_eq!(metrics["targetPort"].as_str(), Some("admin"));
+    assert_eq!(metrics["port"].as_i64(), Some(ADMIN_PORT));
+    // RUST_LOG would replace the default filter (rpc at info, the rest at warn).
+    let env = container(&deployment)["env"].as_vec().unwrap();
+    assert!(
+        env.iter()
+            .all(|var| var["name"].as_str() != Some("RUST_LOG")),
+        "the pod keeps the default log filter"
+    );
+}
+
+#[test]
+fn the_image_builds_what_the_pod_runs() {
+    let deployment = manifest("deployment.yaml");
+    let dockerfile = std::fs::read_to_string(DOCKERFILE).unwrap();
+    let container = container(&deployment);
+    let binary = container["command"][0].as_str().expect("a command");
+    let name = Path::new(binary)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap();
+    let build = dockerfile
+        .lines()
+        .find(|line| line.starts_with("RUN cargo build"))
+        .expect("the Dockerfile builds with cargo");
+    assert!(
+        build.contains("--release") && build.contains(&format!("--bin {name}")),
+        "{build}"
+    );
+    assert!(
+        dockerfile.contains(&format!(
+            "COPY --from=build /src/target/release/{name} {binary}"
+        )),
+        "the binary lands where the command runs it"
+    );
+    let user = pod_spec(&deployment)["securityContext"]["runAsUser"]
+        .as_i64()
+        .unwrap();
+    assert!(
+        dockerfile.contains(&format!("USER {user}:{user}")),
+        "the image's user is the pod's runAsUser ({user})"
+    );
+    // The binary is one the workspace builds (src/bin/<name>.rs of this crate).
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("src/bin/{name}.rs"));
+    assert!(source.exists(), "{} builds the binary", source.display());
 }
 
 /// Needs `RPC_TEST_KUBERNETES_VALIDATE`: the `kubernetes-validate` command, which
