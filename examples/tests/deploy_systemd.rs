@@ -46,6 +46,7 @@ const KNOWN: &[(&str, &[&str])] = &[
             "RestartSec",
             "RestartPreventExitStatus",
             "DynamicUser",
+            "StateDirectory",
             "User",
             "Group",
             "NoNewPrivileges",
@@ -201,4 +202,29 @@ fn unit_files_are_read_as_systemd_reads_them() {
     );
     assert_eq!(time_span("30"), Duration::from_secs(30));
     assert_eq!(time_span("1min 30s"), Duration::from_secs(90));
+}
+
+#[test]
+fn the_last_stop_file_is_in_the_units_state_directory() {
+    let unit = unit();
+    let state = value(&unit, "Service", "StateDirectory");
+    let config = provider_config();
+    let file = config
+        .metrics
+        .last_stop_file
+        .expect("metrics.last_stop_file is set");
+    assert_eq!(
+        file.parent(),
+        Some(Path::new("/var/lib").join(state).as_path()),
+        "the file survives restarts in /var/lib/{state}"
+    );
+    // No RUST_LOG override: it would replace the default filter.
+    let environment = unit
+        .get(&("Service".to_owned(), "Environment".to_owned()))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        environment.iter().all(|line| !line.contains("RUST_LOG")),
+        "{environment:?}"
+    );
 }

@@ -205,7 +205,7 @@ async fn a_scrape_during_shutdown_sees_the_phase_move_and_every_rejection() {
 }
 
 /// Every metric the README lists, as its name appears after `# TYPE`.
-const DOCUMENTED: [&str; 24] = [
+const DOCUMENTED: [&str; 31] = [
     "rpc_lifecycle_phase",
     "rpc_shutdown_step_duration_seconds",
     "rpc_shutdown_step_outcome",
@@ -226,6 +226,13 @@ const DOCUMENTED: [&str; 24] = [
     "rpc_client_retry_budget_exhausted_total",
     "rpc_client_failovers_total",
     "rpc_client_no_provider_total",
+    "rpc_build_info",
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_open_fds",
+    "process_max_fds",
+    "process_start_time_seconds",
     // Samples under the histograms, one of each kind.
     "rpc_server_call_duration_seconds_bucket",
     "rpc_client_call_duration_seconds_sum",

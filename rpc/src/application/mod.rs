@@ -88,8 +88,10 @@ impl Application {
     pub fn before_shutdown(&self) -> impl Future<Output = ShutdownReport> + Send + 'static {
         let shutdown = self.lifecycle.before_shutdown();
         let systemd = self.systemd.clone();
+        let metrics = self.metrics.clone();
         async move {
             let report = shutdown.await;
+            metrics.record_stop(&report);
             systemd.wait().await;
             report
         }
@@ -97,9 +99,12 @@ impl Application {
 
     /// Waits until the shutdown sequence (started by a signal or by
     /// [`Application::before_shutdown`]) has finished (under systemd, and `stopped` has
-    /// been told to it).
+    /// been told to it). With `metrics.last_stop_file` set, the report is written there
+    /// first.
     pub async fn wait(&self) -> ShutdownReport {
         let report = self.lifecycle.wait().await;
+        // Before `main` can exit with the report's code (see `observe::last_stop`).
+        self.metrics.record_stop(&report);
         self.systemd.wait().await;
         report
     }

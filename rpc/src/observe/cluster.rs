@@ -106,9 +106,12 @@ impl ReferencesCollector {
         help: &str,
         count: impl Fn(&ClusterCounts) -> u64,
     ) -> Result<(), fmt::Error> {
-        let samples = views
-            .iter()
-            .map(|view| ([("service", view.service.as_str())], count(&view.counts)));
+        let samples = views.iter().map(|view| {
+            (
+                [("rpc_service", view.service.as_str())],
+                count(&view.counts),
+            )
+        });
         counters(encoder, name, help, samples)
     }
 }
@@ -134,8 +137,8 @@ impl Collector for ReferencesCollector {
             view.picks.iter().map(|(instance, picks)| {
                 (
                     [
-                        ("service", view.service.as_str()),
-                        ("instance", instance.as_str()),
+                        ("rpc_service", view.service.as_str()),
+                        ("server_address", instance.as_str()),
                     ],
                     *picks,
                 )
@@ -155,7 +158,7 @@ impl Collector for ReferencesCollector {
             ]
             .map(|(state, count)| {
                 (
-                    [("service", view.service.as_str()), ("state", state)],
+                    [("rpc_service", view.service.as_str()), ("state", state)],
                     count,
                 )
             })
@@ -178,7 +181,7 @@ impl Collector for ReferencesCollector {
             RETRY_REASONS.map(|reason| {
                 (
                     [
-                        ("service", view.service.as_str()),
+                        ("rpc_service", view.service.as_str()),
                         ("reason", reason.as_str()),
                     ],
                     view.counts.retries_after(reason),
@@ -272,7 +275,7 @@ mod tests {
             .iter()
             .map(|port| {
                 let line = format!(
-                    "rpc_client_picks_total{{service=\"t.S\",instance=\"127.0.0.1:{port}\"}} "
+                    "rpc_client_picks_total{{rpc_service=\"t.S\",server_address=\"127.0.0.1:{port}\"}} "
                 );
                 let value = text
                     .lines()
@@ -284,7 +287,7 @@ mod tests {
         assert_eq!(picks, 30, "five picks per call: {text}");
         assert!(
             text.contains(&format!(
-                "rpc_client_retries_total{{service=\"t.S\",reason=\"not_sent\"}} {}\n",
+                "rpc_client_retries_total{{rpc_service=\"t.S\",reason=\"not_sent\"}} {}\n",
                 counts.retries
             )),
             "{text}"
@@ -292,23 +295,23 @@ mod tests {
         assert!(counts.retries > 0, "{counts:?}");
         assert!(
             text.contains(&format!(
-                "rpc_client_ejections_total{{service=\"t.S\"}} {}\n",
+                "rpc_client_ejections_total{{rpc_service=\"t.S\"}} {}\n",
                 counts.blacklist.ejections
             )),
             "{text}"
         );
         assert!(counts.blacklist.ejections >= 1, "{counts:?}");
         assert!(
-            text.contains("rpc_client_instances{service=\"t.S\",state=\"ejected\"} 1\n"),
+            text.contains("rpc_client_instances{rpc_service=\"t.S\",state=\"ejected\"} 1\n"),
             "at most half are ejected: {text}"
         );
         assert!(
-            text.contains("rpc_client_instances{service=\"t.S\",state=\"healthy\"} 1\n"),
+            text.contains("rpc_client_instances{rpc_service=\"t.S\",state=\"healthy\"} 1\n"),
             "{text}"
         );
         assert!(text.contains("rpc_client_requests_in_flight 0\n"), "{text}");
         assert!(
-            text.contains("rpc_client_failovers_total{service=\"t.S\"} 0\n"),
+            text.contains("rpc_client_failovers_total{rpc_service=\"t.S\"} 0\n"),
             "{text}"
         );
     }

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 /// `metrics`: Prometheus metrics of calls, the lifecycle, the cluster and registries.
 ///
 /// ```yaml
-/// metrics: { enabled: true }
+/// metrics: { enabled: true, last_stop_file: /var/lib/greeter/last-stop.json }
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -13,11 +13,21 @@ pub struct MetricsConfig {
     /// Keep metrics. Default true. Off, no call is timed, nothing is counted for them,
     /// and [`Metrics::encode`](super::Metrics::encode) returns an empty text.
     pub enabled: bool,
+    /// A file where each stop writes its shutdown report, read back at every scrape and
+    /// exported as `rpc_last_stop_*`, so the figures of a stop reach Prometheus after
+    /// the process that stopped is gone (the next start, or a hot upgrade's new
+    /// generation, exports them). Give every process of one instance the same path
+    /// (systemd: under `StateDirectory=`). Default none: nothing is written.
+    #[serde(alias = "last-stop-file")]
+    pub last_stop_file: Option<std::path::PathBuf>,
 }
 
 impl Default for MetricsConfig {
     fn default() -> Self {
-        Self { enabled: true }
+        Self {
+            enabled: true,
+            last_stop_file: None,
+        }
     }
 }
 

@@ -13,8 +13,10 @@ use rpc_lifecycle::Lifecycle;
 
 use super::cluster::ReferencesCollector;
 use super::config::MetricsConfig;
+use super::last_stop::LastStopFile;
 use super::lifecycle::LifecycleCollector;
 use super::limit::LimitCollector;
+use super::process::ProcessCollector;
 use super::provider_gauges::ServerCollector;
 use super::registry::RegistryOperations;
 
@@ -44,6 +46,8 @@ const ATTEMPT_OUTCOME: LastLabel = LastLabel {
 pub struct Metrics {
     /// `None` when metrics are off.
     instruments: Option<Arc<Instruments>>,
+    /// Where this process records its stop (`metrics.last_stop_file`).
+    last_stop: Option<Arc<LastStopFile>>,
 }
 
 struct Instruments {
@@ -64,8 +68,15 @@ impl Metrics {
     /// The metrics of the application run by `lifecycle`, or none when
     /// `config.enabled` is false.
     pub fn new(config: &MetricsConfig, lifecycle: &Lifecycle) -> Self {
+        let last_stop = config
+            .last_stop_file
+            .as_deref()
+            .map(|path| Arc::new(LastStopFile::new(path, lifecycle.name())));
         if !config.enabled {
-            return Self::disabled();
+            return Self {
+                instruments: None,
+                last_stop,
+            };
         }
         let server_calls = Arc::new(MethodHistograms::new(
             "rpc_server_call_duration",
@@ -95,6 +106,11 @@ impl Metrics {
         registry.register_collector(Box::new(client_calls.clone()));
         registry.register_collector(Box::new(attempts.clone()));
         registry.register_collector(Box::new(registry_operations.clone()));
+        registry.register_collector(Box::new(ProcessCollector::new(lifecycle.name())));
+        if let Some(path) = &config.last_stop_file {
+            let reader = LastStopFile::new(path, lifecycle.name());
+            registry.register_collector(Box::new(reader));
+        }
         Self {
             instruments: Some(Arc::new(Instruments {
                 registry,
@@ -105,12 +121,24 @@ impl Metrics {
                 registry_operations,
                 limit,
             })),
+            last_stop,
         }
     }
 
     /// No metrics: nothing is timed or counted, and [`Metrics::encode`] is empty.
     pub fn disabled() -> Self {
-        Self { instruments: None }
+        Self {
+            instruments: None,
+            last_stop: None,
+        }
+    }
+
+    /// Records `report` as this process's stop in `metrics.last_stop_file`, if one is
+    /// configured (see `last_stop.rs`); the application does it when its sequence ends.
+    pub(crate) fn record_stop(&self, report: &rpc_lifecycle::ShutdownReport) {
+        if let Some(file) = &self.last_stop {
+            file.record(report);
+        }
     }
 
     /// Whether metrics are kept.
@@ -224,7 +252,13 @@ mod tests {
     #[test]
     fn disabled_metrics_encode_nothing() {
         let lifecycle = Lifecycle::new("t", rpc_lifecycle::ShutdownConfig::default());
-        let metrics = Metrics::new(&MetricsConfig { enabled: false }, &lifecycle);
+        let metrics = Metrics::new(
+            &MetricsConfig {
+                enabled: false,
+                ..MetricsConfig::default()
+            },
+            &lifecycle,
+        );
         assert!(!metrics.is_enabled());
         assert_eq!(metrics.encode(), "");
         let text = Metrics::new(&MetricsConfig::default(), &lifecycle).encode();

@@ -17,11 +17,13 @@
 mod cluster;
 mod config;
 mod filters;
+mod last_stop;
 mod lifecycle;
 mod limit;
 mod metrics;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+mod process;
 mod provider_gauges;
 mod registry;
 mod scrape;

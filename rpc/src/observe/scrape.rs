@@ -51,6 +51,23 @@ pub(super) fn counters<L: EncodeLabelSet>(
     Ok(())
 }
 
+/// Writes the counter `name` (the encoder appends `_total`) with fractional values (CPU
+/// seconds), one sample per `(labels, value)`.
+pub(super) fn counters_f64<L: EncodeLabelSet>(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    samples: impl IntoIterator<Item = (L, f64)>,
+) -> Result<(), fmt::Error> {
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, value) in samples {
+        metric
+            .encode_family(&labels)?
+            .encode_counter::<NoLabelSet, f64, u64>(&value, None)?;
+    }
+    Ok(())
+}
+
 /// Writes the unlabelled gauge `name`.
 pub(super) fn gauge<V: EncodeGaugeValue>(
     encoder: &mut DescriptorEncoder<'_>,
