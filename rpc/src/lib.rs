@@ -48,7 +48,7 @@ pub mod observe;
 pub mod systemd;
 pub mod upgrade;
 
-pub use application::{Application, ApplicationBuilder, ApplicationError};
+pub use application::{Application, ApplicationBuilder, ApplicationError, ProviderService};
 pub use config::{Config, ConfigError, ConfigFormat};
 pub use observe::{Metrics, ReferenceChannel};
 pub use rpc_cluster::ClusterError;

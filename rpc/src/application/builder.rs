@@ -19,6 +19,8 @@ use tonic::service::RoutesBuilder;
 use tower_layer::Layer;
 
 use crate::config::Config;
+
+use super::provider_layers::{self, ProviderLayerFn, ProviderService};
 use crate::observe::{self, Metrics, ReferenceChannel};
 use crate::upgrade::UpgradeStart;
 
@@ -51,6 +53,9 @@ pub struct ApplicationBuilder {
     /// References whose `loadbalance` names nothing registered, by interface: start-up
     /// fails on the first, naming its key.
     pub(super) unknown_load_balances: Vec<(String, UnknownLoadBalance)>,
+    /// The application's own layers around the provided services, first added
+    /// outermost.
+    pub(super) provider_layers: Vec<ProviderLayerFn>,
     /// This process's role in a hot upgrade and its own program, read now (start-up).
     pub(super) upgrade: UpgradeStart,
 }
@@ -78,6 +83,7 @@ impl ApplicationBuilder {
             gates: Vec::new(),
             load_balances: LoadBalances::default(),
             unknown_load_balances: Vec::new(),
+            provider_layers: Vec::new(),
             upgrade: UpgradeStart::read(),
         }
     }
@@ -154,6 +160,40 @@ impl ApplicationBuilder {
         factory: impl Fn() -> Arc<dyn LoadBalance> + Send + Sync + 'static,
     ) -> &mut Self {
         self.load_balances.register(name, factory);
+        self
+    }
+
+    /// Adds a tower layer of the application's own around every provided service, as
+    /// tonic's `Server::builder().layer()` does: an authentication check, a quota, a
+    /// header the handlers need. Its service takes and returns what tonic's routes do
+    /// ([`ProviderService`]); an error it returns is answered as the gRPC status of that
+    /// error (`tonic::Status::from_error`).
+    ///
+    /// Where it sits, from the connection inwards: the transport (call bounds, message
+    /// sizes are checked inside: see below) → metrics → trace span → graceful filter
+    /// (closing mark, closing refusal, in-flight count) → concurrency limit → **message
+    /// size limits → the application's layers, the first added outermost** → the
+    /// generated server. So a layer sees only calls that were admitted (not a refusal
+    /// of a closing or overloaded provider), inside the call's span, counted in its
+    /// duration and in flight until its response ends; what it answers itself (say
+    /// `UNAUTHENTICATED`) is counted and traced like any other status. The gRPC health
+    /// service is behind the layers too.
+    ///
+    /// For a reference, wrap the channel itself: `MyLayer.layer(builder.reference(..))`
+    /// goes outside the consumer's filters (metrics → trace → graceful → cluster), so
+    /// what it adds (a token header) reaches every attempt.
+    pub fn provider_layer<L>(&mut self, layer: L) -> &mut Self
+    where
+        L: Layer<ProviderService> + Send + Sync + 'static,
+        L::Service: tower::Service<http::Request<TonicBody>, Response = http::Response<TonicBody>>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        <L::Service as tower::Service<http::Request<TonicBody>>>::Error: Into<BoxError>,
+        <L::Service as tower::Service<http::Request<TonicBody>>>::Future: Send + 'static,
+    {
+        self.provider_layers.push(provider_layers::boxed(layer));
         self
     }
 

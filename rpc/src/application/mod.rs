@@ -11,6 +11,7 @@ mod agreement;
 mod builder;
 mod error;
 mod logging;
+mod provider_layers;
 mod start;
 
 use std::future::Future;
@@ -24,6 +25,7 @@ use tokio::sync::watch;
 
 pub use builder::ApplicationBuilder;
 pub use error::ApplicationError;
+pub use provider_layers::ProviderService;
 
 use crate::config::Config;
 use crate::observe::Metrics;

@@ -18,7 +18,7 @@ use super::admin::AdminStarted;
 use super::advertise::advertised_host;
 use super::agreement::{check_agreement, provided_instead};
 use super::logging::install_default_subscriber;
-use super::{Application, ApplicationBuilder, ApplicationError};
+use super::{Application, ApplicationBuilder, ApplicationError, ProviderService};
 use crate::observe;
 
 impl ApplicationBuilder {
@@ -226,6 +226,37 @@ impl ApplicationBuilder {
         }
     }
 
+    /// `handler` behind what admits a call, innermost first: message sizes (checked
+    /// next to the handler, inside every other filter, so a refused message is counted
+    /// and traced like any other failed call), the concurrency limit (inside the
+    /// graceful filter: a closing provider refuses as closing first, and a request
+    /// refused at the limit is still counted and traced), the graceful filter, then the
+    /// metrics and trace filters.
+    fn admitted<S>(&self, handler: S) -> rpc_lifecycle::BoxHttpService
+    where
+        S: tower::Service<
+                http::Request<hyper::body::Incoming>,
+                Response = http::Response<tonic::body::Body>,
+                Error = std::convert::Infallible,
+            > + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        let limit = &self.config.provider.limit;
+        let concurrency = if limit.enabled {
+            let limiter = ConcurrencyLimiter::new(limit.gradient());
+            self.metrics.observe_limiter(&limiter);
+            ConcurrencyLimitLayer::new(limiter)
+        } else {
+            ConcurrencyLimitLayer::disabled()
+        };
+        let limited = concurrency.layer(handler);
+        let graceful = ProviderGracefulLayer::new(self.lifecycle.provider_handles()).layer(limited);
+        observe::provider_service(graceful, &self.metrics, &self.config.tracing)
+    }
+
     async fn export(&mut self) -> Result<Vec<Export>, ApplicationError> {
         if self.services.is_empty() {
             return Ok(Vec::new());
@@ -252,23 +283,19 @@ impl ApplicationBuilder {
         );
         let mut routes = std::mem::take(&mut self.routes);
         routes.add_service(self.lifecycle.health_service());
-        // Message sizes are checked next to tonic's routes, inside every other filter,
-        // so a refused message is counted and traced like any other failed call.
-        let limited = MessageLimitLayer::new(protocol.message_limits()).layer(routes.routes());
-        // The concurrency limit inside the graceful filter: a closing provider refuses
-        // as closing first, and a request refused at the limit is still counted and
-        // traced by the filters outside.
-        let limit = &self.config.provider.limit;
-        let concurrency = if limit.enabled {
-            let limiter = ConcurrencyLimiter::new(limit.gradient());
-            self.metrics.observe_limiter(&limiter);
-            ConcurrencyLimitLayer::new(limiter)
+        let message_limits = MessageLimitLayer::new(protocol.message_limits());
+        // The application's own layers right around tonic's routes (the first added
+        // outermost), inside everything of ours: they see only admitted calls. Without
+        // any, the routes are not boxed.
+        let service = if self.provider_layers.is_empty() {
+            self.admitted(message_limits.layer(routes.routes()))
         } else {
-            ConcurrencyLimitLayer::disabled()
+            let mut handler = ProviderService::new(routes.routes());
+            for layer in self.provider_layers.iter().rev() {
+                handler = layer(handler);
+            }
+            self.admitted(message_limits.layer(handler))
         };
-        let limited = concurrency.layer(limited);
-        let graceful = ProviderGracefulLayer::new(self.lifecycle.provider_handles()).layer(limited);
-        let service = observe::provider_service(graceful, &self.metrics, &self.config.tracing);
         let services = self
             .services
             .iter()
