@@ -15,6 +15,8 @@
 //! - [`metrics::CallMetricsLayer`]: call durations by service, method and gRPC status,
 //!   into Prometheus histograms, on either side.
 //! - [`trace::CallTraceLayer`]: one `tracing` span per call, on either side.
+//! - [`access_log::AccessLogLayer`]: one JSON line per call, on either side (off by
+//!   default).
 //!
 //! The last two watch a call until its response body ends with [`call_end`]; the first
 //! and the limit refuse a request without running it in one way, [`NotExecuted`].
@@ -22,6 +24,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod access_log;
 pub mod call_end;
 pub mod graceful;
 mod grpc_path;

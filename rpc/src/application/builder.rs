@@ -9,7 +9,9 @@ use futures_util::FutureExt;
 use rpc_cluster::loadbalance::{LoadBalance, LoadBalances, UnknownLoadBalance};
 use rpc_cluster::{ClusterChannel, Directory};
 use rpc_core::{BoxError, Registry, ServiceKey};
+use rpc_filter::access_log::{AccessLogLayer, AccessLogSink};
 use rpc_filter::graceful::ConsumerGracefulLayer;
+use rpc_filter::trace::Side;
 use rpc_lifecycle::Lifecycle;
 use rpc_lifecycle::ReadinessGate;
 use rpc_transport::{ChannelOptions, ServerOptions};
@@ -53,6 +55,9 @@ pub struct ApplicationBuilder {
     /// References whose `loadbalance` names nothing registered, by interface: start-up
     /// fails on the first, naming its key.
     pub(super) unknown_load_balances: Vec<(String, UnknownLoadBalance)>,
+    /// Where the access log goes (`access_log.enabled`); the error opening it, with its
+    /// key, fails start-up.
+    pub(super) access_log: Result<Option<AccessLogSink>, crate::config::ConfigError>,
     /// The application's own layers around the provided services, first added
     /// outermost.
     pub(super) provider_layers: Vec<ProviderLayerFn>,
@@ -67,7 +72,9 @@ impl ApplicationBuilder {
             config.graceful_shutdown.clone(),
         );
         let metrics = Metrics::new(&config.metrics, &lifecycle);
+        let access_log = open_access_log(&config);
         Self {
+            access_log,
             server_options: config.protocol.server_options(),
             channel_options: ChannelOptions {
                 tls: config.consumer.tls.clone(),
@@ -234,7 +241,20 @@ impl ApplicationBuilder {
         let channel = self.metrics.observe_reference(channel);
         self.references.push((channel.clone(), check));
         let graceful = ConsumerGracefulLayer::new(self.lifecycle.consumer_handles()).layer(channel);
-        observe::reference_channel(graceful, &self.metrics, &self.config.tracing)
+        let access_log = self
+            .access_log_layer(Side::Client)
+            .unwrap_or_else(AccessLogLayer::disabled);
+        observe::reference_channel(graceful, &self.metrics, &self.config.tracing, access_log)
+    }
+
+    /// The access-log filter of `side`, if the access log is on (and could be opened).
+    pub(super) fn access_log_layer(&self, side: Side) -> Option<AccessLogLayer> {
+        let sink = self.access_log.as_ref().ok()?.as_ref()?;
+        Some(AccessLogLayer::new(
+            sink.clone(),
+            &self.config.application.name,
+            side,
+        ))
     }
 
     /// Adds a readiness gate: registration waits until it passes; an error fails start-up.
@@ -270,4 +290,23 @@ impl ApplicationBuilder {
         self.server_options = options;
         self
     }
+}
+
+/// The access log `config` asks for: `None` when it is off, the error naming
+/// `access_log.path` when the file cannot be opened.
+fn open_access_log(config: &Config) -> Result<Option<AccessLogSink>, crate::config::ConfigError> {
+    let access_log = &config.access_log;
+    if !access_log.enabled {
+        return Ok(None);
+    }
+    AccessLogSink::open(&access_log.path)
+        .map(Some)
+        .map_err(|error| crate::config::ConfigError::Invalid {
+            origin: config.origin().to_owned(),
+            key: "access_log.path".to_owned(),
+            message: format!(
+                "{} cannot be opened for appending: {error}",
+                access_log.path.display()
+            ),
+        })
 }

@@ -54,6 +54,10 @@ impl ApplicationBuilder {
             .map(|(channel, _)| channel.directory().service().clone())
             .collect();
         check_agreement(&self.config, &self.services, &reference_keys)?;
+        match std::mem::replace(&mut self.access_log, Ok(None)) {
+            Err(error) => return Err(ApplicationError::Config(error)),
+            Ok(sink) => self.access_log = Ok(sink),
+        }
         if let Some((interface, unknown)) = self.unknown_load_balances.first() {
             return Err(ApplicationError::Config(
                 crate::config::ConfigError::Invalid {
@@ -254,7 +258,8 @@ impl ApplicationBuilder {
         };
         let limited = concurrency.layer(handler);
         let graceful = ProviderGracefulLayer::new(self.lifecycle.provider_handles()).layer(limited);
-        observe::provider_service(graceful, &self.metrics, &self.config.tracing)
+        let access_log = self.access_log_layer(rpc_filter::trace::Side::Server);
+        observe::provider_service(graceful, &self.metrics, &self.config.tracing, access_log)
     }
 
     async fn export(&mut self) -> Result<Vec<Export>, ApplicationError> {

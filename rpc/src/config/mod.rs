@@ -48,7 +48,7 @@ use rpc_lifecycle::UpgradeConfig;
 use serde::{Deserialize, Serialize};
 
 pub use crate::admin::AdminConfig;
-pub use crate::observe::{MetricsConfig, TracingConfig};
+pub use crate::observe::{AccessLogConfig, MetricsConfig, TracingConfig};
 pub use limit::LimitConfig;
 pub use load::{ConfigError, ConfigFormat};
 pub use protocol::ProtocolConfig;
@@ -80,6 +80,9 @@ pub struct Config {
     pub metrics: MetricsConfig,
     /// Spans per call, and their OTLP export.
     pub tracing: TracingConfig,
+    /// One JSON line per call (off by default).
+    #[serde(alias = "access-log")]
+    pub access_log: AccessLogConfig,
     /// The hot upgrade (a new binary on the same socket): see `rpc::upgrade`.
     pub upgrade: UpgradeConfig,
     /// Where this configuration came from (see [`Config::origin`]).
@@ -116,6 +119,7 @@ impl Default for Config {
             admin: AdminConfig::default(),
             metrics: MetricsConfig::default(),
             tracing: TracingConfig::default(),
+            access_log: AccessLogConfig::default(),
             upgrade: UpgradeConfig::default(),
             origin: BUILT_IN_CODE.to_owned(),
         }

@@ -31,6 +31,31 @@ impl Default for MetricsConfig {
     }
 }
 
+/// `access_log`: one JSON line per call on both sides (rpc-filter's `access_log` says
+/// which fields), off by default.
+///
+/// ```yaml
+/// access_log: { enabled: true, path: /var/log/greeter/access.log }   # "-": stdout
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccessLogConfig {
+    /// Write the lines. Default false.
+    pub enabled: bool,
+    /// Where: a file, appended to (created if missing), or `-` for standard output.
+    /// Default `-`.
+    pub path: std::path::PathBuf,
+}
+
+impl Default for AccessLogConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            path: std::path::PathBuf::from("-"),
+        }
+    }
+}
+
 /// `tracing`: a `tracing` span per call on both sides, and optional OTLP export.
 ///
 /// ```yaml

@@ -1,15 +1,16 @@
 //! Where the metrics and trace filters sit on each side of a call.
 //!
-//! Provider: metrics → trace → graceful → routes. Consumer: metrics → trace → graceful
-//! → cluster. Metrics outermost, so a call's duration includes everything below;
-//! the span next, so the graceful filter and the cluster (its attempt spans) run inside
-//! it.
+//! Provider: access log → metrics → trace → graceful → routes. Consumer: access log →
+//! metrics → trace → graceful → cluster. The access log and the metrics outermost, so a
+//! call's duration includes everything below; the span next, so the graceful filter and
+//! the cluster (its attempt spans) run inside it.
 
 use std::convert::Infallible;
 
 use http::{Request, Response};
 use hyper::body::Incoming;
 use rpc_cluster::ClusterChannel;
+use rpc_filter::access_log::{AccessLog, AccessLogLayer};
 use rpc_filter::graceful::ConsumerGraceful;
 use rpc_filter::metrics::CallMetrics;
 use rpc_filter::trace::{CallTrace, CallTraceLayer};
@@ -24,30 +25,32 @@ use super::metrics::Metrics;
 
 /// The channel a reference gives application code: the consumer filters over the
 /// cluster. Generated clients take it unchanged: `GreeterClient::new(channel)`.
-pub type ReferenceChannel = CallMetrics<CallTrace<ConsumerGraceful<ClusterChannel>>>;
+pub type ReferenceChannel = AccessLog<CallMetrics<CallTrace<ConsumerGraceful<ClusterChannel>>>>;
 
-/// `graceful` (the reference's graceful filter over its cluster) behind the trace and
-/// metrics filters; each passes calls through when it is off.
+/// `graceful` (the reference's graceful filter over its cluster) behind the trace,
+/// metrics and access-log filters; each passes calls through when it is off.
 pub(crate) fn reference_channel(
     graceful: ConsumerGraceful<ClusterChannel>,
     metrics: &Metrics,
     tracing: &TracingConfig,
+    access_log: AccessLogLayer,
 ) -> ReferenceChannel {
     let trace = if tracing.enabled {
         CallTraceLayer::client()
     } else {
         CallTraceLayer::disabled()
     };
-    metrics.client_layer().layer(trace.layer(graceful))
+    access_log.layer(metrics.client_layer().layer(trace.layer(graceful)))
 }
 
-/// `graceful` (the provider's graceful filter over its routes) behind the metrics and
-/// trace filters when either is on. Their body wrappers are re-boxed once into tonic's
-/// body type; with both off the service is `graceful` alone, without that box.
+/// `graceful` (the provider's graceful filter over its routes) behind the access-log,
+/// metrics and trace filters when any is on. Their body wrappers are re-boxed once into
+/// tonic's body type; with all off the service is `graceful` alone, without that box.
 pub(crate) fn provider_service<S>(
     graceful: S,
     metrics: &Metrics,
     tracing: &TracingConfig,
+    access_log: Option<AccessLogLayer>,
 ) -> BoxHttpService
 where
     S: tower::Service<Request<Incoming>, Response = Response<TonicBody>, Error = Infallible>
@@ -57,7 +60,7 @@ where
         + 'static,
     S::Future: Send + 'static,
 {
-    if !metrics.is_enabled() && !tracing.enabled {
+    if !metrics.is_enabled() && !tracing.enabled && access_log.is_none() {
         return BoxCloneSyncService::new(graceful);
     }
     let trace = if tracing.enabled {
@@ -65,9 +68,9 @@ where
     } else {
         CallTraceLayer::disabled()
     };
-    let observed = metrics
-        .server_layer()
-        .layer(trace.layer(graceful))
+    let access_log = access_log.unwrap_or_else(AccessLogLayer::disabled);
+    let observed = access_log
+        .layer(metrics.server_layer().layer(trace.layer(graceful)))
         .map_response(|response| response.map(TonicBody::new));
     BoxCloneSyncService::new(observed)
 }

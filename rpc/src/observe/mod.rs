@@ -28,7 +28,7 @@ mod provider_gauges;
 mod registry;
 mod scrape;
 
-pub use config::{MetricsConfig, TracingConfig};
+pub use config::{AccessLogConfig, MetricsConfig, TracingConfig};
 pub use filters::ReferenceChannel;
 pub(crate) use filters::{provider_service, reference_channel};
 pub use metrics::Metrics;
