@@ -14,7 +14,7 @@ use nix::sys::resource::{Resource, UsageWho, getrlimit, getrusage};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use super::scrape::{NO_LABELS, counters_f64, gauge, gauges};
+use super::scrape::{NO_LABELS, counters, gauge, gauges};
 
 /// The version of rpc this binary was built with.
 const RPC_VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -61,7 +61,7 @@ impl Collector for ProcessCollector {
                 )
             };
             let cpu = seconds(usage.user_time()) + seconds(usage.system_time());
-            counters_f64(
+            counters(
                 encoder,
                 "process_cpu_seconds",
                 "Total user and system CPU time spent in seconds.",

@@ -4,7 +4,7 @@
 use std::fmt;
 
 use prometheus_client::encoding::{
-    DescriptorEncoder, EncodeGaugeValue, EncodeLabelSet, NoLabelSet,
+    DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeLabelSet, NoLabelSet,
 };
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
@@ -35,35 +35,19 @@ where
 }
 
 /// Writes the counter `name` (the encoder appends `_total`) with one sample per
-/// `(labels, value)`.
-pub(super) fn counters<L: EncodeLabelSet>(
+/// `(labels, value)`; a value is a whole count (`u64`) or fractional (`f64`, CPU
+/// seconds).
+pub(super) fn counters<L: EncodeLabelSet, V: EncodeCounterValue>(
     encoder: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
-    samples: impl IntoIterator<Item = (L, u64)>,
+    samples: impl IntoIterator<Item = (L, V)>,
 ) -> Result<(), fmt::Error> {
     let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
     for (labels, value) in samples {
         metric
             .encode_family(&labels)?
-            .encode_counter::<NoLabelSet, u64, u64>(&value, None)?;
-    }
-    Ok(())
-}
-
-/// Writes the counter `name` (the encoder appends `_total`) with fractional values (CPU
-/// seconds), one sample per `(labels, value)`.
-pub(super) fn counters_f64<L: EncodeLabelSet>(
-    encoder: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    samples: impl IntoIterator<Item = (L, f64)>,
-) -> Result<(), fmt::Error> {
-    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
-    for (labels, value) in samples {
-        metric
-            .encode_family(&labels)?
-            .encode_counter::<NoLabelSet, f64, u64>(&value, None)?;
+            .encode_counter::<NoLabelSet, V, u64>(&value, None)?;
     }
     Ok(())
 }
