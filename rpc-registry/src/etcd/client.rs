@@ -8,14 +8,15 @@
 //!
 //! # Channel
 //! Every member in the URL is one tonic `Endpoint` of a channel balanced over them
-//! (power of two choices), so requests spread over the members and go on to the others
-//! while one is down. Each endpoint sets `TCP_NODELAY`, the URL's `connect_timeout`, and
-//! HTTP/2 keep-alive pings every 10 s (etcd's default policy answers pings more often
-//! than every 5 s with `GOAWAY`) that give up after `request_timeout`, so a silently
-//! dead member is noticed. Connections are made lazily, on the first request: a member
-//! that is down fails the requests sent to it, each with its own connect error, and
-//! every caller in this backend retries or reports. With `tls_*` parameters every
-//! endpoint is HTTPS with the URL's CA, client identity and domain.
+//! (power of two random choices), as etcd-client did. Each endpoint sets `TCP_NODELAY`,
+//! the URL's `connect_timeout`, and HTTP/2 keep-alive pings every 10 s (etcd's default
+//! policy answers pings more often than every 5 s with `GOAWAY`) that give up after
+//! `request_timeout`, so a silently dead member is noticed. Connections are made lazily
+//! and again after a loss: a member that is down fails the requests the balancer gives
+//! it, each with its own connect error, while the others keep answering theirs; every
+//! caller in this backend then retries (its background loops, whose next pick is likely
+//! another member) or reports the error. With `tls_*` parameters every endpoint is
+//! HTTPS with the URL's CA, client identity and domain.
 //!
 //! # Authentication
 //! With credentials in the URL, connecting authenticates (the `Authenticate` RPC) and
