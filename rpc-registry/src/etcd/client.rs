@@ -1,4 +1,4 @@
-//! The etcd v3 client of this backend: one gRPC channel over the cluster's members, etcd
+//! The etcd v3 client of this backend: connections to the cluster's members, etcd
 //! authentication, and the few requests the backend sends (prefix reads, puts under a
 //! lease, deletes, leases and their keep-alive stream, prefix watches).
 //!
@@ -6,24 +6,21 @@
 //! because etcd-client needs a `protoc` from the environment at build time, which a
 //! project depending on `rpc` does not have (issue 25).
 //!
-//! # Channel
-//! Every member in the URL is one tonic `Endpoint` of a channel balanced over them
-//! (power of two random choices), as etcd-client did. Each endpoint sets `TCP_NODELAY`,
-//! the URL's `connect_timeout`, and HTTP/2 keep-alive pings every 10 s (etcd's default
-//! policy answers pings more often than every 5 s with `GOAWAY`) that give up after
-//! `request_timeout`, so a silently dead member is noticed. Connections are made lazily
-//! and again after a loss: a member that is down fails the requests the balancer gives
-//! it, each with its own connect error, while the others keep answering theirs; every
-//! caller in this backend then retries (its background loops, whose next pick is likely
-//! another member) or reports the error. With `tls_*` parameters every endpoint is
-//! HTTPS with the URL's CA, client identity and domain.
+//! # Members
+//! Every member in the URL is one tonic `Endpoint`, connected on its first request and
+//! again after a lost connection, with `TCP_NODELAY`, a connect timeout of the URL's
+//! `connect_timeout` divided among the members (so that connecting at start-up can try
+//! each in turn when some hosts are gone), and HTTP/2 keep-alive pings every 10 s
+//! (etcd's default policy answers pings more often than every 5 s with `GOAWAY`) that
+//! give up after `request_timeout`, so a silently dead member is noticed. Requests take
+//! the members in turn and go on to the next one when a member cannot be reached
+//! (`members.rs`). With `tls_*` parameters every endpoint is HTTPS with the URL's CA,
+//! client identity and domain.
 //!
 //! # Authentication
 //! With credentials in the URL, connecting authenticates (the `Authenticate` RPC) and
-//! every request carries the token etcd gave in its `token` metadata. When etcd refuses a
-//! token (expired: a simple token lives 5 minutes unused; or forgotten by a restarted
-//! etcd), the request authenticates again, once, and is sent again; concurrent requests
-//! that hit the same stale token authenticate once between them.
+//! every request carries the token etcd gave; a request whose token etcd refuses
+//! authenticates again, once, and is sent again (`auth.rs`).
 //!
 //! The bounds on every request are the callers' (`error::call`); nothing here waits
 //! on its own.
@@ -32,16 +29,16 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parking_lot::RwLock;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::mpsc;
 use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::ReceiverStream;
-use tonic::metadata::AsciiMetadataValue;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
-use tonic::{Request, Status, Streaming};
+use tonic::{Status, Streaming};
 
+use crate::etcd::auth::{Auth, Token, token_from, with_token};
 use crate::etcd::config::EtcdTls;
-use crate::etcd::error::{EtcdError, is_invalid_token};
+use crate::etcd::error::{EtcdError, is_invalid_token, try_another_member};
+use crate::etcd::members::Members;
 use crate::etcd::proto::etcdserverpb::auth_client::AuthClient;
 use crate::etcd::proto::etcdserverpb::kv_client::KvClient;
 use crate::etcd::proto::etcdserverpb::lease_client::LeaseClient;
@@ -55,24 +52,17 @@ use crate::remote::NetworkSettings;
 
 /// Interval of the HTTP/2 keep-alive pings.
 const KEEP_ALIVE_INTERVAL: Duration = Duration::from_secs(10);
-/// The metadata key etcd reads the authentication token from.
-const TOKEN_KEY: &str = "token";
-
-/// A client of one etcd cluster; clones share the channel and the token.
+/// A client of one etcd cluster; clones share the connections and the token.
 #[derive(Clone)]
 pub(super) struct EtcdClient {
     shared: Arc<Shared>,
 }
 
 struct Shared {
-    /// Balanced over every member of the URL.
-    channel: Channel,
-    /// User and password, if etcd authentication is on.
-    credentials: Option<(String, String)>,
-    /// The token every request carries, once authenticated.
-    token: RwLock<Option<AsciiMetadataValue>>,
-    /// Held while authenticating again, so that concurrent refusals authenticate once.
-    refresh: Mutex<()>,
+    /// Every member of the URL.
+    members: Members,
+    /// The credentials and the token requests carry.
+    auth: Auth,
 }
 
 impl EtcdClient {
@@ -89,23 +79,25 @@ impl EtcdClient {
         tls: Option<&EtcdTls>,
     ) -> Result<Self, EtcdError> {
         let tls = tls.map(EtcdTls::client_config);
+        // Connecting at start-up may have to try every member within `connect_timeout`.
+        let members = u32::try_from(network.endpoints.len().max(1)).unwrap_or(u32::MAX);
+        let connect_timeout = (network.connect_timeout / members).max(Duration::from_millis(1));
         let endpoints = network
             .endpoints
             .iter()
-            .map(|authority| endpoint(authority, network, tls.as_ref()))
+            .map(|authority| endpoint(authority, network, connect_timeout, tls.as_ref()))
             .collect::<Result<Vec<_>, _>>()?;
         let client = Self {
             shared: Arc::new(Shared {
-                channel: Channel::balance_list(endpoints.into_iter()),
-                credentials: network.credentials.clone(),
-                token: RwLock::new(None),
-                refresh: Mutex::new(()),
+                members: Members::new(endpoints),
+                auth: Auth::new(network.credentials.clone()),
             }),
         };
-        if let Some(credentials) = &client.shared.credentials {
-            let token = authenticate(client.shared.channel.clone(), credentials).await?;
-            *client.shared.token.write() = Some(token);
-        }
+        client
+            .shared
+            .auth
+            .renew(None, |credentials| client.authenticate(credentials))
+            .await?;
         Ok(client)
     }
 
@@ -258,37 +250,70 @@ impl EtcdClient {
         Ok(Watch { responses })
     }
 
-    /// Runs `send` with the current token; when etcd refuses the token, authenticates
-    /// again (once) and runs it again with the new one.
+    /// Runs `send` with the current token on a member that answers; when etcd refuses
+    /// the token, authenticates again (once) and runs it again with the new one.
     async fn authorized<T, F, Fut>(&self, send: F) -> Result<T, EtcdError>
     where
-        F: Fn(Channel, Option<AsciiMetadataValue>) -> Fut,
+        F: Fn(Channel, Option<Token>) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
     {
-        let token = self.shared.token.read().clone();
-        match send(self.shared.channel.clone(), token.clone()).await {
-            Err(status) if self.shared.credentials.is_some() && is_invalid_token(&status) => {
-                self.authenticate_again(token).await?;
-                let token = self.shared.token.read().clone();
-                Ok(send(self.shared.channel.clone(), token).await?)
+        let auth = &self.shared.auth;
+        let token = auth.token();
+        match self
+            .to_a_member(|channel| send(channel, token.clone()))
+            .await
+        {
+            Err(status) if auth.enabled() && is_invalid_token(&status) => {
+                auth.renew(token, |credentials| self.authenticate(credentials))
+                    .await?;
+                tracing::debug!(
+                    "etcd refused the authentication token; sending again with a new one"
+                );
+                let token = auth.token();
+                Ok(self
+                    .to_a_member(|channel| send(channel, token.clone()))
+                    .await?)
             }
             result => Ok(result?),
         }
     }
 
-    /// Replaces the token `stale`, unless a concurrent request already did.
-    async fn authenticate_again(&self, stale: Option<AsciiMetadataValue>) -> Result<(), EtcdError> {
-        let Some(credentials) = &self.shared.credentials else {
-            return Ok(());
-        };
-        let _one_at_a_time = self.shared.refresh.lock().await;
-        if *self.shared.token.read() != stale {
-            return Ok(());
+    /// Runs `send` on the members in the order of [`Members::order`] until one is
+    /// reached: its answer, or the last member's failure.
+    async fn to_a_member<T, F, Fut>(&self, send: F) -> Result<T, Status>
+    where
+        F: Fn(Channel) -> Fut,
+        Fut: Future<Output = Result<T, Status>>,
+    {
+        let members = &self.shared.members;
+        let mut failure = None;
+        for attempt in members
+            .order()
+            .into_iter()
+            .filter_map(|i| members.attempt(i))
+        {
+            match send(attempt.channel()).await {
+                // The attempt, dropped, sets the member aside.
+                Err(status) if try_another_member(&status) => failure = Some(status),
+                answer => {
+                    attempt.reached();
+                    return answer;
+                }
+            }
         }
-        let token = authenticate(self.shared.channel.clone(), credentials).await?;
-        *self.shared.token.write() = Some(token);
-        tracing::debug!("etcd refused the authentication token; authenticated again");
-        Ok(())
+        Err(failure.unwrap_or_else(|| Status::unavailable("no etcd member to send to")))
+    }
+
+    /// A token for `credentials` (the `Authenticate` RPC, which itself carries none).
+    async fn authenticate(&self, (name, password): (String, String)) -> Result<Token, EtcdError> {
+        let request = AuthenticateRequest { name, password };
+        let answer = self
+            .to_a_member(|channel| {
+                let request = request.clone();
+                async move { AuthClient::new(channel).authenticate(request).await }
+            })
+            .await?;
+        token_from(answer.into_inner().token)
     }
 }
 
@@ -334,17 +359,19 @@ impl Watch {
     }
 }
 
-/// The endpoint of the member at `authority` (`host:port`).
+/// The endpoint of the member at `authority` (`host:port`), whose connections must be
+/// made within `connect_timeout`.
 fn endpoint(
     authority: &str,
     network: &NetworkSettings,
+    connect_timeout: Duration,
     tls: Option<&ClientTlsConfig>,
 ) -> Result<Endpoint, EtcdError> {
     let scheme = if tls.is_some() { "https" } else { "http" };
     let endpoint = Endpoint::from_shared(format!("{scheme}://{authority}"))
         .map_err(EtcdError::Setup)?
         .tcp_nodelay(true)
-        .connect_timeout(network.connect_timeout)
+        .connect_timeout(connect_timeout)
         .http2_keep_alive_interval(KEEP_ALIVE_INTERVAL)
         .keep_alive_timeout(network.request_timeout)
         .keep_alive_while_idle(false);
@@ -352,34 +379,6 @@ fn endpoint(
         Some(tls) => endpoint.tls_config(tls.clone()).map_err(EtcdError::Setup),
         None => Ok(endpoint),
     }
-}
-
-/// A token for `credentials` (the `Authenticate` RPC, which itself carries none).
-async fn authenticate(
-    channel: Channel,
-    (name, password): &(String, String),
-) -> Result<AsciiMetadataValue, EtcdError> {
-    let request = AuthenticateRequest {
-        name: name.clone(),
-        password: password.clone(),
-    };
-    let token = AuthClient::new(channel)
-        .authenticate(request)
-        .await?
-        .into_inner()
-        .token;
-    AsciiMetadataValue::try_from(token).map_err(|_| {
-        EtcdError::Protocol("etcd answered with a token that is not valid metadata".to_owned())
-    })
-}
-
-/// `message` as a request carrying `token`, if any.
-fn with_token<M>(message: M, token: Option<AsciiMetadataValue>) -> Request<M> {
-    let mut request = Request::new(message);
-    if let Some(token) = token {
-        request.metadata_mut().insert(TOKEN_KEY, token);
-    }
-    request
 }
 
 /// The end of the range of every key that starts with `prefix` (etcd's `range_end`):
@@ -407,19 +406,5 @@ mod tests {
         assert_eq!(prefix_end(b"a\xff\xff"), b"b");
         assert_eq!(prefix_end(b"\xff\xff"), b"\0");
         assert_eq!(prefix_end(b""), b"\0");
-    }
-
-    #[test]
-    fn a_token_travels_as_metadata_only_when_there_is_one() {
-        let token = AsciiMetadataValue::from_static("abc.42");
-        let request = with_token((), Some(token));
-        assert_eq!(
-            request
-                .metadata()
-                .get(TOKEN_KEY)
-                .and_then(|v| v.to_str().ok()),
-            Some("abc.42")
-        );
-        assert!(with_token((), None).metadata().get(TOKEN_KEY).is_none());
     }
 }

@@ -125,6 +125,14 @@ pub(super) fn is_invalid_token(status: &tonic::Status) -> bool {
     }
 }
 
+/// Whether a request that failed with `status` should go to another member: none was
+/// reached through this one (the connection could not be made or broke: a transport
+/// cause), or the member says it cannot serve now (`Unavailable`: no leader, leader
+/// changed, shutting down).
+pub(super) fn try_another_member(status: &tonic::Status) -> bool {
+    status.code() == Code::Unavailable || caused_by_transport(status)
+}
+
 /// Whether a socket or transport error is in the source chain of `status` (the
 /// connection failed, whatever code tonic chose for it).
 fn caused_by_transport(status: &tonic::Status) -> bool {
@@ -196,6 +204,20 @@ mod tests {
         assert!(!is_unavailable(&EtcdError::Status(denied)));
         assert!(!is_unavailable(&EtcdError::LeaseNotFound(1)));
         assert!(!is_unavailable(&EtcdError::Protocol("odd".into())));
+    }
+
+    #[test]
+    fn only_a_member_that_was_not_reached_or_cannot_serve_sends_a_request_on() {
+        assert!(try_another_member(&refused()));
+        assert!(try_another_member(&tonic::Status::unavailable(
+            "etcdserver: leader changed"
+        )));
+        assert!(!try_another_member(&tonic::Status::unauthenticated(
+            INVALID_AUTH_TOKEN
+        )));
+        assert!(!try_another_member(&tonic::Status::not_found(
+            "etcdserver: requested lease not found"
+        )));
     }
 
     #[test]

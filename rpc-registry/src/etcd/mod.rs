@@ -41,22 +41,26 @@
 //! # Client
 //! The etcd client is this backend's own (`client.rs`), on stubs generated at build time
 //! from etcd's vendored protos with a vendored `protoc` (`proto.rs`), so building needs
-//! nothing installed, also in a project that depends on `rpc`. Several members in the URL
-//! share one channel balanced over them; with credentials every request carries etcd's
-//! token, renewed once when etcd refuses it.
+//! nothing installed, also in a project that depends on `rpc`. Requests take the members
+//! of the URL in turn and fail over to the next when one cannot be reached
+//! (`members.rs`); with credentials every request carries etcd's token, renewed once when
+//! etcd refuses it.
 //!
 //! # Files
-//! `config.rs` (the URL's parameters), `client.rs` (the channel, authentication and the
-//! requests), `proto.rs` (the generated etcd API), `lease.rs` (the lease and the
+//! `config.rs` (the URL's parameters), `client.rs` (connections and the requests),
+//! `members.rs` (which member a request goes to), `auth.rs` (the token requests carry),
+//! `proto.rs` (the generated etcd API), `lease.rs` (the lease and the
 //! registrations under it: presence), `watch.rs` (one subscription's read-and-watch loop),
 //! `codec.rs` (keys and values), `error.rs` (what the client's errors mean); this file
 //! connects and answers the [`Registry`] calls with them.
 
+mod auth;
 mod client;
 mod codec;
 mod config;
 mod error;
 mod lease;
+mod members;
 mod proto;
 mod watch;
 
