@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use rpc_core::RegistryError;
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 
 use crate::remote::NetworkSettings;
 use crate::url::RegistryUrl;
@@ -39,17 +40,18 @@ pub struct EtcdTls {
 }
 
 impl EtcdTls {
-    /// etcd-client's TLS options.
-    pub(crate) fn options(&self) -> etcd_client::TlsOptions {
-        let mut options = etcd_client::TlsOptions::new()
-            .ca_certificate(etcd_client::Certificate::from_pem(&self.ca));
+    /// tonic's TLS settings for a connection to a member: trust only `ca`, present
+    /// `identity` when there is one, expect `domain` (else the host dialled) in etcd's
+    /// certificate. The PEM is parsed when the channel is set up.
+    pub(super) fn client_config(&self) -> ClientTlsConfig {
+        let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&self.ca));
         if let Some((cert, key)) = &self.identity {
-            options = options.identity(etcd_client::Identity::from_pem(cert, key));
+            config = config.identity(Identity::from_pem(cert, key));
         }
         if let Some(domain) = &self.domain {
-            options = options.domain_name(domain.clone());
+            config = config.domain_name(domain.clone());
         }
-        options
+        config
     }
 
     /// The `tls_*` parameters of `url`, if any.

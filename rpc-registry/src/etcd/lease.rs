@@ -13,11 +13,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, PutOptions};
 use rpc_core::RegistryError;
 use tokio::sync::{Mutex, MutexGuard, watch};
 use tokio::time::Instant;
 
+use crate::etcd::client::EtcdClient;
 use crate::etcd::error::{EtcdError, call, is_lease_gone};
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::{Backoff, Failure};
@@ -26,7 +26,7 @@ use crate::remote::retry::{Backoff, Failure};
 pub(super) struct LeaseKeeper {
     /// Its client's URL (for logs and errors), closed token and task tracker.
     lifetime: Arc<ClientLifetime>,
-    etcd: Client,
+    etcd: EtcdClient,
     /// Lease time-to-live.
     ttl: Duration,
     /// Bound on each request, and on waiting for a renewal in progress.
@@ -59,7 +59,7 @@ impl LeaseKeeper {
     /// task started on `lifetime`'s tracker.
     pub(super) fn start(
         lifetime: Arc<ClientLifetime>,
-        etcd: Client,
+        etcd: EtcdClient,
         ttl: Duration,
         request_timeout: Duration,
     ) -> Arc<Self> {
@@ -100,14 +100,7 @@ impl LeaseKeeper {
             Some(lease) => lease,
             None => self.renew(&mut leased).await.map_err(fail)?,
         };
-        let put = |lease: i64| {
-            let mut etcd = self.etcd.clone();
-            let (key, value) = (key.clone(), value.clone());
-            async move {
-                etcd.put(key, value, Some(PutOptions::new().with_lease(lease)))
-                    .await
-            }
-        };
+        let put = |lease: i64| self.etcd.put(&key, &value, lease);
         match call(self.request_timeout, put(lease)).await {
             Ok(_) => {}
             Err(Failure::Failed(error)) if is_lease_gone(&error) => {
@@ -131,8 +124,7 @@ impl LeaseKeeper {
         if leased.registered.remove(&key).is_none() {
             return Ok(false);
         }
-        let mut etcd = self.etcd.clone();
-        call(self.request_timeout, etcd.delete(key, None))
+        call(self.request_timeout, self.etcd.delete(&key))
             .await
             .map_err(|failure| failure.into_operation(&self.lifetime.url, "unregister"))?;
         Ok(true)
@@ -174,8 +166,7 @@ impl LeaseKeeper {
             return Ok(());
         };
         // A lease etcd no longer knows has nothing left to release.
-        let mut etcd = self.etcd.clone();
-        match call(self.request_timeout, etcd.lease_revoke(lease)).await {
+        match call(self.request_timeout, self.etcd.lease_revoke(lease)).await {
             Ok(_) => {}
             Err(Failure::Failed(error)) if is_lease_gone(&error) => {}
             Err(failure) => return Err(failure.into_operation(&self.lifetime.url, "close")),
@@ -205,20 +196,10 @@ impl LeaseKeeper {
 
     /// Grants a new lease, writes every registration under it and makes it current.
     async fn renew(&self, leased: &mut Leased) -> Result<i64, Failure<EtcdError>> {
-        let mut etcd = self.etcd.clone();
-        let granted = call(
-            self.request_timeout,
-            etcd.lease_grant(self.ttl_seconds(), None),
-        )
-        .await?;
-        let lease = granted.id();
+        let etcd = &self.etcd;
+        let lease = call(self.request_timeout, etcd.lease_grant(self.ttl_seconds())).await?;
         for (key, value) in &leased.registered {
-            let options = PutOptions::new().with_lease(lease);
-            let put = call(
-                self.request_timeout,
-                etcd.put(key.clone(), value.clone(), Some(options)),
-            )
-            .await;
+            let put = call(self.request_timeout, etcd.put(key, value, lease)).await;
             if let Err(failure) = put {
                 // Do not leave a half-filled lease behind; the next attempt grants anew.
                 let _ = call(self.request_timeout, etcd.lease_revoke(lease)).await;
@@ -272,12 +253,8 @@ impl LeaseKeeper {
             if renewed_at.elapsed() >= self.ttl {
                 return KeepAliveEnd::Lost;
             }
-            let mut etcd = self.etcd.clone();
-            let (mut renewer, mut stream) = match call(
-                self.request_timeout,
-                etcd.lease_keep_alive(lease),
-            )
-            .await
+            let mut stream = match call(self.request_timeout, self.etcd.lease_keep_alive(lease))
+                .await
             {
                 Ok(opened) => opened,
                 Err(Failure::Failed(error)) if is_lease_gone(&error) => {
@@ -304,11 +281,11 @@ impl LeaseKeeper {
                         continue;
                     }
                 }
-                if renewer.keep_alive().await.is_err() {
+                if stream.keep_alive().await.is_err() {
                     break;
                 }
                 match call(self.request_timeout, stream.message()).await {
-                    Ok(Some(response)) if response.ttl() > 0 => renewed_at = Instant::now(),
+                    Ok(Some(response)) if response.ttl > 0 => renewed_at = Instant::now(),
                     Ok(Some(_)) => return KeepAliveEnd::Lost,
                     Ok(None) => break,
                     Err(failure) => {

@@ -38,16 +38,30 @@
 //! `tls_cert` and `tls_key` for a client certificate (etcd's `--client-cert-auth`) and
 //! `tls_domain` for the name etcd's certificate carries (default: the host dialled).
 //!
+//! # Client
+//! The etcd client is this backend's own (`client.rs`), on stubs generated at build time
+//! from etcd's vendored protos with a vendored `protoc` (`proto.rs`), so building needs
+//! nothing installed, also in a project that depends on `rpc`. Requests take the members
+//! of the URL in turn and fail over to the next when one cannot be reached
+//! (`members.rs`); with credentials every request carries etcd's token, renewed once when
+//! etcd refuses it.
+//!
 //! # Files
-//! `config.rs` (the URL's parameters), `lease.rs` (the lease and the registrations under it:
-//! presence), `watch.rs` (one subscription's read-and-watch loop), `codec.rs` (keys and
-//! values), `error.rs` (what etcd-client's errors mean); this file connects and answers the
-//! [`Registry`] calls with them.
+//! `config.rs` (the URL's parameters), `client.rs` (connections and the requests),
+//! `members.rs` (which member a request goes to), `auth.rs` (the token requests carry),
+//! `proto.rs` (the generated etcd API), `lease.rs` (the lease and the
+//! registrations under it: presence), `watch.rs` (one subscription's read-and-watch loop),
+//! `codec.rs` (keys and values), `error.rs` (what the client's errors mean); this file
+//! connects and answers the [`Registry`] calls with them.
 
+mod auth;
+mod client;
 mod codec;
 mod config;
 mod error;
 mod lease;
+mod members;
+mod proto;
 mod watch;
 
 use std::fmt;
@@ -55,12 +69,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{Client, ConnectOptions, GetOptions};
 use rpc_core::{Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId};
 use tokio::time::Instant;
 
 use crate::remote::lifetime::ClientLifetime;
 use crate::url::RegistryUrl;
+use client::EtcdClient;
 use codec::KeyLayout;
 use error::{call, is_unavailable};
 use lease::LeaseKeeper;
@@ -75,7 +89,7 @@ pub use config::{DEFAULT_PORT, DEFAULT_PREFIX, DEFAULT_TTL, EtcdConfig, EtcdTls}
 pub struct EtcdRegistry {
     /// Its URL, subscriptions and background tasks, and whether it was closed.
     lifetime: Arc<ClientLifetime>,
-    etcd: Client,
+    etcd: EtcdClient,
     layout: KeyLayout,
     /// Bound on each request.
     request_timeout: Duration,
@@ -102,33 +116,20 @@ impl EtcdRegistry {
     /// As [`EtcdRegistry::connect`].
     pub async fn with_config(url: String, config: EtcdConfig) -> Result<Self, RegistryError> {
         let network = &config.network;
-        let mut options = ConnectOptions::new()
-            .with_connect_timeout(network.connect_timeout)
-            // etcd's default keep-alive policy rejects pings more often than every 5 s.
-            .with_keep_alive(Duration::from_secs(10), network.request_timeout);
-        if let Some((user, password)) = &network.credentials {
-            options = options.with_user(user.clone(), password.clone());
-        }
-        if let Some(tls) = &config.tls {
-            options = options.with_tls(tls.options());
-        }
         let refused = |error: &error::EtcdError| !is_unavailable(error);
         let deadline = Instant::now() + network.connect_timeout;
         // `connect` only builds the channel (and authenticates when there are credentials);
         // the count-only read proves the cluster answers.
-        let mut etcd = call(
+        let etcd = call(
             network.connect_timeout,
-            Client::connect(&network.endpoints, Some(options)),
+            EtcdClient::connect(network, config.tls.as_ref()),
         )
         .await
         .map_err(|failure| failure.into_connect_error(&url, network.connect_timeout, refused))?;
         let left = deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(1));
-        let probe = etcd.get(
-            config.prefix.clone(),
-            Some(GetOptions::new().with_prefix().with_count_only()),
-        );
+        let probe = etcd.range_prefix(config.prefix.as_bytes(), true);
         call(left, probe).await.map_err(|failure| {
             failure.into_connect_error(&url, network.connect_timeout, refused)
         })?;

@@ -2,17 +2,25 @@
 //! revision of that read plus one, so that no change between the read and the watch is
 //! lost. When the watch breaks (connection lost, revision compacted) the loop reads and
 //! watches again after a short backoff; in between the consumer keeps the last set.
+//!
+//! etcd ends a watch with a response that says `canceled`: its start revision was
+//! compacted (`compact_revision` says up to where), or the watch is not permitted (e.g.
+//! its token expired: the read that follows authenticates again). The watch is then dead
+//! (no further event comes on it), so the loop treats it as broken: it reads again, which
+//! gives a revision past any compaction, and watches from there. A watch this loop no
+//! longer follows is dropped, which resets its stream and ends it in etcd.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_client::{Client, EventType, GetOptions, WatchOptions};
 use rpc_core::{BoxError, Instance, SubscriptionId};
 use tokio_util::sync::CancellationToken;
 
+use crate::etcd::client::EtcdClient;
 use crate::etcd::codec::decode;
 use crate::etcd::error::{EtcdError, call};
+use crate::etcd::proto::mvccpb::event::EventType;
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::{Backoff, Failure};
 use crate::remote::snapshots::{SnapshotPublisher, to_revision};
@@ -24,7 +32,7 @@ pub(super) type InstancesByKey = BTreeMap<Vec<u8>, Instance>;
 pub(super) struct ServiceWatch {
     /// Its client's URL (for logs) and subscriptions (to forget this one when it ends).
     lifetime: Arc<ClientLifetime>,
-    etcd: Client,
+    etcd: EtcdClient,
     /// Bound on each read and on opening the watch.
     request_timeout: Duration,
     /// The service's key prefix (ends with `/`).
@@ -35,7 +43,7 @@ impl ServiceWatch {
     /// A watch of the service whose keys start with `prefix`.
     pub(super) fn new(
         lifetime: Arc<ClientLifetime>,
-        etcd: Client,
+        etcd: EtcdClient,
         request_timeout: Duration,
         prefix: String,
     ) -> Self {
@@ -49,17 +57,16 @@ impl ServiceWatch {
 
     /// Reads the instances of the service, with the revision of the read.
     pub(super) async fn read(&self) -> Result<(u64, InstancesByKey), Failure<EtcdError>> {
-        let mut etcd = self.etcd.clone();
         let response = call(
             self.request_timeout,
-            etcd.get(self.prefix.as_str(), Some(GetOptions::new().with_prefix())),
+            self.etcd.range_prefix(self.prefix.as_bytes(), false),
         )
         .await?;
-        let revision = response.header().map_or(0, |h| to_revision(h.revision()));
+        let revision = response.header.map_or(0, |h| to_revision(h.revision));
         let mut known = BTreeMap::new();
-        for kv in response.kvs() {
-            if let Some(instance) = decode(&self.lifetime.url, kv.key(), kv.value()) {
-                known.insert(kv.key().to_vec(), instance);
+        for kv in response.kvs {
+            if let Some(instance) = decode(&self.lifetime.url, &kv.key, &kv.value) {
+                known.insert(kv.key, instance);
             }
         }
         Ok((revision, known))
@@ -119,11 +126,9 @@ impl ServiceWatch {
         let start = i64::try_from(*revision)
             .unwrap_or(i64::MAX)
             .saturating_add(1);
-        let options = WatchOptions::new().with_prefix().with_start_revision(start);
-        let mut etcd = self.etcd.clone();
         let mut watch = match call(
             self.request_timeout,
-            etcd.watch(self.prefix.as_str(), Some(options)),
+            self.etcd.watch_prefix(self.prefix.as_bytes(), start),
         )
         .await
         {
@@ -140,38 +145,41 @@ impl ServiceWatch {
                 Ok(None) => return Some("the watch stream ended".into()),
                 Err(error) => return Some(error.into()),
             };
-            if response.canceled() {
+            if response.canceled {
                 return Some(
                     format!(
                         "etcd cancelled the watch (compacted at {}): {}",
-                        response.compact_revision(),
-                        response.cancel_reason()
+                        response.compact_revision, response.cancel_reason
                     )
                     .into(),
                 );
             }
-            if response.events().is_empty() {
+            if response.events.is_empty() {
                 continue;
             }
-            for event in response.events() {
-                let Some(kv) = event.kv() else { continue };
-                match event.event_type() {
-                    EventType::Put => match decode(&self.lifetime.url, kv.key(), kv.value()) {
+            for event in response.events {
+                let Some(kv) = event.kv else { continue };
+                match EventType::try_from(event.r#type) {
+                    Ok(EventType::Put) => match decode(&self.lifetime.url, &kv.key, &kv.value) {
                         Some(instance) => {
-                            known.insert(kv.key().to_vec(), instance);
+                            known.insert(kv.key, instance);
                         }
                         None => {
-                            known.remove(kv.key());
+                            known.remove(&kv.key);
                         }
                     },
-                    EventType::Delete => {
-                        known.remove(kv.key());
+                    Ok(EventType::Delete) => {
+                        known.remove(&kv.key);
+                    }
+                    Err(_) => {
+                        tracing::warn!(url = %self.lifetime.url, key = %String::from_utf8_lossy(&kv.key), kind = event.r#type, "ignoring an etcd event of unknown type");
+                        continue;
                     }
                 }
-                *revision = (*revision).max(to_revision(kv.mod_revision()));
+                *revision = (*revision).max(to_revision(kv.mod_revision));
             }
-            if let Some(header) = response.header() {
-                *revision = (*revision).max(to_revision(header.revision()));
+            if let Some(header) = response.header {
+                *revision = (*revision).max(to_revision(header.revision));
             }
             publisher.publish(*revision, known.values().cloned().collect());
         }

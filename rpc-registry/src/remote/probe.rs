@@ -1,7 +1,7 @@
 //! Why a connect failed, when the client library does not say: ask the socket.
 //!
-//! etcd-client keeps the socket error (`Connection refused`) in its error chain, but
-//! zookeeper-client reports only `NoHosts` after trying every server, and nacos-sdk
+//! The etcd client (tonic) keeps the socket error (`Connection refused`) in its error
+//! chain, but zookeeper-client reports only `NoHosts` after trying every server, and nacos-sdk
 //! retries a refused connection until the bound passes. Both would make a server that
 //! is simply not running look like a network that drops packets ("no answer within 3s").
 //! After such a failure one plain TCP connect per server tells the two apart: if every

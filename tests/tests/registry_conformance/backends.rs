@@ -13,6 +13,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use rpc_core::{Instance, Registry, ServiceKey};
 use rpc_registry::{MemoryHub, RegistryUrl};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -344,27 +346,12 @@ impl Fixture {
                 }
                 left
             }
-            Kind::Etcd => {
-                let mut client = self.etcd().await;
-                let response = client
-                    .get(
-                        format!("/{}/", self.scope),
-                        Some(etcd_client::GetOptions::new().with_prefix()),
-                    )
-                    .await
-                    .expect("etcd read");
-                response
-                    .kvs()
-                    .iter()
-                    .map(|kv| {
-                        format!(
-                            "key {} (lease {:x})",
-                            String::from_utf8_lossy(kv.key()),
-                            kv.lease()
-                        )
-                    })
-                    .collect()
-            }
+            Kind::Etcd => self
+                .etcd_scope_keys()
+                .await
+                .into_iter()
+                .map(|(key, lease)| format!("key {key} (lease {lease:x})"))
+                .collect(),
             Kind::ZooKeeper => {
                 let client = self.zookeeper().await;
                 let root = format!("/{}", self.scope);
@@ -431,18 +418,11 @@ impl Fixture {
         if self.kind != Kind::Etcd {
             return Vec::new();
         }
-        let mut client = self.etcd().await;
-        let response = client
-            .get(
-                format!("/{}/", self.scope),
-                Some(etcd_client::GetOptions::new().with_prefix()),
-            )
+        let mut leases: Vec<i64> = self
+            .etcd_scope_keys()
             .await
-            .expect("etcd read");
-        let mut leases: Vec<i64> = response
-            .kvs()
-            .iter()
-            .map(|kv| kv.lease())
+            .into_iter()
+            .map(|(_, lease)| lease)
             .filter(|l| *l != 0)
             .collect();
         leases.dedup();
@@ -455,34 +435,78 @@ impl Fixture {
         if self.kind != Kind::Etcd {
             return live;
         }
-        let mut client = self.etcd().await;
         for lease in sessions {
-            let response = client
-                .lease_time_to_live(*lease, None)
-                .await
-                .expect("etcd lease query");
-            if response.ttl() > 0 {
-                live.push(format!("lease {lease:x} ({} s left)", response.ttl()));
+            let response = self
+                .etcd_gateway(
+                    "/v3/lease/timetolive",
+                    serde_json::json!({ "ID": lease.to_string() }),
+                )
+                .await;
+            let ttl = json_i64(response.get("TTL").or_else(|| response.get("ttl")));
+            if ttl > 0 {
+                live.push(format!("lease {lease:x} ({ttl} s left)"));
             }
         }
         live
     }
 
-    async fn etcd(&self) -> etcd_client::Client {
-        let endpoints: Vec<String> = self
-            .server
-            .hosts()
-            .iter()
-            .map(|h| h.authority(2379))
-            .collect();
-        let mut options =
-            etcd_client::ConnectOptions::new().with_connect_timeout(Duration::from_secs(3));
-        if let (Some(user), Some(password)) = (self.server.username(), self.server.password()) {
-            options = options.with_user(user, password);
+    /// Every key under the scope's etcd prefix, with the lease it hangs on (0: none).
+    async fn etcd_scope_keys(&self) -> Vec<(String, i64)> {
+        let prefix = format!("/{}/", self.scope);
+        // The end of the prefix's range: its last byte plus one (`/` + 1 is `0`).
+        let mut end = prefix.clone().into_bytes();
+        if let Some(last) = end.last_mut() {
+            *last += 1;
         }
-        etcd_client::Client::connect(endpoints, Some(options))
-            .await
-            .expect("etcd inspector")
+        let range =
+            serde_json::json!({ "key": BASE64.encode(&prefix), "range_end": BASE64.encode(&end) });
+        let response = self.etcd_gateway("/v3/kv/range", range).await;
+        let kvs = response.get("kvs").and_then(|kvs| kvs.as_array());
+        kvs.into_iter()
+            .flatten()
+            .map(|kv| {
+                let key = kv.get("key").and_then(|k| k.as_str()).unwrap_or_default();
+                let key = BASE64.decode(key).expect("etcd keys in base64");
+                (
+                    String::from_utf8_lossy(&key).into_owned(),
+                    json_i64(kv.get("lease")),
+                )
+            })
+            .collect()
+    }
+
+    /// `POST path` with `body` to etcd's JSON gateway (the client port's `/v3/...`), the
+    /// inspector's way in that does not go through the client under test: the first
+    /// member that answers, with a token from `/v3/auth/authenticate` when the server URL
+    /// has credentials.
+    async fn etcd_gateway(&self, path: &str, body: serde_json::Value) -> serde_json::Value {
+        let mut failures = Vec::new();
+        for member in self.server.hosts().iter().map(|h| h.authority(2379)) {
+            let mut headers = Vec::new();
+            if let (Some(user), Some(password)) = (self.server.username(), self.server.password()) {
+                let login = serde_json::json!({ "name": user, "password": password });
+                match http_post(&member, "/v3/auth/authenticate", &[], &login.to_string()).await {
+                    Ok(answer) => {
+                        let answer: serde_json::Value =
+                            serde_json::from_str(&answer).unwrap_or(serde_json::Value::Null);
+                        let token = answer.get("token").and_then(|t| t.as_str());
+                        headers.push(("Authorization", token.unwrap_or_default().to_owned()));
+                    }
+                    Err(error) => {
+                        failures.push(format!("{member}: authenticate: {error}"));
+                        continue;
+                    }
+                }
+            }
+            match http_post(&member, path, &headers, &body.to_string()).await {
+                Ok(answer) => {
+                    return serde_json::from_str(&answer)
+                        .unwrap_or_else(|e| panic!("etcd gateway {path}: {e}: {answer}"));
+                }
+                Err(error) => failures.push(format!("{member}: {error}")),
+            }
+        }
+        panic!("etcd inspector: no member answered {path}: {failures:#?}");
     }
 
     async fn zookeeper(&self) -> zookeeper_client::Client {
@@ -549,6 +573,56 @@ fn encode(value: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// An int64 of etcd's JSON gateway: a string of digits (proto3 JSON), absent when 0.
+fn json_i64(value: Option<&serde_json::Value>) -> i64 {
+    match value {
+        Some(serde_json::Value::String(digits)) => digits.parse().unwrap_or_default(),
+        Some(number) => number.as_i64().unwrap_or_default(),
+        None => 0,
+    }
+}
+
+/// A minimal HTTP/1.0 POST of a JSON `body` to `authority` (HTTP/1.0, so the answer is
+/// never chunked: it ends when the server closes), bounded to 5 s: the body of a 200
+/// answer, or what went wrong.
+async fn http_post(
+    authority: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &str,
+) -> Result<String, String> {
+    let request = async {
+        let mut stream = tokio::net::TcpStream::connect(authority).await?;
+        let mut head = format!(
+            "POST {path} HTTP/1.0\r\nHost: {authority}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).await?;
+        stream.write_all(body.as_bytes()).await?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await?;
+        Ok::<_, std::io::Error>(String::from_utf8_lossy(&response).into_owned())
+    };
+    let response = match tokio::time::timeout(Duration::from_secs(5), request).await {
+        Ok(Ok(response)) => response,
+        Ok(Err(error)) => return Err(error.to_string()),
+        Err(_) => return Err("no answer within 5 s".to_owned()),
+    };
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    if head.starts_with("HTTP/1.") && head.lines().next().is_some_and(|l| l.contains(" 200 ")) {
+        Ok(body.to_owned())
+    } else {
+        Err(format!(
+            "{}: {body}",
+            head.lines().next().unwrap_or_default()
+        ))
+    }
 }
 
 /// A minimal HTTP/1.0 GET (no client library needed for one query), bounded to 5 s.
