@@ -1,7 +1,8 @@
 //! The hot upgrade in an application: replace the binary of a running instance without
 //! giving up its address, its registrations, or a single request (docs/upgrade.md).
 //!
-//! SIGUSR2 (with `graceful_shutdown.internal_signal`, the default), or
+//! SIGUSR2 (handled whenever `upgrade.enabled`, the default, or
+//! `graceful_shutdown.internal_signal` is true), `POST /upgrade` on the admin endpoint, or
 //! [`Application::upgrade`](crate::Application::upgrade), runs the upgrade's sequence
 //! (`rpc_core::lifecycle`'s `Lifecycle::upgrade`): the new binary checks its
 //! configuration, starts with this process's listening sockets, registers the same
