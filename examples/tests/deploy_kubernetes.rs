@@ -103,6 +103,15 @@ fn the_grace_period_is_derived_from_the_shutdown_timeout() {
     assert!(pre_stop >= 1, "preStop covers endpoint propagation");
 }
 
+/// A container ends with its first process: the hot upgrade's new process would die with
+/// the old one, so the pod's configuration turns the upgrade off and a stray trigger is
+/// refused with the reason.
+#[test]
+fn the_hot_upgrade_is_off_in_the_pod() {
+    let config = provider_config();
+    assert!(!config.upgrade.enabled, "upgrade.enabled in configmap.yaml");
+}
+
 #[test]
 fn a_rollout_never_lowers_capacity() {
     let deployment = manifest("deployment.yaml");

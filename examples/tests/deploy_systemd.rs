@@ -1,6 +1,9 @@
-//! `deploy/systemd/` fits the provider it runs: a `Type=notify` unit that starts
+//! `deploy/systemd/` fits the provider it runs: a `Type=notify-reload` unit that starts
 //! greeter-provider with the configuration shipped beside it, stops it with SIGTERM and
-//! a `TimeoutStopSec` derived from the shutdown timeout. `systemd-analyze verify` needs a
+//! a `TimeoutStopSec` derived from the shutdown timeout, and reloads it — the hot
+//! upgrade — with SIGUSR2 within a `TimeoutStartSec` derived from `upgrade.ready_timeout`;
+//! and the drop-in for systemd before 253 turns that into `Type=notify` with
+//! `ExecReload=kill -USR2`. `systemd-analyze verify` needs a
 //! running systemd; this reads the unit's keys instead, and refuses any key it does not
 //! know, so a misspelt directive fails here rather than being ignored by systemd with a
 //! warning.
@@ -13,6 +16,8 @@ use rpc::Config;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/systemd");
 const UNIT: &str = "greeter-provider.service";
+/// The drop-in for systemd older than 253 (no `Type=notify-reload`).
+const BEFORE_253: &str = "reload-before-systemd-253.conf";
 const CONFIG: &str = "greeter-provider.yaml";
 
 /// The directives the unit may use, by section (systemd.unit(5), systemd.service(5),
@@ -36,6 +41,7 @@ const KNOWN: &[(&str, &[&str])] = &[
             "NotifyAccess",
             "ExecStart",
             "ExecReload",
+            "ReloadSignal",
             "Environment",
             "EnvironmentFile",
             "KillSignal",
@@ -91,7 +97,11 @@ fn parse_unit(text: &str) -> Unit {
 }
 
 fn unit() -> Unit {
-    parse_unit(&std::fs::read_to_string(Path::new(DIR).join(UNIT)).unwrap())
+    read_unit(UNIT)
+}
+
+fn read_unit(name: &str) -> Unit {
+    parse_unit(&std::fs::read_to_string(Path::new(DIR).join(name)).unwrap())
 }
 
 /// The single value of `[section] key`.
@@ -119,7 +129,7 @@ fn provider_config() -> Config {
 #[test]
 fn every_directive_is_a_known_one_in_its_section() {
     let known: BTreeMap<&str, &[&str]> = KNOWN.iter().copied().collect();
-    for (section, key) in unit().keys() {
+    for (section, key) in unit().keys().chain(read_unit(BEFORE_253).keys()) {
         let keys = known
             .get(section.as_str())
             .unwrap_or_else(|| panic!("unknown section [{section}]"));
@@ -131,9 +141,9 @@ fn every_directive_is_a_known_one_in_its_section() {
 }
 
 #[test]
-fn the_unit_is_type_notify_and_runs_the_provider_with_its_configuration() {
+fn the_unit_is_type_notify_reload_and_runs_the_provider_with_its_configuration() {
     let unit = unit();
-    assert_eq!(value(&unit, "Service", "Type"), "notify");
+    assert_eq!(value(&unit, "Service", "Type"), "notify-reload");
     assert_eq!(value(&unit, "Service", "NotifyAccess"), "main");
     assert_eq!(value(&unit, "Service", "KillSignal"), "SIGTERM");
     assert_eq!(value(&unit, "Service", "Restart"), "on-failure");
@@ -161,11 +171,44 @@ fn the_unit_is_type_notify_and_runs_the_provider_with_its_configuration() {
         config.graceful_shutdown.internal_signal,
         "SIGTERM starts the sequence"
     );
+}
 
-    // The hot upgrade's reload, once enabled, is SIGUSR2 to the main process.
-    if let Some(reload) = unit.get(&("Service".to_owned(), "ExecReload".to_owned())) {
-        assert_eq!(reload, &["/bin/kill -USR2 $MAINPID"]);
-    }
+#[test]
+fn a_reload_is_the_hot_upgrade_by_sigusr2_within_the_start_timeout() {
+    let unit = unit();
+    let config = provider_config();
+    // systemd sends SIGUSR2 and waits for RELOADING=1 (with MONOTONIC_USEC), then
+    // READY=1: the process's own notifications end the reload, once it is decided.
+    assert_eq!(value(&unit, "Service", "ReloadSignal"), "SIGUSR2");
+    assert!(
+        !unit.contains_key(&("Service".to_owned(), "ExecReload".to_owned())),
+        "with Type=notify-reload an ExecReload= would run besides the signal"
+    );
+    // SIGUSR2 is handled, not left to its default action (which ends the process).
+    assert!(config.upgrade.enabled, "upgrade.enabled");
+    assert!(config.graceful_shutdown.internal_signal);
+    // A reload is bounded by TimeoutStartSec: the check, then the new process's start,
+    // each bounded by upgrade.ready_timeout.
+    let start = time_span(value(&unit, "Service", "TimeoutStartSec"));
+    let ready = config.upgrade.ready_timeout;
+    let margin = Duration::from_secs(5);
+    assert!(
+        start >= 2 * ready + margin,
+        "TimeoutStartSec {start:?} < 2 x upgrade.ready_timeout {ready:?} + {margin:?}"
+    );
+    // The figures docs/operations.md and the unit's comments quote.
+    assert_eq!((ready.as_secs(), start.as_secs()), (30, 65));
+}
+
+#[test]
+fn before_systemd_253_the_drop_in_reloads_by_exec_reload() {
+    let drop_in = read_unit(BEFORE_253);
+    assert_eq!(drop_in.len(), 2, "{drop_in:?}");
+    assert_eq!(value(&drop_in, "Service", "Type"), "notify");
+    assert_eq!(
+        value(&drop_in, "Service", "ExecReload"),
+        "/bin/kill -USR2 $MAINPID"
+    );
 }
 
 #[test]

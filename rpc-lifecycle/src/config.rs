@@ -33,8 +33,10 @@ pub struct ShutdownConfig {
     #[serde(with = "humantime_serde", alias = "offline-request-window-timeout")]
     pub offline_request_window_timeout: Duration,
     /// Whether SIGTERM and SIGINT start the sequence (and a second one forces it).
-    /// With `false` no handler is installed and the application calls
-    /// `before_shutdown()` itself. Default `true`.
+    /// With `false` no handler of those is installed and the application calls
+    /// `before_shutdown()` itself. Default `true`. SIGUSR2 (the hot upgrade) is handled
+    /// either way while `upgrade.enabled` is true; with both false, no signal handler
+    /// is installed at all.
     #[serde(alias = "internal-signal")]
     pub internal_signal: bool,
 }

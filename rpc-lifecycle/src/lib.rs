@@ -212,12 +212,14 @@ impl Lifecycle {
     /// Installs SIGTERM/SIGINT handlers that start the sequence (a second signal
     /// interrupts it), a SIGUSR2 handler that starts a hot upgrade
     /// ([`Lifecycle::upgrade`]), and a SIGHUP handler that only logs, so SIGHUP does not
-    /// end the process. Done by start-up when `internal_signal` is true.
+    /// end the process. Done by start-up when `internal_signal` is true; with
+    /// `internal_signal` false start-up installs the SIGUSR2 handler alone, when the
+    /// upgrade is enabled ([`Lifecycle::configure_upgrade`] before start-up).
     ///
     /// # Errors
     /// The operating system's error if a handler cannot be installed.
     pub fn install_signal_handlers(&self) -> std::io::Result<()> {
-        signals::install(self.clone())
+        signals::install(self.clone(), signals::Handled::ALL)
     }
 
     /// The servers this lifecycle started, for their addresses.

@@ -12,13 +12,14 @@ use tonic_health::ServingStatus;
 use tracing::{Instrument, info_span};
 
 use crate::start_plan::{Export, ReadinessGate, StartError, StartPlan};
-use crate::{Lifecycle, Phase};
+use crate::{Lifecycle, Phase, signals};
 
 impl Lifecycle {
     /// Brings the application online in order: subscribe references (and, for checked
     /// ones, wait for a provider) → bind listeners and serve → run readiness gates →
     /// register every exported service in every registry (honouring `delay`) → phase
-    /// [`Phase::Serving`]. Installs signal handlers first when `internal_signal` is on.
+    /// [`Phase::Serving`]. Installs signal handlers first when `internal_signal` is on
+    /// (and the SIGUSR2 handler alone when it is off but the upgrade is enabled).
     ///
     /// # Errors
     /// The first step's [`StartError`]; by then registrations are withdrawn, listeners
@@ -37,10 +38,9 @@ impl Lifecycle {
         self.inner.protocols.set_registries(registries.clone());
         // One span per step, as the shutdown's steps have.
         let steps = async {
-            if self.config().internal_signal {
-                self.install_signal_handlers()
-                    .map_err(StartError::Signals)?;
-            }
+            let handled =
+                signals::Handled::at_start(self.config().internal_signal, self.upgrade_enabled());
+            signals::install(self.clone(), handled).map_err(StartError::Signals)?;
             self.start_references(references, check_timeout)
                 .instrument(info_span!("references"))
                 .await?;

@@ -11,11 +11,13 @@
 //! | the hand-over channel | one end of a Unix socket pair, [`CHANNEL_FD_VAR`] | the child writes `ready`; the old process holds its end until it exits, so the child reads EOF when its predecessor is gone |
 //! | the original standard error | a descriptor, [`STDERR_FD_VAR`] | until ready the child's stderr is a file the old process reads the tail of when the start fails; once ready the child puts the original back on fd 2 and its logs go where they always went |
 //! | the instance ids | JSON, [`INSTANCES_VAR`] | the new process registers the *same* instances (registry continuity) |
-//! | the role | [`ROLE_VAR`] = `check` or `successor` | `check` only loads and validates the configuration and exits 0 (pg_doorman's `-t`) |
+//! | the role | [`ROLE_VAR`] = `check` or `successor` | `check` only loads and validates the configuration, starts nothing, and exits (pg_doorman's `-t`) |
+//! | the check's report | one end of another Unix socket pair, [`CHECK_FD_VAR`] (a `check` only) | the checking process writes `passed` or `failed` with its message before `start()` returns ([`check_report`]): the outcome does not depend on the exit code `main` chooses; the exit status decides only when no report came |
 //!
 //! Every other descriptor of the old process is close-on-exec (Rust opens everything
 //! so), so nothing else leaks into the new process.
 
+pub mod check_report;
 pub mod predecessor;
 mod stderr;
 pub mod successor;
@@ -32,9 +34,18 @@ pub const STDERR_FD_VAR: &str = "RPC_UPGRADE_STDERR_FD";
 /// The instances the predecessor had registered (JSON array of `Instance`), in a
 /// successor.
 pub const INSTANCES_VAR: &str = "RPC_UPGRADE_INSTANCES";
+/// The descriptor the configuration check reports its outcome on, in a process started
+/// with [`ROLE_VAR`] = `check` (see [`check_report`]).
+pub const CHECK_FD_VAR: &str = "RPC_UPGRADE_CHECK_FD";
 /// Every variable of this module: removed from a child's environment before the ones
 /// meant for it are set, so that nothing stale passes on.
-pub const ALL_VARS: [&str; 4] = [ROLE_VAR, CHANNEL_FD_VAR, STDERR_FD_VAR, INSTANCES_VAR];
+pub const ALL_VARS: [&str; 5] = [
+    ROLE_VAR,
+    CHANNEL_FD_VAR,
+    STDERR_FD_VAR,
+    INSTANCES_VAR,
+    CHECK_FD_VAR,
+];
 
 /// What this process was started as, read from [`ROLE_VAR`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,7 +53,7 @@ pub enum Role {
     /// Started normally (by a person, a script, systemd).
     Plain,
     /// Started by an upgrade to check its configuration only: load and validate it,
-    /// start nothing, exit 0 (or with the error).
+    /// start nothing, report the outcome ([`check_report`]) and exit.
     Check,
     /// Started by an upgrade to take over: serve on the inherited sockets, register the
     /// same instances, then report ready.

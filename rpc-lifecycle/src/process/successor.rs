@@ -1,5 +1,5 @@
-//! The old process's side of the hot upgrade: run the new binary's configuration check,
-//! start it with the listening sockets, wait for its `ready`, and kill and reap it when
+//! The old process's side of the hot upgrade: run the new binary's configuration check
+//! (and read its report, `check_report`), start it with the listening sockets, wait for its `ready`, and kill and reap it when
 //! it fails.
 //!
 //! # `LISTEN_PID`
@@ -25,9 +25,13 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::process::{Child, Command};
 
+use super::check_report::CheckReport;
 use super::stderr::{StderrCapture, TAIL_BYTES};
-use super::{ALL_VARS, CHANNEL_FD_VAR, INSTANCES_VAR, Program, ROLE_VAR, Role, STDERR_FD_VAR};
+use super::{
+    ALL_VARS, CHANNEL_FD_VAR, CHECK_FD_VAR, INSTANCES_VAR, Program, ROLE_VAR, Role, STDERR_FD_VAR,
+};
 use crate::{Handoff, Spawner, Successor};
+use rpc_transport::ListenFds;
 
 /// What a new process writes on the hand-over channel once it serves.
 pub const READY_LINE: &str = "ready";
@@ -77,25 +81,51 @@ impl ProcessSpawner {
 
 #[async_trait]
 impl Spawner for ProcessSpawner {
+    /// Runs the check with a report channel (see `check_report`): the report decides;
+    /// the exit status only when none came.
     async fn check(&self) -> Result<(), String> {
+        let binary = self.program.binary.display();
         let stderr = StderrCapture::new().map_err(|e| format!("cannot capture stderr: {e}"))?;
+        let (ours, theirs) =
+            StdUnixStream::pair().map_err(|e| format!("cannot make the check's channel: {e}"))?;
+        let mut fds = ListenFds::new();
+        let report_fd = fds.extra(OwnedFd::from(theirs));
         let mut command = self.command(Role::Check);
         command
+            .env(CHECK_FD_VAR, report_fd.to_string())
             .stdout(Stdio::null())
             .stderr(stderr.stdio().map_err(|e| e.to_string())?)
             .kill_on_drop(true);
+        fds.apply(&mut command).map_err(|e| e.to_string())?;
         let mut child = command
             .spawn()
-            .map_err(|error| format!("cannot run {}: {error}", self.program.binary.display()))?;
+            .map_err(|error| format!("cannot run {binary}: {error}"))?;
+        // The command held the child's end: drop it, so that this end reads EOF once the
+        // child has exited (or closed it) without a report.
+        drop(command);
         // Dropping this future (the upgrade's bound passed, or a shutdown) kills the
         // check (kill_on_drop) and tokio reaps it.
+        let report = read_report(ours).await;
+        if let Some(report) = report {
+            // The outcome is known and the check started nothing: whatever `main` does
+            // next (exit 0, exit 1, anything) no longer matters.
+            let _ = child.start_kill();
+            let _ = child.wait().await;
+            return match report {
+                CheckReport::Passed => Ok(()),
+                CheckReport::Failed(message) => Err(format!(
+                    "the configuration check of {binary} failed: {message}"
+                )),
+            };
+        }
+        // No report: a binary that failed before it reached `start()` (an unreadable
+        // configuration file), or one that does not report. Its exit status decides.
         let status = child.wait().await.map_err(|e| e.to_string())?;
         if status.success() {
             Ok(())
         } else {
             Err(format!(
-                "the configuration check of {} failed ({}): {}",
-                self.program.binary.display(),
+                "the configuration check of {binary} failed ({}, no report): {}",
                 describe(status),
                 stderr.tail(TAIL_BYTES)
             ))
@@ -202,6 +232,19 @@ impl Successor for ProcessSuccessor {
         // handle is dropped without killing; once this process exits, the new one is
         // adopted by init (or systemd, its service manager).
         Box::new(self.channel)
+    }
+}
+
+/// The check's report read from `ours`, the old process's end of the channel: `None`
+/// at EOF without a report (the child exited, or closed its end), or when the line is
+/// not one.
+async fn read_report(ours: StdUnixStream) -> Option<CheckReport> {
+    ours.set_nonblocking(true).ok()?;
+    let mut channel = BufReader::new(UnixStream::from_std(ours).ok()?);
+    let mut line = String::new();
+    match channel.read_line(&mut line).await {
+        Ok(0) | Err(_) => None,
+        Ok(_) => CheckReport::parse(&line),
     }
 }
 

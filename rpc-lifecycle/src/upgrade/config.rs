@@ -10,6 +10,17 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UpgradeConfig {
+    /// Whether this process can be hot-upgraded at all. Default true. When false every
+    /// trigger is refused with [`Refusal::Disabled`](super::Refusal::Disabled) (the admin
+    /// endpoint answers 409 with the reason; SIGUSR2 is logged and otherwise ignored).
+    ///
+    /// Set it false in a Kubernetes pod (deploy/kubernetes/configmap.yaml does): a
+    /// container ends with its first process, so the new process would die with the old
+    /// one; a rolling update replaces pods instead. It is not guessed from the
+    /// environment (such as `KUBERNETES_SERVICE_HOST`): a variable says where a process
+    /// runs, not whether its exit ends its container, and a setting written in the
+    /// configuration is one an operator and a test can read.
+    pub enabled: bool,
     /// The binary to start. Default: the path of this process's executable, read at
     /// start-up, so that installing a new build over that file and triggering runs the
     /// new build (see `process::Program::current`). Set it when deploys switch a
@@ -30,6 +41,7 @@ pub struct UpgradeConfig {
 impl Default for UpgradeConfig {
     fn default() -> Self {
         Self {
+            enabled: true,
             binary: None,
             ready_timeout: Duration::from_secs(30),
             pid_file: None,

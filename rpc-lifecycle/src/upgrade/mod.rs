@@ -61,6 +61,15 @@ pub struct UpgradeCounts {
     pub last_time_to_ready: Option<Duration>,
 }
 
+/// What asked for an upgrade.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trigger {
+    /// SIGUSR2 (`signals.rs`).
+    Signal,
+    /// A call of [`Lifecycle::upgrade`] (the admin endpoint, the application).
+    Call,
+}
+
 /// How an upgrade is run: set by [`Lifecycle::configure_upgrade`].
 #[derive(Clone)]
 struct Setup {
@@ -97,7 +106,8 @@ impl UpgradeState {
 impl Lifecycle {
     /// Makes hot upgrades possible: how they are bounded (`config`), what starts the new
     /// binary (`spawner`), and who hears of their progress (`listener`). Until then every
-    /// trigger is refused ([`Refusal::NotConfigured`]).
+    /// trigger is refused ([`Refusal::NotConfigured`]); with `config.enabled` false,
+    /// every trigger is refused as [`Refusal::Disabled`].
     pub fn configure_upgrade(
         &self,
         config: UpgradeConfig,
@@ -111,8 +121,9 @@ impl Lifecycle {
         });
     }
 
-    /// Starts a hot upgrade, unless one is under way, the previous generation still
-    /// drains, or the application is not serving (then the report says why at once).
+    /// Starts a hot upgrade, unless the upgrade is turned off (`upgrade.enabled`), one
+    /// is under way, the previous generation still drains, or the application is not
+    /// serving (then the report says why at once).
     /// Resolves when the outcome is decided: the new process took over (this one then
     /// drains and exits on its own: [`Lifecycle::wait`] returns its report), or the
     /// upgrade failed and this process goes on serving. The run is its own task:
@@ -121,32 +132,55 @@ impl Lifecycle {
     /// # Panics
     /// Outside a tokio runtime.
     pub fn upgrade(&self) -> impl Future<Output = UpgradeReport> + Send + 'static {
+        self.trigger_upgrade(Trigger::Call)
+    }
+
+    /// [`Lifecycle::upgrade`] for a SIGUSR2: a refusal is also told to the
+    /// [`UpgradeListener`] (a service manager that sent the signal may be waiting).
+    pub(crate) fn upgrade_by_signal(&self) -> impl Future<Output = UpgradeReport> + Send + 'static {
+        self.trigger_upgrade(Trigger::Signal)
+    }
+
+    /// Whether a trigger could start an upgrade, as far as configuration goes:
+    /// [`Lifecycle::configure_upgrade`] was called with `enabled: true`. Start-up
+    /// handles SIGUSR2 then, whatever `internal_signal` says.
+    pub(crate) fn upgrade_enabled(&self) -> bool {
+        self.inner
+            .upgrade
+            .setup
+            .lock()
+            .as_ref()
+            .is_some_and(|setup| setup.config.enabled)
+    }
+
+    fn trigger_upgrade(
+        &self,
+        trigger: Trigger,
+    ) -> impl Future<Output = UpgradeReport> + Send + 'static {
         let (decided, outcome) = oneshot::channel();
         let setup = self.inner.upgrade.setup.lock().clone();
         let claimed = match setup {
-            None => Err(Refusal::NotConfigured),
-            // The hand-over carries registrations, not the operator's decision to keep a
-            // service out of traffic: refuse rather than silently undo it.
-            Some(_) if !self.offline_services().is_empty() => Err(Refusal::ManuallyOffline),
-            Some(setup) => self
-                .inner
-                .upgrade
-                .gate
-                .begin(self.phase())
-                .map(|cancel| (setup, cancel)),
+            None => Err((Refusal::NotConfigured, None)),
+            Some(setup) => match self.claim_upgrade(&setup.config) {
+                Ok(cancel) => Ok((setup, cancel)),
+                Err(refusal) => Err((refusal, setup.listener)),
+            },
         };
         match claimed {
-            Err(refusal) => {
-                self.inner.upgrade.counts.lock().refused += 1;
-                tracing::warn!(app = %self.name(), %refusal, "upgrade refused");
-                let _ = decided.send(UpgradeReport::refused(refusal));
-            }
             Ok((setup, cancel)) => {
                 let this = self.clone();
                 let span = tracing::info_span!("upgrade", app = %self.name());
                 tokio::spawn(
                     async move { this.run_upgrade(setup, cancel, decided).await }.instrument(span),
                 );
+            }
+            Err((refusal, listener)) => {
+                self.inner.upgrade.counts.lock().refused += 1;
+                tracing::warn!(app = %self.name(), %refusal, "upgrade refused");
+                if let (Trigger::Signal, Some(listener)) = (trigger, listener) {
+                    listener.signal_refused(refusal);
+                }
+                let _ = decided.send(UpgradeReport::refused(refusal));
             }
         }
         async move {
@@ -155,6 +189,19 @@ impl Lifecycle {
                 ..UpgradeReport::refused(Refusal::InProgress)
             })
         }
+    }
+
+    /// The right to run an upgrade (its cancellation token), or why not.
+    fn claim_upgrade(&self, config: &UpgradeConfig) -> Result<CancellationToken, Refusal> {
+        if !config.enabled {
+            return Err(Refusal::Disabled);
+        }
+        // The hand-over carries registrations, not the operator's decision to keep a
+        // service out of traffic: refuse rather than silently undo it.
+        if !self.offline_services().is_empty() {
+            return Err(Refusal::ManuallyOffline);
+        }
+        self.inner.upgrade.gate.begin(self.phase())
     }
 
     /// Marks this process as a new generation whose predecessor is alive until `gone`

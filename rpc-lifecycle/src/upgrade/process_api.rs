@@ -10,6 +10,8 @@ use async_trait::async_trait;
 use rpc_core::Instance;
 use rpc_transport::ListenFds;
 
+use super::Refusal;
+
 /// What the old process hands to the new one.
 #[derive(Debug)]
 pub struct Handoff {
@@ -72,6 +74,11 @@ pub trait Successor: Send {
 pub trait UpgradeListener: Send + Sync + 'static {
     /// An upgrade began.
     fn started(&self) {}
+    /// A SIGUSR2 was refused (`refusal`), so no upgrade began. A service manager that
+    /// sent the signal may be waiting for the reload it asked for to end (systemd's
+    /// `Type=notify-reload`). Not called for refusals of other triggers: their caller
+    /// hears the refusal itself.
+    fn signal_refused(&self, _refusal: Refusal) {}
     /// It failed: this process goes on serving.
     fn failed(&self) {}
     /// Process `pid` took over (called before this process stops accepting).

@@ -405,3 +405,55 @@ async fn refused_while_the_previous_generation_drains_and_before_configuration()
         Some(Refusal::NotConfigured)
     );
 }
+
+/// Remembers the refusals of signals it is told.
+#[derive(Default)]
+struct RefusalsHeard(Mutex<Vec<Refusal>>);
+
+impl UpgradeListener for RefusalsHeard {
+    fn signal_refused(&self, refusal: Refusal) {
+        self.0.lock().push(refusal);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn turned_off_every_trigger_is_refused_and_a_signal_s_refusal_is_told() {
+    let f = serving(Behaviour::ReadyAfter(Duration::ZERO)).await;
+    let heard = Arc::new(RefusalsHeard::default());
+    let off = UpgradeConfig {
+        enabled: false,
+        ..UpgradeConfig::default()
+    };
+    f.lifecycle
+        .configure_upgrade(off, f.spawner.clone(), Some(heard.clone()));
+    assert!(!f.lifecycle.upgrade_enabled());
+
+    let called = f.lifecycle.upgrade().await;
+    assert_eq!(called.result, UpgradeResult::Refused);
+    assert_eq!(called.refusal, Some(Refusal::Disabled));
+    assert!(
+        called
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("upgrade.enabled: false"),
+        "{called}"
+    );
+    assert!(
+        heard.0.lock().is_empty(),
+        "a caller hears its refusal itself"
+    );
+
+    let signalled = f.lifecycle.upgrade_by_signal().await;
+    assert_eq!(signalled.refusal, Some(Refusal::Disabled));
+    assert_eq!(*heard.0.lock(), [Refusal::Disabled]);
+    assert_eq!(f.record.checks.load(Ordering::SeqCst), 0, "nothing ran");
+    assert_eq!(f.lifecycle.upgrade_counts().refused, 2);
+    assert_eq!(f.lifecycle.phase(), Phase::Serving);
+
+    // Turned on again, the same lifecycle upgrades.
+    f.lifecycle
+        .configure_upgrade(UpgradeConfig::default(), f.spawner.clone(), None);
+    assert!(f.lifecycle.upgrade_enabled());
+    assert!(f.lifecycle.upgrade().await.succeeded());
+}

@@ -13,6 +13,8 @@ use crate::step::{StepReport, UpgradeStep, write_steps};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Refusal {
+    /// The hot upgrade is turned off (`upgrade.enabled: false`).
+    Disabled,
     /// The application is not serving yet (or was never started).
     NotServing,
     /// No upgrade was configured (`Lifecycle::configure_upgrade`).
@@ -33,6 +35,9 @@ pub enum Refusal {
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Self::Disabled => {
+                "the hot upgrade is turned off (upgrade.enabled: false); deploy a new process instead"
+            }
             Self::NotServing => "the application is not serving",
             Self::NotConfigured => "no upgrade is configured",
             Self::InProgress => "an upgrade is already under way",

@@ -1,8 +1,9 @@
 //! `POST /upgrade`: runs a hot upgrade — the same one SIGUSR2 starts — and answers when
 //! its outcome is decided, with its report as JSON ([`UpgradeView`], durations in
 //! milliseconds): 200 when the new process took over (this one then drains and exits),
-//! 409 when it was refused (another upgrade under way, the previous generation still
-//! draining, shutting down: the reason is in `reason`), 500 when it failed (the new
+//! 409 when it was refused (the upgrade turned off with `upgrade.enabled: false`,
+//! another upgrade under way, the previous generation still draining, shutting down: the
+//! reason is in `reason`, the kind in `refusal`), 500 when it failed (the new
 //! binary's check or start failed; `reason` holds its own message and this process
 //! serves on, untouched).
 //!

@@ -32,6 +32,8 @@ pub enum ApplicationError {
     Start(#[from] StartError),
     /// Not a failure: the process was started to check its configuration
     /// (`RPC_UPGRADE=check`, by a hot upgrade) and the check passed; nothing was started.
+    /// The old process has already been told (over the descriptor it gave this one), so
+    /// the exit code `main` chooses does not decide the upgrade;
     /// [`ApplicationError::exit_code`] maps it to 0.
     #[error("configuration checked (RPC_UPGRADE=check): nothing was started")]
     Checked,

@@ -46,8 +46,47 @@ impl ApplicationBuilder {
     ///   `admin.token`;
     /// - otherwise the [`ApplicationError`] naming the registry, address, reference or
     ///   step that failed. What had started is undone.
+    ///
+    /// In a process a hot upgrade started to check its configuration
+    /// (`RPC_UPGRADE=check`) nothing is started: the result is
+    /// [`ApplicationError::Checked`] when the check passed, else the error, and either
+    /// outcome has been reported to the old process before this returns (so the upgrade
+    /// goes on, or fails with this message, whatever exit code `main` then chooses).
     pub async fn start(mut self) -> Result<Application, ApplicationError> {
         install_default_subscriber(self.config.application.logging);
+        let checked = self.check_against_code();
+        if self.upgrade.is_check() {
+            // A hot upgrade's configuration check: what can be known without starting
+            // anything (the file loaded and validated already; config and code agree).
+            // The outcome goes to the old process before this returns, so that it does
+            // not depend on the exit code `main` makes of the error.
+            let checked = match checked {
+                Ok(()) => self.export().await.map(drop),
+                Err(error) => Err(error),
+            };
+            return Err(crate::upgrade::report_check(checked));
+        }
+        checked?;
+        let predecessor = self
+            .upgrade
+            .predecessor()
+            .map_err(ApplicationError::Upgrade)?;
+        // The admin endpoint before anything else starts: its probes answer during the
+        // rest of start-up.
+        let admin = self.start_admin()?;
+        let lifecycle = self.lifecycle.clone();
+        let started = self.start_parts(admin, predecessor).await;
+        if started.is_err() {
+            // Closes the admin endpoint, and anything else still open (a failed
+            // `Lifecycle::start` has already undone its own part).
+            lifecycle.abort().await;
+        }
+        started
+    }
+
+    /// What start-up checks before it starts anything: configuration and code agree
+    /// (services, references, load balances).
+    fn check_against_code(&self) -> Result<(), ApplicationError> {
         let reference_keys: Vec<ServiceKey> = self
             .references
             .iter()
@@ -69,27 +108,7 @@ impl ApplicationBuilder {
                 },
             ));
         }
-        if self.upgrade.is_check() {
-            // A hot upgrade's configuration check: what can be known without starting
-            // anything (the file loaded and validated already; config and code agree).
-            self.export().await?;
-            return Err(ApplicationError::Checked);
-        }
-        let predecessor = self
-            .upgrade
-            .predecessor()
-            .map_err(ApplicationError::Upgrade)?;
-        // The admin endpoint before anything else starts: its probes answer during the
-        // rest of start-up.
-        let admin = self.start_admin()?;
-        let lifecycle = self.lifecycle.clone();
-        let started = self.start_parts(admin, predecessor).await;
-        if started.is_err() {
-            // Closes the admin endpoint, and anything else still open (a failed
-            // `Lifecycle::start` has already undone its own part).
-            lifecycle.abort().await;
-        }
-        started
+        Ok(())
     }
 
     /// Start-up after the admin endpoint: registries, references, services (on the

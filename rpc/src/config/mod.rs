@@ -22,7 +22,7 @@
 //! admin: { enabled: true, host: 127.0.0.1, port: 22222 }   # token: RPC_ADMIN__TOKEN
 //! metrics: { enabled: true }
 //! tracing: { enabled: true, otlp_endpoint: "http://127.0.0.1:4317" }   # endpoint: `otlp` feature
-//! upgrade: { ready_timeout: 30s, pid_file: /run/greeter/pid }   # binary: default this one
+//! upgrade: { enabled: true, ready_timeout: 30s, pid_file: /run/greeter/pid }   # enabled: false in a pod
 //! ```
 //!
 //! Every key can be overridden from the environment as `RPC_<SECTION>__<KEY>` (variables
@@ -210,8 +210,13 @@ graceful_shutdown:
             Some(std::path::Path::new("/run/x.pid"))
         );
         assert_eq!(config.upgrade.binary, None);
+        assert!(config.upgrade.enabled, "on unless turned off");
         let (key, _) = invalid_key("upgrade:\n  ready_timeout: soon\n");
         assert_eq!(key, "upgrade.ready_timeout");
+        let off = yaml("upgrade: { enabled: false }\n").unwrap();
+        assert!(!off.upgrade.enabled);
+        let (key, _) = invalid_key("upgrade: { enabled: maybe }\n");
+        assert_eq!(key, "upgrade.enabled");
     }
 
     #[test]

@@ -39,13 +39,24 @@
 //! # For the hot upgrade
 //!
 //! Every application with a notify socket also tells systemd its hot upgrades (the
-//! upgrade notifier, `upgrade_notifier.rs`, called by the upgrade's sequence):
-//! [`notify_reloading`] (`RELOADING=1` with `MONOTONIC_USEC`, as systemd ≥ 253
-//! requires) when an upgrade starts; [`notify_main_pid_ready`] (`MAINPID=<new>` and
-//! `READY=1` in one datagram) when the new process has taken over, before the old one
-//! stops accepting; [`notify_ready`] when an upgrade failed and the old process goes on
-//! serving. With `ExecReload=kill -USR2 $MAINPID`, `systemctl reload` runs the upgrade
-//! and returns when it is decided (see deploy/systemd/ and docs/upgrade.md).
+//! upgrade notifier, `upgrade_notifier.rs`, called by the upgrade's sequence), which is
+//! the reload protocol of `Type=notify-reload` (systemd ≥ 253) with
+//! `ReloadSignal=SIGUSR2`:
+//!
+//! | when | datagram |
+//! |---|---|
+//! | an upgrade starts (any trigger) | `RELOADING=1`, `MONOTONIC_USEC=<now>` ([`notify_reloading`]) |
+//! | the new process took over, before the old one stops accepting | `MAINPID=<new>` and `READY=1` in one datagram ([`notify_main_pid_ready`]) |
+//! | the upgrade failed; the old process serves on | `READY=1` ([`notify_ready`]) |
+//! | a SIGUSR2 refused while serving (upgrade turned off, a service manually offline, the previous generation still draining) | `RELOADING=1` + `MONOTONIC_USEC`, then `READY=1` |
+//!
+//! systemd sends SIGUSR2 for `systemctl reload`, then waits for `RELOADING=1` with a
+//! `MONOTONIC_USEC` later than its signal and for the `READY=1` after it: so `systemctl
+//! reload` returns once the upgrade is decided, and a refused one ends at once instead
+//! of at the reload's timeout (`TimeoutStartSec`). systemd has no message for "the
+//! reload failed": a failed or refused upgrade is in the journal, not in `systemctl
+//! reload`'s exit status. On older systemd, see docs/operations.md (`ExecReload=` with
+//! `kill`, which returns before the upgrade is decided).
 //!
 //! # Limits
 //!

@@ -1,7 +1,8 @@
 //! The hot upgrade in an application: replace the binary of a running instance without
 //! giving up its address, its registrations, or a single request (docs/upgrade.md).
 //!
-//! SIGUSR2 (with `graceful_shutdown.internal_signal`, the default), or
+//! SIGUSR2 (handled whenever `upgrade.enabled`, the default, or
+//! `graceful_shutdown.internal_signal` is true), `POST /upgrade` on the admin endpoint, or
 //! [`Application::upgrade`](crate::Application::upgrade), runs the upgrade's sequence
 //! (`rpc_core::lifecycle`'s `Lifecycle::upgrade`): the new binary checks its
 //! configuration, starts with this process's listening sockets, registers the same
@@ -13,8 +14,13 @@
 //! - **plain**: serves as usual, on an inherited socket if systemd passed one (socket
 //!   activation: `LISTEN_FDS`), and makes upgrades possible;
 //! - **check** (`RPC_UPGRADE=check`): checks what the configuration and the code can
-//!   tell without starting anything, and fails with [`ApplicationError::Checked`](crate::ApplicationError::Checked), which
-//!   [`ApplicationError::exit_code`](crate::ApplicationError::exit_code) maps to 0 — so `main` exits 0, or with the error;
+//!   tell without starting anything, reports the outcome to the old process over the
+//!   descriptor it was given (`rpc_lifecycle::process::check_report`), and fails with
+//!   [`ApplicationError::Checked`](crate::ApplicationError::Checked) (or the check's
+//!   error). The report decides the upgrade, not the exit code: a `main` that exits 1 on
+//!   any start error (the getting-started guide's) is upgraded like one that exits with
+//!   [`ApplicationError::exit_code`](crate::ApplicationError::exit_code) (0 for
+//!   `Checked`);
 //! - **successor**: serves on the inherited sockets, registers its predecessor's
 //!   instances under their ids, then tells the predecessor it is ready; upgrades are
 //!   refused until the predecessor has exited.
@@ -27,12 +33,14 @@ mod spawner;
 use std::sync::Arc;
 
 use rpc_lifecycle::Lifecycle;
+use rpc_lifecycle::process::check_report::CheckReport;
 use rpc_lifecycle::process::predecessor::Predecessor;
 use rpc_lifecycle::process::successor::ProcessSpawner;
 use rpc_lifecycle::process::{Program, Role};
 use rpc_lifecycle::{Export, UpgradeConfig};
 use rpc_transport::{GRPC_LISTENER, InheritedListeners};
 
+use crate::ApplicationError;
 use crate::admin::AdminListener;
 use crate::systemd::UpgradeNotifier;
 use spawner::ApplicationSpawner;
@@ -97,6 +105,21 @@ impl UpgradeStart {
             Some(Arc::new(UpgradeNotifier)),
         );
     }
+}
+
+/// Reports a configuration check's outcome (`checked`) to the old process that started
+/// this one to check it, and returns what `start()` returns: [`ApplicationError::Checked`]
+/// when it passed, else the check's error. A report that cannot be sent is logged: the
+/// old process then decides by the exit code.
+pub(crate) fn report_check(checked: Result<(), ApplicationError>) -> ApplicationError {
+    let (report, error) = match checked {
+        Ok(()) => (CheckReport::Passed, ApplicationError::Checked),
+        Err(error) => (CheckReport::Failed(error.to_string()), error),
+    };
+    if let Err(send) = report.send() {
+        tracing::warn!(error = %send, "cannot report the configuration check to the old process; it decides by the exit code");
+    }
+    error
 }
 
 /// Serves `export` on an inherited listening socket when this process has one (socket
