@@ -85,8 +85,8 @@ impl ApplicationBuilder {
     }
 
     /// What start-up checks before it starts anything: configuration and code agree
-    /// (services, references, load balances).
-    fn check_against_code(&self) -> Result<(), ApplicationError> {
+    /// (services, references, load balances), and the access log could be opened.
+    fn check_against_code(&mut self) -> Result<(), ApplicationError> {
         let reference_keys: Vec<ServiceKey> = self
             .references
             .iter()
