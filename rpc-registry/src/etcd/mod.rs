@@ -20,7 +20,7 @@
 //! upgrade's new process registers the same instance (same id, so the same key) under its
 //! own lease before it reports ready: the key never disappears (a watcher sees one PUT),
 //! and the old process's lease no longer holds it. The old process then
-//! [releases](Registry::release) it (forgets it without deleting) and closes: revoking
+//! [releases](rpc_core::Registry::release) it (forgets it without deleting) and closes: revoking
 //! its lease deletes nothing of the new process's.
 //!
 //! # Subscriptions
@@ -52,7 +52,7 @@
 //! `proto.rs` (the generated etcd API), `lease.rs` (the lease and the
 //! registrations under it: presence), `watch.rs` (one subscription's read-and-watch loop),
 //! `codec.rs` (keys and values), `error.rs` (what the client's errors mean); this file
-//! connects and answers the [`Registry`] calls with them.
+//! connects and answers the [`Registry`](rpc_core::Registry) calls with them.
 
 mod auth;
 mod client;
@@ -64,15 +64,15 @@ mod members;
 mod proto;
 mod watch;
 
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rpc_core::{Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId};
+use rpc_core::{Instance, RegistryError, ServiceKey, Subscription};
 use tokio::time::Instant;
 
 use crate::remote::lifetime::ClientLifetime;
+use crate::remote::{RemoteBackend, RemoteRegistry};
 use crate::url::RegistryUrl;
 use client::EtcdClient;
 use codec::KeyLayout;
@@ -84,11 +84,13 @@ pub use config::{DEFAULT_PORT, DEFAULT_PREFIX, DEFAULT_TTL, EtcdConfig, EtcdTls}
 
 /// A registry client backed by etcd v3 (see the module documentation).
 ///
-/// Dropping it without [`Registry::close`] stops the lease keep-alive, so its instances
+/// Dropping it without [`Registry::close`](rpc_core::Registry::close) stops the lease keep-alive, so its instances
 /// disappear after the TTL, as if the process had died.
-pub struct EtcdRegistry {
-    /// Its URL, subscriptions and background tasks, and whether it was closed.
-    lifetime: Arc<ClientLifetime>,
+pub type EtcdRegistry = RemoteRegistry<EtcdBackend>;
+
+/// What the etcd client does under the shared skeleton ([`RemoteRegistry`]): its
+/// connection, key layout and lease.
+pub struct EtcdBackend {
     etcd: EtcdClient,
     layout: KeyLayout,
     /// Bound on each request.
@@ -137,78 +139,59 @@ impl EtcdRegistry {
         let request_timeout = network.request_timeout;
         let lease = LeaseKeeper::start(lifetime.clone(), etcd.clone(), config.ttl, request_timeout);
         tracing::debug!(url = %lifetime.url, "connected to etcd");
-        Ok(Self {
-            lifetime,
+        let backend = EtcdBackend {
             etcd,
             layout: KeyLayout::new(config.prefix),
             request_timeout,
             lease,
-        })
+        };
+        Ok(RemoteRegistry::new(lifetime, backend))
     }
 
     /// The key prefix under which the instances of `service` live (ends with `/`).
     pub fn service_prefix(&self, service: &ServiceKey) -> String {
-        self.layout.service_prefix(service)
+        self.backend().layout.service_prefix(service)
     }
 
     /// The id of the lease this client's keys hang on, once something was registered.
     pub async fn lease_id(&self) -> Option<i64> {
-        self.lease.current().await
-    }
-}
-
-impl fmt::Debug for EtcdRegistry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EtcdRegistry")
-            .field("url", &self.lifetime.url)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Drop for EtcdRegistry {
-    fn drop(&mut self) {
-        self.lifetime.closed.cancel();
+        self.backend().lease.current().await
     }
 }
 
 #[async_trait]
-impl Registry for EtcdRegistry {
-    fn url(&self) -> &str {
-        &self.lifetime.url
-    }
+impl RemoteBackend for EtcdBackend {
+    const CLIENT: &'static str = "EtcdRegistry";
+    const NAME: &'static str = "etcd";
 
-    async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.lifetime.check_open()?;
+    async fn register(
+        &self,
+        lifetime: &ClientLifetime,
+        instance: &Instance,
+    ) -> Result<(), RegistryError> {
         let key = self.layout.key(instance);
-        let value =
-            codec::encode(instance).map_err(|error| self.lifetime.failed("register", error))?;
-        self.lease.put(key, value).await?;
-        tracing::debug!(url = %self.lifetime.url, instance = %instance.id, service = %instance.service, "registered in etcd");
-        Ok(())
+        let value = codec::encode(instance).map_err(|error| lifetime.failed("register", error))?;
+        self.lease.put(key, value).await
     }
 
-    async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.lifetime.check_open()?;
-        if self.lease.delete(self.layout.key(instance)).await? {
-            tracing::debug!(url = %self.lifetime.url, instance = %instance.id, service = %instance.service, "unregistered from etcd");
-        }
-        Ok(())
+    async fn unregister(&self, instance: &Instance) -> Result<bool, RegistryError> {
+        self.lease.delete(self.layout.key(instance)).await
     }
 
     /// The new process's put of the same key attached the key to *its* lease (a put
     /// replaces a key's lease): revoking this client's lease, or letting it expire, no
     /// longer deletes it. All that is left is to stop writing it here again.
-    async fn release(&self, instance: &Instance) -> Result<(), RegistryError> {
-        if self.lease.forget(&self.layout.key(instance)).await? {
-            tracing::debug!(url = %self.lifetime.url, instance = %instance.id, "released to another etcd client");
-        }
-        Ok(())
+    async fn release(&self, instance: &Instance) -> Result<bool, RegistryError> {
+        self.lease.forget(&self.layout.key(instance)).await
     }
 
-    async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
-        self.lifetime.check_open()?;
+    async fn subscribe(
+        &self,
+        lifetime: &Arc<ClientLifetime>,
+        service: &ServiceKey,
+    ) -> Result<Subscription, RegistryError> {
         let watch = ServiceWatch::new(
-            self.lifetime.clone(),
+            lifetime.clone(),
             self.etcd.clone(),
             self.request_timeout,
             self.layout.service_prefix(service),
@@ -216,19 +199,13 @@ impl Registry for EtcdRegistry {
         let first = watch
             .read()
             .await
-            .map_err(|failure| failure.into_operation(&self.lifetime.url, "subscribe"))?;
+            .map_err(|failure| failure.into_operation(&lifetime.url, "subscribe"))?;
         let (revision, instances) = (first.0, first.1.values().cloned().collect());
         let follow = |id, cancel, publisher| watch.run(id, cancel, publisher, first);
-        Ok(self
-            .lifetime
-            .start_subscription(service, revision, instances, follow))
+        Ok(lifetime.start_subscription(service, revision, instances, follow))
     }
 
-    async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        self.lifetime.subscriptions.close(id)
-    }
-
-    async fn close(&self) -> Result<(), RegistryError> {
+    async fn close(&self, _lifetime: &ClientLifetime) -> Result<(), RegistryError> {
         // Revoking the lease deletes every key of this client at once; the keeper does it
         // once no renewal is half done, after ending the subscriptions and tasks.
         self.lease.close().await

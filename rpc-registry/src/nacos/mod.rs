@@ -32,7 +32,7 @@
 //! connection: the old connection's close no longer removes it — nor, in fact, does an
 //! explicit deregistration from the old connection — while the new connection's close
 //! does, at once. The sequence chosen does not rely on the second point: the old process
-//! [releases](Registry::release) the instance (forgets it: no deregistration, no
+//! [releases](rpc_core::Registry::release) the instance (forgets it: no deregistration, no
 //! re-registration after a reconnection) and closes its connection, and a watcher sees
 //! the instance throughout.
 //!
@@ -65,7 +65,7 @@
 //! registrations written through it and the probe: presence), `watch.rs` (one
 //! subscription's read-on-change loop and the SDK listeners they share), `codec.rs` (an
 //! instance and a Nacos instance), `error.rs` (what the SDK's errors mean), `login.rs` (the
-//! HTTP login); this file connects and answers the [`Registry`] calls with them.
+//! HTTP login); this file connects and answers the [`Registry`](rpc_core::Registry) calls with them.
 
 mod codec;
 mod config;
@@ -74,13 +74,13 @@ mod error;
 mod login;
 mod watch;
 
-use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use rpc_core::{Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId};
+use rpc_core::{Instance, RegistryError, ServiceKey, Subscription};
 
 use crate::remote::lifetime::ClientLifetime;
+use crate::remote::{RemoteBackend, RemoteRegistry};
 use crate::url::RegistryUrl;
 use codec::to_nacos;
 use connection::ConnectionKeeper;
@@ -92,11 +92,13 @@ pub use connection::PROBE_INTERVAL;
 
 /// A registry client backed by Nacos through nacos-sdk (see the module documentation).
 ///
-/// Dropping it without [`Registry::close`] starts the same withdrawal in the background
-/// (on the current tokio runtime, if any).
-pub struct NacosRegistry {
-    /// Its URL, subscriptions and background tasks, and whether it was closed.
-    lifetime: Arc<ClientLifetime>,
+/// Dropping it without [`Registry::close`](rpc_core::Registry::close) starts the same
+/// withdrawal in the background (on the current tokio runtime, if any).
+pub type NacosRegistry = RemoteRegistry<NacosBackend>;
+
+/// What the Nacos client does under the shared skeleton ([`RemoteRegistry`]): the SDK's
+/// connection, the subscriptions' reads and listeners, the cluster it registers in.
+pub struct NacosBackend {
     /// The SDK's connection and the registrations written through it.
     connection: Arc<ConnectionKeeper>,
     /// Reads and change listeners of the subscriptions.
@@ -131,45 +133,12 @@ impl NacosRegistry {
             config.group,
             config.network.request_timeout,
         );
-        Ok(Self {
-            lifetime,
+        let backend = NacosBackend {
             connection,
             group: Arc::new(group),
             cluster: config.cluster,
-        })
-    }
-}
-
-impl fmt::Debug for NacosRegistry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("NacosRegistry")
-            .field("url", &self.lifetime.url)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Drop for NacosRegistry {
-    fn drop(&mut self) {
-        if self.connection.is_closing() {
-            return;
-        }
-        // The SDK's connection would keep this client's instances alive: withdraw them.
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                let lifetime = self.lifetime.clone();
-                let connection = self.connection.clone();
-                let group = self.group.clone();
-                runtime.spawn(async move {
-                    if let Err(error) = withdraw(&lifetime, &connection, &group).await {
-                        tracing::warn!(%error, "withdrawing a dropped Nacos client failed");
-                    }
-                });
-            }
-            Err(_) => {
-                self.lifetime.closed.cancel();
-                tracing::warn!(url = %self.lifetime.url, "Nacos client dropped outside a tokio runtime without close(); its instances stay until its connection ends");
-            }
-        }
+        };
+        Ok(RemoteRegistry::new(lifetime, backend))
     }
 }
 
@@ -202,47 +171,44 @@ async fn withdraw(
 }
 
 #[async_trait]
-impl Registry for NacosRegistry {
-    fn url(&self) -> &str {
-        &self.lifetime.url
-    }
+impl RemoteBackend for NacosBackend {
+    const CLIENT: &'static str = "NacosRegistry";
+    const NAME: &'static str = "Nacos";
 
-    async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
+    async fn register(
+        &self,
+        lifetime: &ClientLifetime,
+        instance: &Instance,
+    ) -> Result<(), RegistryError> {
         let naming = self.connection.naming()?;
         let name = service_name(&instance.service);
         let nacos = to_nacos(instance, &name, &self.cluster)
-            .map_err(|error| self.lifetime.failed("register", error))?;
+            .map_err(|error| lifetime.failed("register", error))?;
         self.connection
             .register(&naming, &instance.id, name, nacos)
-            .await?;
-        tracing::debug!(url = %self.lifetime.url, instance = %instance.id, service = %instance.service, "registered in Nacos");
-        Ok(())
+            .await
     }
 
-    async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
+    async fn unregister(&self, instance: &Instance) -> Result<bool, RegistryError> {
         let naming = self.connection.naming()?;
         let name = service_name(&instance.service);
-        if self
-            .connection
+        self.connection
             .unregister(&naming, &instance.id, &name)
-            .await?
-        {
-            tracing::debug!(url = %self.lifetime.url, instance = %instance.id, service = %instance.service, "unregistered from Nacos");
-        }
-        Ok(())
+            .await
     }
 
     /// See "Hot upgrade" above: the instance stays registered through the new process's
     /// connection; this client only stops writing and deregistering it.
-    async fn release(&self, instance: &Instance) -> Result<(), RegistryError> {
+    async fn release(&self, instance: &Instance) -> Result<bool, RegistryError> {
         let name = service_name(&instance.service);
-        if self.connection.forget(&instance.id, &name).await {
-            tracing::debug!(url = %self.lifetime.url, instance = %instance.id, "released to another Nacos connection");
-        }
-        Ok(())
+        Ok(self.connection.forget(&instance.id, &name).await)
     }
 
-    async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
+    async fn subscribe(
+        &self,
+        lifetime: &Arc<ClientLifetime>,
+        service: &ServiceKey,
+    ) -> Result<Subscription, RegistryError> {
         let naming = self.connection.naming()?;
         let (watch, first) = ServiceWatch::open(
             self.group.clone(),
@@ -252,17 +218,35 @@ impl Registry for NacosRegistry {
         )
         .await?;
         let follow = |id, cancel, publisher| watch.run(id, cancel, publisher);
-        Ok(self
-            .lifetime
-            .start_subscription(service, self.group.next_revision(), first, follow))
+        Ok(lifetime.start_subscription(service, self.group.next_revision(), first, follow))
     }
 
-    async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        self.lifetime.subscriptions.close(id)
+    async fn close(&self, lifetime: &ClientLifetime) -> Result<(), RegistryError> {
+        withdraw(lifetime, &self.connection, &self.group).await
     }
 
-    async fn close(&self) -> Result<(), RegistryError> {
-        withdraw(&self.lifetime, &self.connection, &self.group).await
+    /// The SDK's connection would keep this client's instances alive: they are withdrawn
+    /// in the background.
+    fn dropped(&self, lifetime: &Arc<ClientLifetime>) {
+        if self.connection.is_closing() {
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                let lifetime = lifetime.clone();
+                let connection = self.connection.clone();
+                let group = self.group.clone();
+                runtime.spawn(async move {
+                    if let Err(error) = withdraw(&lifetime, &connection, &group).await {
+                        tracing::warn!(%error, "withdrawing a dropped Nacos client failed");
+                    }
+                });
+            }
+            Err(_) => {
+                lifetime.closed.cancel();
+                tracing::warn!(url = %lifetime.url, "Nacos client dropped outside a tokio runtime without close(); its instances stay until its connection ends");
+            }
+        }
     }
 }
 

@@ -22,7 +22,7 @@ use crate::remote::snapshots::{SnapshotPublisher, SubscriptionSet};
 /// subscription ends (its token is a child of `closed`) and no background loop goes on
 /// past its next await point.
 #[derive(Debug)]
-pub(crate) struct ClientLifetime {
+pub struct ClientLifetime {
     /// The URL with its password redacted: names the registry in logs and errors.
     pub(crate) url: String,
     /// Cancelled by [`ClientLifetime::stop`]; parent of every subscription's token, and

@@ -25,7 +25,7 @@
 //! ready: its create finds the old process's znode and replaces it in one transaction
 //! (delete + create), so a watcher never lists the directory without it, and from then on
 //! the znode belongs to the new session. The old process then
-//! [releases](Registry::release) it (forgets it without deleting) and closes: the end of
+//! [releases](rpc_core::Registry::release) it (forgets it without deleting) and closes: the end of
 //! its session deletes nothing of the new process's.
 //!
 //! # Subscriptions
@@ -47,7 +47,7 @@
 //! `config.rs` (the URL's parameters), `session.rs` (the session and the registrations in
 //! it: presence), `watch.rs` (one subscription's list-and-watch loop, and why its waits
 //! catch the library's panics), `codec.rs` (paths, node modes, data), `error.rs` (what the
-//! library's errors mean); this file connects and answers the [`Registry`] calls with them.
+//! library's errors mean); this file connects and answers the [`Registry`](rpc_core::Registry) calls with them.
 
 mod codec;
 mod config;
@@ -55,15 +55,15 @@ mod error;
 mod session;
 mod watch;
 
-use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use rpc_core::{Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId};
+use rpc_core::{Instance, RegistryError, ServiceKey, Subscription};
 
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::probe::refine_unreachable;
 use crate::remote::retry::bounded;
+use crate::remote::{RemoteBackend, RemoteRegistry};
 use crate::url::RegistryUrl;
 use codec::NodeLayout;
 use error::is_refused;
@@ -74,11 +74,13 @@ pub use config::{DEFAULT_PORT, DEFAULT_ROOT, DEFAULT_SESSION_TIMEOUT, ZooKeeperC
 
 /// A registry client backed by ZooKeeper (see the module documentation).
 ///
-/// Dropping it without [`Registry::close`] ends its session as soon as its background tasks
-/// stop, so its instances disappear at once.
-pub struct ZooKeeperRegistry {
-    /// Its URL, subscriptions and background tasks, and whether it was closed.
-    lifetime: Arc<ClientLifetime>,
+/// Dropping it without [`Registry::close`](rpc_core::Registry::close) ends its session as
+/// soon as its background tasks stop, so its instances disappear at once.
+pub type ZooKeeperRegistry = RemoteRegistry<ZooKeeperBackend>;
+
+/// What the ZooKeeper client does under the shared skeleton ([`RemoteRegistry`]): its
+/// node layout and session.
+pub struct ZooKeeperBackend {
     layout: NodeLayout,
     /// The session and the registrations in it.
     session: Arc<SessionKeeper>,
@@ -116,80 +118,57 @@ impl ZooKeeperRegistry {
         let lifetime = Arc::new(ClientLifetime::new(url));
         let layout = NodeLayout::new(config.root.clone());
         let session = SessionKeeper::start(lifetime.clone(), config, client);
-        Ok(Self {
+        Ok(RemoteRegistry::new(
             lifetime,
-            layout,
-            session,
-        })
+            ZooKeeperBackend { layout, session },
+        ))
     }
 
     /// The path of the directory that holds the instances of `service`.
     pub fn providers_path(&self, service: &ServiceKey) -> String {
-        self.layout.providers_path(service)
-    }
-}
-
-impl fmt::Debug for ZooKeeperRegistry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ZooKeeperRegistry")
-            .field("url", &self.lifetime.url)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Drop for ZooKeeperRegistry {
-    fn drop(&mut self) {
-        self.lifetime.closed.cancel();
+        self.backend().layout.providers_path(service)
     }
 }
 
 #[async_trait]
-impl Registry for ZooKeeperRegistry {
-    fn url(&self) -> &str {
-        &self.lifetime.url
-    }
+impl RemoteBackend for ZooKeeperBackend {
+    const CLIENT: &'static str = "ZooKeeperRegistry";
+    const NAME: &'static str = "ZooKeeper";
 
-    async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.lifetime.check_open()?;
+    async fn register(
+        &self,
+        lifetime: &ClientLifetime,
+        instance: &Instance,
+    ) -> Result<(), RegistryError> {
         let path = self.layout.instance_path(instance);
-        let data =
-            codec::encode(instance).map_err(|error| self.lifetime.failed("register", error))?;
-        self.session.register(path, data).await?;
-        tracing::debug!(url = %self.lifetime.url, instance = %instance.id, service = %instance.service, "registered in ZooKeeper");
-        Ok(())
+        let data = codec::encode(instance).map_err(|error| lifetime.failed("register", error))?;
+        self.session.register(path, data).await
     }
 
-    async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.lifetime.check_open()?;
-        if self
-            .session
+    async fn unregister(&self, instance: &Instance) -> Result<bool, RegistryError> {
+        self.session
             .unregister(self.layout.instance_path(instance))
-            .await?
-        {
-            tracing::debug!(url = %self.lifetime.url, instance = %instance.id, service = %instance.service, "unregistered from ZooKeeper");
-        }
-        Ok(())
+            .await
     }
 
     /// The new process's registration replaced the ephemeral znode in one transaction
     /// (delete + create, see "Hot upgrade" above): it belongs to the new session, and
     /// the end of this one no longer deletes it. All that is left is to stop creating it
     /// here again.
-    async fn release(&self, instance: &Instance) -> Result<(), RegistryError> {
-        if self
+    async fn release(&self, instance: &Instance) -> Result<bool, RegistryError> {
+        Ok(self
             .session
             .forget(&self.layout.instance_path(instance))
-            .await
-        {
-            tracing::debug!(url = %self.lifetime.url, instance = %instance.id, "released to another ZooKeeper session");
-        }
-        Ok(())
+            .await)
     }
 
-    async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
-        self.lifetime.check_open()?;
+    async fn subscribe(
+        &self,
+        lifetime: &Arc<ClientLifetime>,
+        service: &ServiceKey,
+    ) -> Result<Subscription, RegistryError> {
         let watch = ServiceWatch::new(
-            self.lifetime.clone(),
+            lifetime.clone(),
             self.session.clone(),
             self.layout.providers_path(service),
         );
@@ -200,22 +179,16 @@ impl Registry for ZooKeeperRegistry {
                 .map_err(|failure| self.session.failed(failure, "subscribe"))?;
         drop(client);
         let follow = |id, cancel, publisher| watch.run(id, cancel, publisher, Some(watcher));
-        Ok(self
-            .lifetime
-            .start_subscription(service, revision, instances, follow))
+        Ok(lifetime.start_subscription(service, revision, instances, follow))
     }
 
-    async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        self.lifetime.subscriptions.close(id)
-    }
-
-    async fn close(&self) -> Result<(), RegistryError> {
-        if self.lifetime.is_closed() {
+    async fn close(&self, lifetime: &ClientLifetime) -> Result<(), RegistryError> {
+        if lifetime.is_closed() {
             return Ok(());
         }
-        self.lifetime.stop();
+        lifetime.stop();
         // The tasks drop their watchers and their handles on the session as they stop.
-        self.lifetime
+        lifetime
             .wait_for_tasks(self.session.request_timeout())
             .await;
         // Closing the session deletes every instance znode of this client at once.
