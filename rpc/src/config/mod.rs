@@ -248,6 +248,22 @@ graceful_shutdown:
         );
     }
 
+    /// Issue 25, point 6: a 5 s shutdown (kitex's and pingora's default) is accepted
+    /// when `callback_timeout` is not set; set too large, it is refused naming the key
+    /// and the file.
+    #[test]
+    fn a_five_second_shutdown_loads_unless_callback_timeout_is_set_as_large() {
+        let config = yaml("graceful_shutdown:\n  timeout: 5s\n").unwrap();
+        assert_eq!(
+            config.graceful_shutdown.callback_time(),
+            Duration::from_millis(2_500)
+        );
+        let (key, message) =
+            invalid_key("graceful_shutdown:\n  timeout: 5s\n  callback_timeout: 5s\n");
+        assert_eq!(key, "graceful_shutdown.callback_timeout");
+        assert!(message.contains("less than timeout"), "{message}");
+    }
+
     #[test]
     fn an_empty_file_gives_the_defaults_and_the_memory_registry() {
         let config = yaml("").unwrap();
