@@ -135,7 +135,10 @@ impl Config {
                 config::Environment::with_prefix("RPC")
                     .prefix_separator("_")
                     .separator("__")
-                    .try_parsing(true)
+                    // Values stay text: a string setting keeps `0123` as written, and
+                    // the deserializer parses text for the settings that are numbers,
+                    // booleans, durations or sizes.
+                    .try_parsing(false)
                     .source(Some(overrides.clone())),
             )
             .build()
@@ -240,5 +243,84 @@ fn invalid(
         origin,
         key,
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn with_env(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        Config::from_str_with_env("", ConfigFormat::Yaml, "app.yaml", vars)
+    }
+
+    /// Issue 25, point 7: a string setting keeps the variable's text exactly, however
+    /// much it looks like a number or a boolean.
+    #[test]
+    fn a_string_setting_from_the_environment_keeps_its_text() {
+        for text in ["0123", "007", "TRUE", "true", "1.50", "1e3", "-0"] {
+            let config =
+                with_env(&[("RPC_ADMIN__TOKEN", text), ("RPC_APPLICATION__NAME", text)]).unwrap();
+            assert_eq!(config.admin.token(), Some(text));
+            assert_eq!(config.application.name, text);
+        }
+    }
+
+    /// Settings of other types still read their text from the environment.
+    #[test]
+    fn numbers_booleans_durations_and_sizes_still_parse_from_the_environment() {
+        let config = with_env(&[
+            ("RPC_PROTOCOL__PORT", "020881"),
+            ("RPC_METRICS__ENABLED", "false"),
+            ("RPC_GRACEFUL_SHUTDOWN__TIMEOUT", "25s"),
+            ("RPC_PROTOCOL__MAX_HEADER_LIST_SIZE", "32KiB"),
+            ("RPC_PROTOCOL__MAX_DECODING_MESSAGE_SIZE", "1048576"),
+            ("RPC_CONSUMER__BLACKLIST__JITTER", "0.5"),
+            ("RPC_PROTOCOL__KEEPALIVE_INTERVAL", "10s"),
+            ("RPC_UPGRADE__PID_FILE", "/run/007.pid"),
+        ])
+        .unwrap();
+        assert_eq!(config.protocol.port, 20881);
+        assert!(!config.metrics.enabled);
+        assert_eq!(config.graceful_shutdown.timeout, Duration::from_secs(25));
+        assert_eq!(config.protocol.max_header_list_size, 32 << 10);
+        assert_eq!(config.protocol.max_decoding_message_size, 1 << 20);
+        assert_eq!(config.consumer.blacklist.jitter, 0.5);
+        assert_eq!(
+            config.protocol.keepalive_interval,
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            config.upgrade.pid_file.as_deref(),
+            Some(std::path::Path::new("/run/007.pid"))
+        );
+    }
+
+    /// Text that is not a value of the setting's type is refused naming the variable.
+    #[test]
+    fn a_bad_number_from_the_environment_names_the_variable() {
+        for (variable, text, key) in [
+            ("RPC_PROTOCOL__PORT", "20880.5", "protocol.port"),
+            ("RPC_PROTOCOL__PORT", "-1", "protocol.port"),
+            ("RPC_METRICS__ENABLED", "maybe", "metrics.enabled"),
+            (
+                "RPC_CONSUMER__BLACKLIST__JITTER",
+                "lots",
+                "consumer.blacklist.jitter",
+            ),
+        ] {
+            match with_env(&[(variable, text)]).unwrap_err() {
+                ConfigError::Invalid {
+                    origin, key: got, ..
+                } => {
+                    assert_eq!(origin, format!("environment variable {variable}"));
+                    assert_eq!(got, key, "{variable}={text}");
+                }
+                other => panic!("{variable}={text}: expected Invalid, got {other}"),
+            }
+        }
     }
 }

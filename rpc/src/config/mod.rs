@@ -29,7 +29,9 @@
 //! starting with `RPC_` but without `__` are not configuration and are ignored), e.g.
 //! `RPC_GRACEFUL_SHUTDOWN__TIMEOUT=25s` or `RPC_PROTOCOL__PORT=20881` (environment keys
 //! are lower-cased, so map keys with capitals or dots, such as service names, can only
-//! be set in the file). Dubbo-go's kebab-case spellings are accepted (`step-timeout`,
+//! be set in the file). A variable's value is text: a setting that is text keeps it as
+//! written (`RPC_ADMIN__TOKEN=0123`), and one that is a number, a boolean, a duration or
+//! a size parses it. Dubbo-go's kebab-case spellings are accepted (`step-timeout`,
 //! and `shutdown` for `graceful_shutdown`). Unknown keys, bad durations and negative
 //! numbers are errors that name the key and the file.
 
