@@ -71,6 +71,23 @@ fn a_bad_file_names_the_file_and_the_key() {
     );
 }
 
+/// Issue 25, point 8: provider.toml spells the section dubbo-go's way (`[shutdown]`); an
+/// override spelled ours merges with it instead of failing start-up ("duplicate field
+/// `graceful_shutdown`"). The configuration check (`RPC_UPGRADE=check`) loads it and
+/// starts nothing.
+#[test]
+fn the_toml_example_and_an_override_in_our_spelling_pass_the_configuration_check() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_greeter-provider"))
+        .args(["--config", TOML])
+        .env("RPC_GRACEFUL_SHUTDOWN__TIMEOUT", "20s")
+        .env("RPC_UPGRADE", "check")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("configuration checked"), "{stderr}");
+}
+
 #[test]
 fn a_bad_environment_override_names_the_variable() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_greeter-provider"))

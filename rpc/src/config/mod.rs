@@ -32,7 +32,8 @@
 //! be set in the file). A variable's value is text: a setting that is text keeps it as
 //! written (`RPC_ADMIN__TOKEN=0123`), and one that is a number, a boolean, a duration or
 //! a size parses it. Dubbo-go's kebab-case spellings are accepted (`step-timeout`,
-//! and `shutdown` for `graceful_shutdown`). Unknown keys, bad durations and negative
+//! and `shutdown` for `graceful_shutdown`), in the file and the environment alike, and
+//! merge with each other (`spellings.rs`). Unknown keys, bad durations and negative
 //! numbers are errors that name the key and the file.
 
 mod byte_size;
@@ -40,6 +41,7 @@ mod limit;
 mod load;
 mod protocol;
 mod sections;
+mod spellings;
 mod validate;
 mod whole_numbers;
 
