@@ -1,5 +1,5 @@
 //! Reading a configuration: the file (YAML or TOML) and the `RPC_*` environment
-//! overrides, each respelled with our own keys (`spellings.rs`), the
+//! overrides, each respelled with our own keys (`spellings.rs`, `dubbo_go.rs`), the
 //! overrides laid over the file, then the checks serde cannot make; every error names the
 //! key and where its value came from (the file, or the variable).
 
@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use config::{Map, Value, ValueKind};
 
+use super::dubbo_go;
 use super::spellings::Spellings;
 use super::{Config, whole_numbers};
 
@@ -137,11 +138,12 @@ impl Config {
             })?;
         let environment = environment_tree(overrides).map_err(|error| error.named(name))?;
         // Each source with our spellings, so that the environment overrides the file
-        // key by key whatever either wrote (`spellings.rs`).
+        // key by key whatever either wrote (`spellings.rs`, `dubbo_go.rs`).
         let spellings = Spellings::new();
         let [file, environment] = [file, environment].map(|mut source| {
             spellings
                 .respell(&mut source)
+                .and_then(|()| dubbo_go::apply(&mut source))
                 .map(|()| source)
                 .map_err(|error| error.named(name))
         });

@@ -33,10 +33,13 @@
 //! written (`RPC_ADMIN__TOKEN=0123`), and one that is a number, a boolean, a duration or
 //! a size parses it. Dubbo-go's kebab-case spellings are accepted (`step-timeout`,
 //! and `shutdown` for `graceful_shutdown`), in the file and the environment alike, and
-//! merge with each other (`spellings.rs`). Unknown keys, bad durations and negative
+//! merge with each other (`spellings.rs`); dubbo-go's `shutdown.closing-invoker-expire-time`
+//! is our `consumer.directory.closing_invoker_expire_time`, and its `reject-handler` is
+//! refused saying why (`dubbo_go.rs`). Unknown keys, bad durations and negative
 //! numbers are errors that name the key and the file.
 
 mod byte_size;
+mod dubbo_go;
 mod limit;
 mod load;
 mod protocol;
