@@ -95,7 +95,7 @@ pub struct Config {
 }
 
 /// The origin of a configuration made in code ([`Config::default`]).
-const BUILT_IN_CODE: &str = "configuration built in code";
+pub(crate) const BUILT_IN_CODE: &str = "configuration built in code";
 
 impl Config {
     /// Where this configuration came from, as errors about it name it: the file it was
