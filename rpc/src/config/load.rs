@@ -236,7 +236,9 @@ fn environment_tree(overrides: &[(String, String)]) -> Result<Map<String, Value>
                 "`{name}` has an empty part: write RPC_<SECTION>__<KEY>, parts joined by `__`"
             )));
         }
-        let (last, sections) = parts.split_last().expect("split yields one part at least");
+        let Some((last, sections)) = parts.split_last() else {
+            continue;
+        };
         let mut table = &mut tree;
         for section in sections {
             let node = table
