@@ -75,7 +75,7 @@ use futures_util::FutureExt;
 use tokio::sync::watch;
 use tonic_health::server::HealthService;
 
-pub use config::ShutdownConfig;
+pub use config::{DEFAULT_CALLBACK_TIMEOUT, ShutdownConfig};
 pub use probes::{Probe, ProbeAnswer};
 pub use registrations::Registration;
 pub use rpc_core::{
@@ -196,8 +196,9 @@ impl Lifecycle {
     }
 
     /// Registers a callback for shutdown step 7. Callbacks run exactly once, in
-    /// registration order, within `callback_timeout` (kept out of `timeout` for them, so
-    /// they run even when the drains used every bound), each allowed an equal share of
+    /// registration order, within `callback_timeout` (unset: 5 s or half of `timeout`,
+    /// whichever is less; kept out of `timeout` for them, so they run even when the
+    /// drains used every bound), each allowed an equal share of
     /// what is left when it starts; a panic is caught and logged.
     pub fn on_shutdown<F, Fut>(&self, callback: F)
     where

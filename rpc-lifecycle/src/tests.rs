@@ -283,10 +283,12 @@ async fn callbacks_run_once_in_order_bounded_and_a_panic_is_contained() {
     );
     assert_eq!(slow_ran.load(Ordering::SeqCst), 0);
     assert_eq!(first.callbacks_failed, 2, "the panic and the slow one");
+    // Step 2 ended after one quiet offline window (500 ms); the callbacks had the time
+    // an unset callback_timeout keeps of a 5 s timeout, half of it.
     assert_eq!(
         first.total,
-        ms(5_000),
-        "the slow callback was cut at the timeout"
+        ms(500 + 2_500),
+        "the slow callback was cut at the callbacks' time"
     );
     assert_eq!(first.exit_code(), 1);
 }
@@ -295,9 +297,37 @@ async fn callbacks_run_once_in_order_bounded_and_a_panic_is_contained() {
 fn four_seconds_one_for_callbacks() -> ShutdownConfig {
     ShutdownConfig {
         timeout: ms(4_000),
-        callback_timeout: ms(1_000),
+        callback_timeout: Some(ms(1_000)),
         ..config()
     }
+}
+
+/// Issue 25, point 6: `timeout: 5s` with `callback_timeout` unset (kitex's and
+/// pingora's default shutdown) keeps half of it for a registered callback: steps 1 to 6
+/// end by 2.5 s, and the callback runs within the other 2.5 s.
+#[tokio::test(start_paused = true)]
+async fn an_unset_callback_timeout_keeps_half_of_a_short_timeout() {
+    let lifecycle = started(ShutdownConfig {
+        timeout: ms(5_000),
+        step_timeout: ms(10_000),
+        ..config()
+    })
+    .await;
+    let _stuck = lifecycle.inbound().acquire();
+    let ran = Arc::new(Mutex::new(None));
+    let at = ran.clone();
+    lifecycle.on_shutdown(move || async move {
+        *at.lock() = Some(Instant::now());
+    });
+    let started_at = Instant::now();
+    let report = lifecycle.before_shutdown().await;
+    assert_eq!(
+        *ran.lock(),
+        Some(started_at + ms(2_500)),
+        "steps 1 to 6 ended by timeout - timeout / 2"
+    );
+    assert_eq!(outcome(&report, Step::Callbacks).1, StepOutcome::Completed);
+    assert_eq!(report.total, ms(2_500));
 }
 
 /// Issue 12, rule 8: the drains use every bound (a request that never ends) and

@@ -506,7 +506,10 @@ async fn the_admin_port_in_use_fails_start_up_naming_admin_port_and_start_up_und
     let message = error.to_string();
     assert!(matches!(error, ApplicationError::Admin(_)), "{message}");
     assert!(message.contains("admin.port"), "{message}");
-    assert!(message.contains("already in use"), "{message}");
+    assert!(
+        message.contains("is in use") && message.contains("another instance on this host"),
+        "{message}"
+    );
 
     // A failure later in start-up closes the admin endpoint again: its port is free.
     drop(taken);

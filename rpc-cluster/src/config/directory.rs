@@ -16,7 +16,9 @@ pub struct DirectoryConfig {
     #[serde(alias = "empty-protection")]
     pub empty_protection: bool,
     /// How long a removed or closing instance may keep its connection for calls in
-    /// flight; calls still running after that are cancelled. Default 30 s.
+    /// flight; calls still running after that are cancelled. Default 30 s. Dubbo-go
+    /// keeps this setting in its shutdown section (`shutdown.closing-invoker-expire-time`),
+    /// and `rpc`'s configuration reads it from there too.
     #[serde(with = "humantime_serde", alias = "closing-invoker-expire-time")]
     pub closing_invoker_expire_time: Duration,
     /// Latency assumed for an instance before its first response (P2C). The estimate

@@ -4,9 +4,10 @@
 //! a function in `steps.rs` over the parts it needs, that waits only as long as its
 //! condition needs; entering its phase, its span, its timing and its line in the report
 //! are done for every step alike by the sequence runner (`sequence.rs`). Four bounds
-//! apply (`bounds.rs`): `timeout` for the whole sequence, of which `callback_timeout` is
-//! kept for step 7 (steps 1 to 6 end by `timeout - callback_timeout`, so the callbacks
-//! always get their time), `step_timeout` for each drain and for closing connections,
+//! apply (`bounds.rs`): `timeout` for the whole sequence, of which the callbacks' time
+//! (`callback_timeout`; unset, 5 s or half of `timeout`, whichever is less) is kept for
+//! step 7 when a callback is registered (steps 1 to 6 end by `timeout` minus that, so the
+//! callbacks always get their time), `step_timeout` for each drain and for closing connections,
 //! and `consumer_update_wait_time` for step 2; a second signal ends every remaining wait
 //! at once.
 //!
@@ -157,14 +158,16 @@ impl Lifecycle {
         Some(self.bounds_from_now())
     }
 
-    /// The bounds of a sequence starting now: `timeout`, of which `callback_timeout` is
-    /// kept for the callbacks if any is registered (nothing to keep it for otherwise).
+    /// The bounds of a sequence starting now: `timeout`, of which the callbacks' time
+    /// (`callback_timeout`, or when unset 5 s or half of `timeout`, whichever is less:
+    /// [`ShutdownConfig::callback_time`](crate::ShutdownConfig::callback_time)) is kept
+    /// for them if any is registered (nothing to keep it for otherwise).
     pub(crate) fn bounds_from_now(&self) -> SequenceBounds {
         let config = self.config();
         let callbacks = if self.inner.callbacks.is_empty() {
             Duration::ZERO
         } else {
-            config.callback_timeout
+            config.callback_time()
         };
         SequenceBounds::new(
             config.timeout,

@@ -26,11 +26,12 @@ pub struct AdminConfig {
     /// IP address to bind. Default `127.0.0.1`. Any address that is not loopback
     /// (`0.0.0.0` on Kubernetes, so the kubelet can probe the pod IP) requires `token`.
     pub host: String,
-    /// Port to bind; 0 picks a free one. Default 22222 (Dubbo's QoS port). Already in
-    /// use: start-up fails naming `admin.port`.
+    /// Port to bind; 0 picks a free one. Default 22222 (Dubbo's QoS port), so a second
+    /// instance on the same host must set another (or 0). Already in use: start-up
+    /// fails naming `admin.port` and where to set it.
     pub port: u16,
     /// Bearer token every request that changes state (`POST /offline`, `/online`,
-    /// `/shutdown`) must carry as `Authorization: Bearer <token>`; reading (probes,
+    /// `/shutdown`, `/upgrade`) must carry as `Authorization: Bearer <token>`; reading (probes,
     /// status, metrics) never needs it. Default none, allowed only on loopback. Set it
     /// from the environment (`RPC_ADMIN__TOKEN`) rather than in a file. Never printed:
     /// `Debug` shows `<redacted>` and serializing leaves it out.

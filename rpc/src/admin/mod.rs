@@ -76,18 +76,25 @@ pub struct AdminServer {
 
 impl AdminServer {
     /// Binds the listener `config` asks for (`admin.host`, `admin.port`), after checking
-    /// the token rule.
+    /// the token rule. `origin` is where the configuration came from
+    /// ([`Config::origin`](crate::Config::origin)), which an error names.
     ///
     /// # Errors
     /// [`AdminError::Invalid`] naming `admin.host` or `admin.token`;
-    /// [`AdminError::PortInUse`] or [`AdminError::Bind`] naming `admin.port`.
-    pub fn bind(config: &AdminConfig) -> Result<std::net::TcpListener, AdminError> {
+    /// [`AdminError::PortInUse`] or [`AdminError::Bind`] naming `admin.port` and where to
+    /// set it.
+    pub fn bind(config: &AdminConfig, origin: &str) -> Result<std::net::TcpListener, AdminError> {
         let addr = config
             .bind_addr()
             .map_err(|(key, message)| AdminError::Invalid { key, message })?;
+        let origin = origin.to_owned();
         std::net::TcpListener::bind(addr).map_err(|source| match source.kind() {
-            ErrorKind::AddrInUse => AdminError::PortInUse { addr },
-            _ => AdminError::Bind { addr, source },
+            ErrorKind::AddrInUse => AdminError::PortInUse { addr, origin },
+            _ => AdminError::Bind {
+                addr,
+                source,
+                origin,
+            },
         })
     }
 
@@ -124,8 +131,12 @@ impl AdminServer {
     ///
     /// # Errors
     /// As [`AdminServer::bind`]; [`AdminError::Serve`] if serving fails.
-    pub fn start(config: &AdminConfig, state: AdminState) -> Result<Self, AdminError> {
-        let listener = Self::bind(config)?;
+    pub fn start(
+        config: &AdminConfig,
+        origin: &str,
+        state: AdminState,
+    ) -> Result<Self, AdminError> {
+        let listener = Self::bind(config, origin)?;
         Self::serve(listener, state).map_err(AdminError::Serve)
     }
 

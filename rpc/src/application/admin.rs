@@ -45,7 +45,7 @@ impl ApplicationBuilder {
             self.metrics.clone(),
             config.token(),
         );
-        let listener = admin_listener(config)?;
+        let listener = admin_listener(config, self.config.origin())?;
         let server = AdminServer::serve(listener, state).map_err(AdminError::Serve)?;
         let started = AdminStarted {
             addr: server.local_addr(),
@@ -57,14 +57,14 @@ impl ApplicationBuilder {
     }
 }
 
-/// The inherited admin socket if there is one, else a new one bound as `config` says.
-/// The token rule is checked either way.
-fn admin_listener(config: &AdminConfig) -> Result<TcpListener, AdminError> {
+/// The inherited admin socket if there is one, else a new one bound as `config` (from
+/// `origin`) says. The token rule is checked either way.
+fn admin_listener(config: &AdminConfig, origin: &str) -> Result<TcpListener, AdminError> {
     let configured = config
         .bind_addr()
         .map_err(|(key, message)| AdminError::Invalid { key, message })?;
     let Some(inherited) = InheritedListeners::global().take(ADMIN_LISTENER) else {
-        return AdminServer::bind(config);
+        return AdminServer::bind(config, origin);
     };
     if let Ok(addr) = inherited.local_addr()
         && addr != configured

@@ -1,9 +1,14 @@
-//! Reading a configuration: the file (YAML or TOML), then `RPC_*` environment overrides,
-//! then the checks serde cannot make; every error names the key and where its value came
-//! from.
+//! Reading a configuration: the file (YAML or TOML) and the `RPC_*` environment
+//! overrides, each respelled with our own keys (`spellings.rs`, `dubbo_go.rs`), the
+//! overrides laid over the file, then the checks serde cannot make; every error names the
+//! key and where its value came from (the file, or the variable).
 
 use std::path::{Path, PathBuf};
 
+use config::{Map, Value, ValueKind};
+
+use super::dubbo_go;
+use super::spellings::Spellings;
 use super::{Config, whole_numbers};
 
 /// A configuration that could not be loaded. The message names the file and the key.
@@ -109,11 +114,7 @@ impl Config {
         name: &str,
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Self, ConfigError> {
-        Self::load(
-            config::File::from_str(text, format.parser()),
-            name,
-            &overrides(vars),
-        )
+        Self::load(text, format, name, &overrides(vars))
     }
 
     /// The defaults plus `RPC_*` environment overrides.
@@ -125,29 +126,30 @@ impl Config {
     }
 
     fn load(
-        source: config::File<config::FileSourceString, config::FileFormat>,
+        text: &str,
+        format: ConfigFormat,
         name: &str,
-        overrides: &config::Map<String, String>,
+        overrides: &[(String, String)],
     ) -> Result<Self, ConfigError> {
-        let merged = config::Config::builder()
-            .add_source(source)
-            .add_source(
-                config::Environment::with_prefix("RPC")
-                    .prefix_separator("_")
-                    .separator("__")
-                    .try_parsing(true)
-                    .source(Some(overrides.clone())),
-            )
-            .build()
+        let file = config::Source::collect(&config::File::from_str(text, format.parser()))
             .map_err(|error| ConfigError::Parse {
                 file: PathBuf::from(name),
                 message: error.to_string(),
             })?;
-        let origins = Origins {
-            merged: &merged,
-            file: name,
-            overrides,
-        };
+        let environment = environment_tree(overrides).map_err(|error| error.named(name))?;
+        // Each source with our spellings, so that the environment overrides the file
+        // key by key whatever either wrote (`spellings.rs`, `dubbo_go.rs`).
+        let spellings = Spellings::new();
+        let [file, environment] = [file, environment].map(|mut source| {
+            spellings
+                .respell(&mut source)
+                .and_then(|()| dubbo_go::apply(&mut source))
+                .map(|()| source)
+                .map_err(|error| error.named(name))
+        });
+        let (file, environment) = (file?, environment?);
+        let origins = Origins::new(name, &file, &environment);
+        let merged = config::Value::new(None, ValueKind::Table(overlay(file.clone(), environment)));
         let mut config = serde_path_to_error::deserialize::<_, Config>(merged.clone())
             .map_err(|error| invalid(&origins, error))
             .and_then(Config::with_defaults)?;
@@ -167,7 +169,7 @@ impl Config {
 
 /// A fractional number of the input that the `config` crate rounded into an integer or
 /// a boolean setting (see `whole_numbers.rs`), with its key.
-fn rounded_number(merged: &config::Config, config: &Config) -> Option<(String, String)> {
+fn rounded_number(merged: &config::Value, config: &Config) -> Option<(String, String)> {
     let input = merged.clone().try_deserialize::<serde_json::Value>().ok()?;
     let read = serde_json::to_value(config).ok()?;
     whole_numbers::first_rounded(&input, &read)
@@ -176,37 +178,184 @@ fn rounded_number(merged: &config::Config, config: &Config) -> Option<(String, S
 /// The `RPC_<SECTION>__<KEY>` variables among `vars`. Every setting lives in a section,
 /// so an override always has a `__`; other `RPC_*` variables (a test's
 /// `RPC_TEST_ETCD_URL`, a script's own) are not configuration and are left alone.
-fn overrides(vars: impl IntoIterator<Item = (String, String)>) -> config::Map<String, String> {
-    vars.into_iter()
+fn overrides(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(String, String)> {
+    let mut overrides: Vec<(String, String)> = vars
+        .into_iter()
         .filter(|(name, _)| {
             name.strip_prefix("RPC_")
                 .is_some_and(|rest| rest.contains("__"))
         })
-        .collect()
+        .collect();
+    overrides.sort();
+    overrides
+}
+
+/// A key of one source that cannot be read as it is, before the sources merge.
+#[derive(Debug)]
+pub(super) struct KeyError {
+    /// The dotted key.
+    pub(super) key: String,
+    /// What is wrong.
+    pub(super) message: String,
+    /// Where its value came from, if not the file: `environment variable RPC_...`.
+    pub(super) origin: Option<String>,
+}
+
+impl KeyError {
+    /// The error, coming from `file` unless it came from a variable.
+    fn named(self, file: &str) -> ConfigError {
+        ConfigError::Invalid {
+            origin: self.origin.unwrap_or_else(|| file.to_owned()),
+            key: self.key,
+            message: self.message,
+        }
+    }
+}
+
+/// The overrides as one source, a tree like a file's: `RPC_GRACEFUL_SHUTDOWN__TIMEOUT`
+/// sets `graceful_shutdown.timeout` (lower-cased, `__` between the parts). Each value
+/// is text (a string setting keeps `0123` as written; the deserializer parses text for
+/// numbers, booleans, durations and sizes) and remembers its variable as its origin.
+///
+/// # Errors
+/// A variable with an empty part (`RPC_ADMIN__PORT__`), or one that sets a key under
+/// another variable's value (`RPC_ADMIN__PORT` and `RPC_ADMIN__PORT__X`).
+fn environment_tree(overrides: &[(String, String)]) -> Result<Map<String, Value>, KeyError> {
+    let mut tree = Map::new();
+    for (name, text) in overrides {
+        let origin = format!("environment variable {name}");
+        let path = name["RPC_".len()..].to_lowercase();
+        let refused = |message: String| KeyError {
+            key: path.replace("__", "."),
+            message,
+            origin: Some(origin.clone()),
+        };
+        let parts: Vec<&str> = path.split("__").collect();
+        if parts.iter().any(|part| part.is_empty()) {
+            return Err(refused(format!(
+                "`{name}` has an empty part: write RPC_<SECTION>__<KEY>, parts joined by `__`"
+            )));
+        }
+        let Some((last, sections)) = parts.split_last() else {
+            continue;
+        };
+        let mut table = &mut tree;
+        for section in sections {
+            let node = table
+                .entry((*section).to_owned())
+                .or_insert_with(|| Value::new(Some(&origin), ValueKind::Table(Map::new())));
+            let ValueKind::Table(below) = &mut node.kind else {
+                return Err(refused(format!(
+                    "`{name}` sets a key under `{section}`, which another variable gives a value"
+                )));
+            };
+            table = below;
+        }
+        if table.contains_key(*last) {
+            return Err(refused(format!(
+                "`{name}` sets `{last}`, which other variables set keys under"
+            )));
+        }
+        let value = Value::new(Some(&origin), ValueKind::String(text.clone()));
+        table.insert((*last).to_owned(), value);
+    }
+    Ok(tree)
+}
+
+/// `top` over `base`: sections are merged key by key, any other value of `top` replaces
+/// `base`'s.
+fn overlay(mut base: Map<String, Value>, top: Map<String, Value>) -> Map<String, Value> {
+    for (key, value) in top {
+        let merged = match (base.remove(&key), value) {
+            (
+                Some(Value {
+                    kind: ValueKind::Table(below),
+                    ..
+                }),
+                Value {
+                    kind: ValueKind::Table(above),
+                    ..
+                },
+            ) => Value::new(None, ValueKind::Table(overlay(below, above))),
+            (_, value) => value,
+        };
+        base.insert(key, merged);
+    }
+    base
 }
 
 /// What an error needs to say where a value came from.
 struct Origins<'a> {
-    merged: &'a config::Config,
+    /// The file's name.
     file: &'a str,
-    overrides: &'a config::Map<String, String>,
+    /// The file's keys, respelled.
+    file_keys: &'a Map<String, Value>,
+    /// Each key the environment set, respelled, and the variable that set it.
+    variables: Vec<(String, String)>,
 }
 
-impl Origins<'_> {
-    /// Where the value at `key` came from: the environment variable that set it, or the
-    /// file.
-    fn of(&self, key: &str) -> String {
-        let variable = format!("RPC_{}", key.to_uppercase().replace('.', "__"));
-        if self.overrides.contains_key(&variable) {
-            return format!("environment variable {variable}");
+impl<'a> Origins<'a> {
+    fn new(
+        file: &'a str,
+        file_keys: &'a Map<String, Value>,
+        environment: &Map<String, Value>,
+    ) -> Self {
+        let mut variables = Vec::new();
+        set_by_variables(environment, "", &mut variables);
+        Self {
+            file,
+            file_keys,
+            variables,
         }
-        self.merged
-            .get::<config::Value>(key)
-            .ok()
-            .and_then(|value| value.origin().map(str::to_owned))
-            .filter(|origin| !origin.is_empty())
-            .unwrap_or_else(|| self.file.to_owned())
     }
+
+    /// Where the value at `key` came from: the variable that set it; else the file, if
+    /// it has the key; else a variable that set a key under it (an unknown section
+    /// `RPC_FOO__BAR` is refused at `foo`); else the file.
+    fn of(&self, key: &str) -> String {
+        let under = format!("{key}.");
+        let exact = self.variables.iter().find(|(set, _)| set == key);
+        let below = || {
+            self.variables
+                .iter()
+                .find(|(set, _)| set.starts_with(&under))
+        };
+        match exact {
+            Some((_, variable)) => variable.clone(),
+            None if has_key(self.file_keys, key) => self.file.to_owned(),
+            None => below().map_or_else(|| self.file.to_owned(), |(_, v)| v.clone()),
+        }
+    }
+}
+
+/// The dotted keys of the values in `tree`, each with its origin (the variable).
+fn set_by_variables(tree: &Map<String, Value>, prefix: &str, out: &mut Vec<(String, String)>) {
+    for (key, value) in tree {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match &value.kind {
+            ValueKind::Table(below) => set_by_variables(below, &path, out),
+            _ => out.push((path, value.origin().unwrap_or_default().to_owned())),
+        }
+    }
+}
+
+/// Whether `tree` has the dotted `key` (whose parts may hold dots themselves, as a
+/// service name does).
+fn has_key(tree: &Map<String, Value>, key: &str) -> bool {
+    tree.iter().any(|(name, value)| {
+        name == key
+            || key
+                .strip_prefix(name.as_str())
+                .and_then(|rest| rest.strip_prefix('.'))
+                .is_some_and(|rest| match &value.kind {
+                    ValueKind::Table(below) => has_key(below, rest),
+                    _ => false,
+                })
+    })
 }
 
 fn invalid(
@@ -240,5 +389,182 @@ fn invalid(
         origin,
         key,
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn with_env(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        Config::from_str_with_env("", ConfigFormat::Yaml, "app.yaml", vars)
+    }
+
+    /// Issue 25, point 7: a string setting keeps the variable's text exactly, however
+    /// much it looks like a number or a boolean.
+    #[test]
+    fn a_string_setting_from_the_environment_keeps_its_text() {
+        for text in ["0123", "007", "TRUE", "true", "1.50", "1e3", "-0"] {
+            let config =
+                with_env(&[("RPC_ADMIN__TOKEN", text), ("RPC_APPLICATION__NAME", text)]).unwrap();
+            assert_eq!(config.admin.token(), Some(text));
+            assert_eq!(config.application.name, text);
+        }
+    }
+
+    /// Settings of other types still read their text from the environment.
+    #[test]
+    fn numbers_booleans_durations_and_sizes_still_parse_from_the_environment() {
+        let config = with_env(&[
+            ("RPC_PROTOCOL__PORT", "020881"),
+            ("RPC_METRICS__ENABLED", "false"),
+            ("RPC_GRACEFUL_SHUTDOWN__TIMEOUT", "25s"),
+            ("RPC_PROTOCOL__MAX_HEADER_LIST_SIZE", "32KiB"),
+            ("RPC_PROTOCOL__MAX_DECODING_MESSAGE_SIZE", "1048576"),
+            ("RPC_CONSUMER__BLACKLIST__JITTER", "0.5"),
+            ("RPC_PROTOCOL__KEEPALIVE_INTERVAL", "10s"),
+            ("RPC_UPGRADE__PID_FILE", "/run/007.pid"),
+        ])
+        .unwrap();
+        assert_eq!(config.protocol.port, 20881);
+        assert!(!config.metrics.enabled);
+        assert_eq!(config.graceful_shutdown.timeout, Duration::from_secs(25));
+        assert_eq!(config.protocol.max_header_list_size, 32 << 10);
+        assert_eq!(config.protocol.max_decoding_message_size, 1 << 20);
+        assert_eq!(config.consumer.blacklist.jitter, 0.5);
+        assert_eq!(
+            config.protocol.keepalive_interval,
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(
+            config.upgrade.pid_file.as_deref(),
+            Some(std::path::Path::new("/run/007.pid"))
+        );
+    }
+
+    fn toml_with_env(text: &str, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let vars = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
+        Config::from_str_with_env(text, ConfigFormat::Toml, "provider.toml", vars)
+    }
+
+    /// Issue 25, point 8: dubbo-go's `[shutdown]` in the file and our spelling in the
+    /// environment (and the other way round) are one section: the variable overrides
+    /// its key, the file keeps the rest.
+    #[test]
+    fn an_alias_in_the_file_and_an_override_in_the_environment_merge() {
+        let file = "[shutdown]\ntimeout = \"25s\"\nstep-timeout = \"2s\"\n";
+        let config = toml_with_env(file, &[("RPC_GRACEFUL_SHUTDOWN__TIMEOUT", "20s")]).unwrap();
+        assert_eq!(config.graceful_shutdown.timeout, Duration::from_secs(20));
+        assert_eq!(
+            config.graceful_shutdown.step_timeout,
+            Duration::from_secs(2)
+        );
+
+        let file = "[graceful_shutdown]\ntimeout = \"25s\"\n";
+        let config = toml_with_env(file, &[("RPC_SHUTDOWN__STEP_TIMEOUT", "1s")]).unwrap();
+        assert_eq!(config.graceful_shutdown.timeout, Duration::from_secs(25));
+        assert_eq!(
+            config.graceful_shutdown.step_timeout,
+            Duration::from_secs(1)
+        );
+
+        // A key spelled both ways: the environment's value wins, as for any override.
+        let file = "[protocol]\nmax-server-recv-msg-size = \"1MiB\"\n";
+        let vars = [("RPC_PROTOCOL__MAX_DECODING_MESSAGE_SIZE", "2MiB")];
+        let config = toml_with_env(file, &vars).unwrap();
+        assert_eq!(config.protocol.max_decoding_message_size, 2 << 20);
+
+        // A bad value given through the alias still names our key and its variable.
+        match toml_with_env(file, &[("RPC_SHUTDOWN__TIMEOUT", "soon")]).unwrap_err() {
+            ConfigError::Invalid { origin, key, .. } => {
+                assert_eq!(origin, "environment variable RPC_SHUTDOWN__TIMEOUT");
+                assert_eq!(key, "graceful_shutdown.timeout");
+            }
+            other => panic!("expected Invalid, got {other}"),
+        }
+    }
+
+    /// Respelled before the comparison, a fraction given under dubbo-go's spelling of an
+    /// integer setting is refused too (`whole_numbers.rs`).
+    #[test]
+    fn a_fraction_under_an_alias_is_not_rounded() {
+        let error = toml_with_env("[provider.limit]\nmax-limit = 1000.5\n", &[]).unwrap_err();
+        match error {
+            ConfigError::Invalid { key, .. } => assert_eq!(key, "provider.limit.max_limit"),
+            other => panic!("expected Invalid, got {other}"),
+        }
+    }
+
+    /// Issue 25, point 8: a variable for a section that does not exist is named as the
+    /// origin, not the file.
+    #[test]
+    fn an_unknown_section_from_the_environment_names_the_variable() {
+        for (vars, key, variable) in [
+            (&[("RPC_FOO__BAR", "1")][..], "foo", "RPC_FOO__BAR"),
+            (
+                &[("RPC_ADMIN__COLOUR", "blue")],
+                "admin.colour",
+                "RPC_ADMIN__COLOUR",
+            ),
+            (
+                &[("RPC_ADMIN__PORT", "1"), ("RPC_ADMIN__PORT__X", "2")],
+                "admin.port.x",
+                "RPC_ADMIN__PORT__X",
+            ),
+            (
+                &[("RPC_ADMIN__PORT__", "1")],
+                "admin.port.",
+                "RPC_ADMIN__PORT__",
+            ),
+        ] {
+            match toml_with_env("[admin]\nport = 0\n", vars).unwrap_err() {
+                ConfigError::Invalid {
+                    origin, key: got, ..
+                } => {
+                    assert_eq!(
+                        origin,
+                        format!("environment variable {variable}"),
+                        "{vars:?}"
+                    );
+                    assert_eq!(got, key, "{vars:?}");
+                }
+                other => panic!("{vars:?}: expected Invalid, got {other}"),
+            }
+        }
+        // The file's own unknown section is still the file's.
+        match toml_with_env("[foo]\nbar = 1\n", &[("RPC_FOO__BAZ", "2")]).unwrap_err() {
+            ConfigError::Invalid { origin, key, .. } => {
+                assert_eq!((origin.as_str(), key.as_str()), ("provider.toml", "foo"));
+            }
+            other => panic!("expected Invalid, got {other}"),
+        }
+    }
+
+    /// Text that is not a value of the setting's type is refused naming the variable.
+    #[test]
+    fn a_bad_number_from_the_environment_names_the_variable() {
+        for (variable, text, key) in [
+            ("RPC_PROTOCOL__PORT", "20880.5", "protocol.port"),
+            ("RPC_PROTOCOL__PORT", "-1", "protocol.port"),
+            ("RPC_METRICS__ENABLED", "maybe", "metrics.enabled"),
+            (
+                "RPC_CONSUMER__BLACKLIST__JITTER",
+                "lots",
+                "consumer.blacklist.jitter",
+            ),
+        ] {
+            match with_env(&[(variable, text)]).unwrap_err() {
+                ConfigError::Invalid {
+                    origin, key: got, ..
+                } => {
+                    assert_eq!(origin, format!("environment variable {variable}"));
+                    assert_eq!(got, key, "{variable}={text}");
+                }
+                other => panic!("{variable}={text}: expected Invalid, got {other}"),
+            }
+        }
     }
 }

@@ -29,15 +29,22 @@
 //! starting with `RPC_` but without `__` are not configuration and are ignored), e.g.
 //! `RPC_GRACEFUL_SHUTDOWN__TIMEOUT=25s` or `RPC_PROTOCOL__PORT=20881` (environment keys
 //! are lower-cased, so map keys with capitals or dots, such as service names, can only
-//! be set in the file). Dubbo-go's kebab-case spellings are accepted (`step-timeout`,
-//! and `shutdown` for `graceful_shutdown`). Unknown keys, bad durations and negative
+//! be set in the file). A variable's value is text: a setting that is text keeps it as
+//! written (`RPC_ADMIN__TOKEN=0123`), and one that is a number, a boolean, a duration or
+//! a size parses it. Dubbo-go's kebab-case spellings are accepted (`step-timeout`,
+//! and `shutdown` for `graceful_shutdown`), in the file and the environment alike, and
+//! merge with each other (`spellings.rs`); dubbo-go's `shutdown.closing-invoker-expire-time`
+//! is our `consumer.directory.closing_invoker_expire_time`, and its `reject-handler` is
+//! refused saying why (`dubbo_go.rs`). Unknown keys, bad durations and negative
 //! numbers are errors that name the key and the file.
 
 mod byte_size;
+mod dubbo_go;
 mod limit;
 mod load;
 mod protocol;
 mod sections;
+mod spellings;
 mod validate;
 mod whole_numbers;
 
@@ -91,7 +98,7 @@ pub struct Config {
 }
 
 /// The origin of a configuration made in code ([`Config::default`]).
-const BUILT_IN_CODE: &str = "configuration built in code";
+pub(crate) const BUILT_IN_CODE: &str = "configuration built in code";
 
 impl Config {
     /// Where this configuration came from, as errors about it name it: the file it was
@@ -255,6 +262,22 @@ graceful_shutdown:
             config.graceful_shutdown.consumer_update_wait_time,
             Duration::from_secs(2)
         );
+    }
+
+    /// Issue 25, point 6: a 5 s shutdown (kitex's and pingora's default) is accepted
+    /// when `callback_timeout` is not set; set too large, it is refused naming the key
+    /// and the file.
+    #[test]
+    fn a_five_second_shutdown_loads_unless_callback_timeout_is_set_as_large() {
+        let config = yaml("graceful_shutdown:\n  timeout: 5s\n").unwrap();
+        assert_eq!(
+            config.graceful_shutdown.callback_time(),
+            Duration::from_millis(2_500)
+        );
+        let (key, message) =
+            invalid_key("graceful_shutdown:\n  timeout: 5s\n  callback_timeout: 5s\n");
+        assert_eq!(key, "graceful_shutdown.callback_timeout");
+        assert!(message.contains("less than timeout"), "{message}");
     }
 
     #[test]

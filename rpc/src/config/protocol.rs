@@ -24,13 +24,17 @@ pub struct ProtocolConfig {
     /// Protocol name; `tri` (Dubbo's Triple, gRPC-compatible) and `grpc` both mean gRPC
     /// over HTTP/2. Default `tri`.
     pub name: String,
-    /// IP to bind. Default `127.0.0.1`; use `0.0.0.0` with `advertise_host` to serve
-    /// other hosts (e.g. the pod IP on Kubernetes).
+    /// IP to bind. Default `127.0.0.1`; use a wildcard (`0.0.0.0`, `::`) to serve other
+    /// hosts: the address registered is then found as `advertise_host` says.
     pub host: String,
     /// Port to bind; 0 picks a free one (consumers find it through the registry).
     /// Default 0.
     pub port: u16,
-    /// Host consumers dial. Default: `host`, or `127.0.0.1` if `host` is unspecified.
+    /// Host consumers dial. Default: `host` when it is a specific address; for a
+    /// wildcard, the address of the interface that routes to the first network registry,
+    /// else the first non-loopback address of an interface that is up, else loopback
+    /// (with a warning). The choice and its reason are logged at start-up. Set it when
+    /// consumers must dial another address or name (NAT, a Kubernetes Service per pod).
     #[serde(alias = "advertise-host")]
     pub advertise_host: Option<String>,
     /// Streams one connection may have open at once; at least 1. Default 200.

@@ -4,8 +4,8 @@
 //! configuration is read, each fractional number of the merged input is compared with
 //! the setting it became; one that changed is an error naming its key.
 //!
-//! Keys given under an alias (`step-timeout`) are not found in the read configuration
-//! and are not compared; the same mistake under the canonical name is caught.
+//! The input is compared after its keys were respelled as ours (`spellings.rs`), so a
+//! key given under dubbo-go's spelling (`max-limit`) is compared too.
 
 use serde_json::Value;
 
