@@ -14,7 +14,7 @@
 
 use config::{Map, Value, ValueKind};
 
-use super::load::KeyError;
+use super::error::KeyError;
 
 /// Where the closing instances' expiry lives here.
 const CLOSING_EXPIRY: [&str; 3] = ["consumer", "directory", "closing_invoker_expire_time"];

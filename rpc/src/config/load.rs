@@ -8,32 +8,9 @@ use std::path::{Path, PathBuf};
 use config::{Map, Value, ValueKind};
 
 use super::dubbo_go;
+use super::error::{ConfigError, KeyError};
 use super::spellings::Spellings;
 use super::{Config, whole_numbers};
-
-/// A configuration that could not be loaded. The message names the file and the key.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConfigError {
-    /// The file could not be read or parsed as YAML/TOML.
-    #[error("{file}: {message}")]
-    Parse {
-        /// The file.
-        file: PathBuf,
-        /// The parser's message.
-        message: String,
-    },
-    /// A key is unknown or its value is invalid.
-    #[error("{origin}: key `{key}`: {message}")]
-    Invalid {
-        /// Where the value came from: the file, or `environment`.
-        origin: String,
-        /// The dotted key, e.g. `graceful_shutdown.timeout`.
-        key: String,
-        /// What is wrong.
-        message: String,
-    },
-}
 
 /// The text format of a configuration: what [`Config::from_str`] parses (and what
 /// [`Config::from_file`] picks by the file's extension).
@@ -188,28 +165,6 @@ fn overrides(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(String, S
         .collect();
     overrides.sort();
     overrides
-}
-
-/// A key of one source that cannot be read as it is, before the sources merge.
-#[derive(Debug)]
-pub(super) struct KeyError {
-    /// The dotted key.
-    pub(super) key: String,
-    /// What is wrong.
-    pub(super) message: String,
-    /// Where its value came from, if not the file: `environment variable RPC_...`.
-    pub(super) origin: Option<String>,
-}
-
-impl KeyError {
-    /// The error, coming from `file` unless it came from a variable.
-    fn named(self, file: &str) -> ConfigError {
-        ConfigError::Invalid {
-            origin: self.origin.unwrap_or_else(|| file.to_owned()),
-            key: self.key,
-            message: self.message,
-        }
-    }
 }
 
 /// The overrides as one source, a tree like a file's: `RPC_GRACEFUL_SHUTDOWN__TIMEOUT`

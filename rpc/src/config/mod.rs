@@ -40,6 +40,7 @@
 
 mod byte_size;
 mod dubbo_go;
+mod error;
 mod limit;
 mod load;
 mod protocol;
@@ -56,8 +57,9 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::admin::AdminConfig;
 pub use crate::observe::{AccessLogConfig, MetricsConfig, TracingConfig};
+pub use error::ConfigError;
 pub use limit::LimitConfig;
-pub use load::{ConfigError, ConfigFormat};
+pub use load::ConfigFormat;
 pub use protocol::ProtocolConfig;
 pub use sections::{
     ApplicationConfig, ConsumerConfig, ProviderConfig, RegistryConfig, ServiceConfig,

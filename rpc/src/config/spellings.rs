@@ -28,7 +28,7 @@ use config::{Map, Value, ValueKind};
 use serde_json::{Map as JsonMap, Value as Json};
 
 use super::Config;
-use super::load::KeyError;
+use super::error::KeyError;
 
 /// `Config::default()` written out: every section with its own keys. Made once.
 static DEFAULTS: LazyLock<Json> =

@@ -1,7 +1,7 @@
 //! The checks serde cannot make: ranges, relations between settings, and values that
 //! must parse (registry URLs, the bind address).
 
-use super::load::ConfigError;
+use super::error::ConfigError;
 use super::{Config, RegistryConfig, protocol};
 
 impl Config {
