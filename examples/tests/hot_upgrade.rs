@@ -1,6 +1,11 @@
 //! `hot-upgrade` runs, short and bounded: without a registry (with the failure paths),
 //! and through etcd, ZooKeeper and Nacos (`RPC_TEST_*_URL`, as the other registry tests;
 //! SKIPPED without them unless `RPC_TEST_REQUIRE_REGISTRIES=1`).
+//!
+//! Each run is held to `Summary::lossless`, the binary's own definition of nothing
+//! lost. Its latency criterion (p99 during upgrades within max(3 × steady, steady +
+//! 50 ms), `Summary::latency_within_bound`) is a wall-clock figure: runs of the
+//! binary show it (README, "hot-upgrade"), these tests do not assert it.
 
 use std::time::Duration;
 
@@ -25,10 +30,25 @@ fn assert_lossless(summary: &Summary) {
     assert!(summary.same_socket(), "{:?}", summary.generations);
     assert_eq!((summary.processes_at_end, summary.zombies), (1, 0));
     assert_eq!(summary.fds_after, summary.fds_before);
-    assert_eq!(summary.registry_absent_ms, 0.0);
+    match (&summary.registry, &summary.registry_presence) {
+        // No registry: nothing watched, so nothing is claimed about it.
+        (None, None) => {}
+        (Some(_), Some(presence)) => {
+            assert!(
+                presence.seen,
+                "the watcher never saw the instance: {presence:?}"
+            );
+            assert_eq!(
+                presence.snapshots_without, 0,
+                "snapshots without the instance during the upgrades: {presence:?}"
+            );
+        }
+        (registry, presence) => panic!("registry {registry:?} but presence {presence:?}"),
+    }
     for generation in &summary.generations {
         assert_eq!(generation.exit_code, Some(0), "{generation:?}");
     }
+    assert!(summary.lossless(), "the binary's own verdict");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,10 +84,15 @@ async fn upgrades_by_post_upgrade_keep_the_admin_port_across_generations() {
     assert_eq!(summary.upgrades, 2);
 }
 
+/// The failure is reported when the new process exits, not when its ready timeout
+/// passes: with a ready timeout far longer than the run, the wait for readiness ends
+/// as failed (not at its bound), before the timeout could have fired.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_binary_that_fails_is_reported_within_a_second_and_the_next_upgrade_succeeds() {
+async fn a_new_binary_that_fails_is_reported_at_its_exit_and_the_next_upgrade_succeeds() {
+    let ready_timeout = Duration::from_secs(60);
     let options = Options {
         child: ChildBehaviour::Fail,
+        ready_timeout,
         ..short()
     };
     let summary = hot_upgrade::run(options).await.expect("the run starts");
@@ -75,7 +100,11 @@ async fn a_new_binary_that_fails_is_reported_within_a_second_and_the_next_upgrad
     assert_eq!((summary.upgrades_failed, summary.upgrades), (1, 1));
     let failed = &summary.upgrade_details[0];
     assert!(!failed.succeeded());
-    assert!(failed.total < Duration::from_secs(1), "{failed}");
+    let wait = failed
+        .step(rpc::lifecycle::UpgradeStep::WaitReady)
+        .expect("it waited");
+    assert_eq!(wait.outcome, rpc::StepOutcome::Failed, "{failed}");
+    assert!(wait.duration < ready_timeout, "{failed}");
     assert!(
         failed
             .reason
@@ -96,14 +125,13 @@ async fn a_new_binary_that_hangs_is_killed_at_the_ready_timeout() {
     let summary = hot_upgrade::run(options).await.expect("the run starts");
     assert_lossless(&summary);
     assert_eq!((summary.upgrades_failed, summary.upgrades), (1, 1));
+    // Ended by its bound, which cannot pass early; that the new process was then killed
+    // and reaped is the one process and no zombie at the end (assert_lossless).
     let wait = summary.upgrade_details[0]
         .step(rpc::lifecycle::UpgradeStep::WaitReady)
-        .expect("it waited")
-        .duration;
-    assert!(
-        wait.abs_diff(Duration::from_secs(2)) <= Duration::from_millis(500),
-        "{wait:?}"
-    );
+        .expect("it waited");
+    assert_eq!(wait.outcome, rpc::StepOutcome::TimedOut, "{wait:?}");
+    assert!(wait.duration >= Duration::from_secs(2), "{wait:?}");
 }
 
 async fn through(var: &str) {

@@ -5,9 +5,20 @@ use std::time::Duration;
 
 use rpc_examples::rolling::{self, Options};
 
-/// Held by every test that sends load, so that they run one at a time: two runs at once
-/// on a small machine starve each other's timers and fail for want of CPU, which is not
-/// what they measure.
+/// Held by every test that sends load, so that one roll runs at a time. What a roll
+/// asserts — no request fails *because of the deploy* — presumes a fleet with the CPU
+/// to serve the offered load (300-500 req/s open loop, each call crossing a proxy
+/// process and a provider process). Each roll takes that from the other: run together
+/// they still passed on this 2-core machine at a load average near 4 (the nine tests of
+/// the binary at once, 3 runs), but when the machine was also busy with other builds
+/// (load 11-17), two rolls at once left the fleet below its load before any restart
+/// (steady p50 0.8 s against ~1 ms alone) and 40-60 % of calls failed by their 3 s
+/// deadline — overload, not a deploy loss: no failure named a refusal, a GOAWAY or a
+/// missing provider. (The rest, at the highest load: the providers' rapid-reset
+/// defence, `max_pending_accept_reset_streams`, closing a consumer's connection with
+/// ENHANCE_YOUR_CALM as the resets of timed-out calls piled up.) The lock keeps the
+/// other rolls out of this measurement; it cannot keep out other load, and does not
+/// pretend to.
 static ONE_LOAD_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn short(graceful: bool) -> Options {

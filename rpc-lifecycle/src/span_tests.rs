@@ -75,6 +75,14 @@ where
 #[tokio::test(start_paused = true)]
 async fn every_step_runs_in_a_span_named_for_it() {
     let log = SpanLog::default();
+    // A second dispatcher, alive for the whole test, so that tracing-core leaves its
+    // one-dispatcher fast path. On that path a callsite first reached on another test's
+    // thread (these tests run in parallel, and many start a lifecycle) takes only that
+    // thread's interest: no subscriber there, so "never", cached for every thread, and
+    // this test's subscriber never saw the span (13 failures in 30 runs of the binary).
+    // With two dispatchers registered, each callsite's interest is asked of both, under
+    // tracing-core's lock, and this thread's subscriber decides what it records.
+    let _second_dispatcher = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     // The test runtime has one thread: the spawned shutdown task sees this default.
     let _default =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(log.clone()));

@@ -37,6 +37,14 @@ use rpc_core::BoxError;
 /// shutdown step 2 have had the whole offline window for it already.
 pub(crate) const PING_ANSWER_WAIT: Duration = Duration::from_millis(100);
 
+/// How long a connection accepted before a hot upgrade's hand-over waits, once its
+/// graceful close is asked for, for the first request of a peer that has sent none yet
+/// (see `Connection::serve_http2`). Long against the moments between a client's dial and
+/// its first call — also on a machine whose CPU is contended, where they reached tens of
+/// milliseconds — and short against the drain's bound (`step_timeout`, 3 s by default):
+/// a peer that dialled and stays silent holds the old process's exit this long at most.
+pub(crate) const FIRST_REQUEST_WAIT: Duration = Duration::from_secs(1);
+
 /// Signals and tallies shared by a server and all of its connections.
 #[derive(Debug, Default)]
 pub(crate) struct ConnectionSignals {
@@ -55,6 +63,9 @@ pub(crate) struct ConnectionSignals {
     pub(crate) close_idle: CancellationToken,
     /// Cancelled when connections must close now, whatever they carry.
     pub(crate) force: CancellationToken,
+    /// Cancelled at a hot upgrade's hand-over: the successor accepts on the listening
+    /// socket from now on, and this server refuses nothing while it drains.
+    pub(crate) successor_accepts: CancellationToken,
     /// Connections open now.
     pub(crate) open: AtomicUsize,
     /// Connections that completed a graceful close after GOAWAY.
@@ -244,11 +255,31 @@ impl<'a> Connection<'a> {
                 return &signals.closed_gracefully;
             }
         }
+        // A connection accepted before a hot upgrade's hand-over whose peer has not sent a
+        // request yet: its client dialled this process a moment ago and is about to
+        // call. A GOAWAY now would reach it before its request does, and a client that
+        // does not re-send a request it had not sent yet on a new connection (tonic's
+        // channel fails it: "operation was canceled", "connection closed") would lose
+        // it. Nothing is refused after a hand-over, so the request is served here, and
+        // the GOAWAY follows it; a peer that stays silent gets it after
+        // FIRST_REQUEST_WAIT.
+        if signals.successor_accepts.is_cancelled() && !self.peer.has_requested() {
+            tokio::select! {
+                biased;
+                _ = signals.force.cancelled() => return &signals.forced,
+                result = conn.as_mut() => {
+                    log_end(result);
+                    return &signals.closed_gracefully;
+                }
+                _ = self.peer.requested() => {}
+                _ = tokio::time::sleep(FIRST_REQUEST_WAIT) => {}
+            }
+        }
         // A peer that never sent a byte has not begun the HTTP/2 handshake: there is no
         // stream to protect, so close it ourselves rather than wait on it — after
-        // PING_ANSWER_WAIT, for a peer that dialled just before the shutdown (a new
-        // connection during a hot upgrade's hand-over) and is about to send its
-        // request: it then gets the GOAWAY like any other, and its request is served.
+        // PING_ANSWER_WAIT, for a peer that dialled just before the shutdown and is
+        // about to send its request: it then gets the GOAWAY like any other, and a
+        // request that crosses it is served.
         if !heard_from_peer.load(Ordering::Acquire) {
             tokio::select! {
                 biased;

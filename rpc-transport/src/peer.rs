@@ -49,6 +49,8 @@ pub(crate) struct Peer {
     must_go: CancellationToken,
     /// Calls in flight on the connection.
     calls: InflightCounter,
+    /// Cancelled by the connection's first request (any request, a health check too).
+    first_request: CancellationToken,
 }
 
 impl Peer {
@@ -65,6 +67,16 @@ impl Peer {
     /// Resolves once no call is in flight on the connection (at once if none is).
     pub(crate) async fn idle(&self) {
         self.calls.wait_idle().await;
+    }
+
+    /// Whether the peer has sent a request on this connection yet.
+    pub(crate) fn has_requested(&self) -> bool {
+        self.first_request.is_cancelled()
+    }
+
+    /// Resolves once the peer has sent its first request (at once if it has).
+    pub(crate) async fn requested(&self) {
+        self.first_request.cancelled().await;
     }
 }
 
@@ -120,6 +132,9 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        if !self.peer.has_requested() {
+            self.peer.first_request.cancel();
+        }
         let from_consumer = request.headers().contains_key(&CONSUMER);
         if from_consumer && !self.peer.reads_closing_mark() {
             self.peer.reads_closing_mark.store(true, Ordering::Relaxed);

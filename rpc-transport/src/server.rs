@@ -323,8 +323,12 @@ impl ServerHandle {
     /// descriptor of it), so a dial in between waits in the socket's backlog for the
     /// successor instead of being refused. Connections already accepted are served on;
     /// [`ServerHandle::shutdown`] later GOAWAYs them (and closes this process's
-    /// descriptor).
+    /// descriptor) — each connection whose peer has not sent a request yet only after
+    /// its first request, or after a second of silence: its client dialled just before
+    /// the hand-over and is about to call, and nothing is refused while this server
+    /// drains.
     pub fn stop_accepting(&self) {
+        self.shared.signals.successor_accepts.cancel();
         self.shared.stop_accepting.cancel();
     }
 

@@ -1,7 +1,8 @@
 //! The consumer side of an unplanned death: one of three providers is killed under
 //! 500 requests/s. Only calls in flight on it may fail; every call that had not run is
-//! re-routed; after its first failure the consumer sends it nothing more; a replacement
-//! gets traffic as soon as it is registered.
+//! re-routed; once its failures in a row eject it (5, the default), the consumer sends
+//! it nothing more — until then a call that P2C still sends it meets a refused dial and
+//! goes elsewhere; a replacement gets traffic as soon as it is registered.
 
 mod common;
 
@@ -20,6 +21,8 @@ struct Kill {
     /// Calls the consumer had in flight on the victim when it was killed, plus those it
     /// dispatched to it while the kill was under way.
     in_flight: u64,
+    /// Attempts dispatched to the victim before the kill.
+    dispatched_before: u64,
     replacement: String,
 }
 
@@ -72,7 +75,11 @@ async fn killing_one_of_three_fails_only_its_in_flight_calls() {
                 let before = dead.stats().dispatched;
                 let active = dead.active() as u64;
                 victim.abort().await;
-                kill.lock().in_flight = active + (dead.stats().dispatched - before);
+                {
+                    let mut kill = kill.lock();
+                    kill.in_flight = active + (dead.stats().dispatched - before);
+                    kill.dispatched_before = before;
+                }
                 tokio::time::sleep_until(started + Duration::from_secs(6)).await;
                 let replacement =
                     common::echo_provider(&hub, 20, common::config("replacement")).await;
@@ -107,12 +114,27 @@ async fn killing_one_of_three_fails_only_its_in_flight_calls() {
         kill.in_flight,
         record.failure_samples
     );
-    if let (Some(last), Some(since)) = (dead_stats.last_dispatch, dead_stats.failing_since) {
-        assert!(
-            last <= since,
-            "a call went to the dead instance after its first failure"
-        );
-    }
+    // The victim stayed listed for 2 s after its death, under 500 calls/s: attempts
+    // reached it and failed (its calls in flight, refused dials), so its run of failures
+    // began, and it was never answered again.
+    assert!(
+        dead_stats.failing_since.is_some(),
+        "attempts failed on the killed instance: {dead_stats:?}"
+    );
+    // What it was sent after the kill: its calls in flight then, and the refused dials
+    // that brought its run of failures to the ejection's count — nothing once ejected.
+    let after_kill = dead_stats.dispatched - kill.dispatched_before;
+    let ejecting = u64::from(rpc::cluster::BlacklistConfig::default().consecutive_failures);
+    assert!(
+        after_kill <= kill.in_flight + ejecting,
+        "{after_kill} attempts went to the dead instance after the kill: more than the {} in \
+         flight and the {ejecting} failures that eject it; {dead_stats:?}",
+        kill.in_flight
+    );
+    assert!(
+        dead_stats.failures >= after_kill,
+        "every attempt it got after the kill failed: {dead_stats:?}"
+    );
     assert!(
         record
             .by_provider

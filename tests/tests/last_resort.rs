@@ -21,9 +21,12 @@ const RATE: u32 = 100;
 /// Nothing in this test may take longer.
 const BOUND: Duration = Duration::from_secs(30);
 
-/// One call: the phase of the stopping provider when it was sent, and how it ended.
+/// One call: when it was sent, the phase of the stopping provider then and when it
+/// ended, and how it ended.
 struct Sent {
+    at: Instant,
     phase: Phase,
+    ended_in: Phase,
     result: Result<(), tonic::Status>,
 }
 
@@ -46,7 +49,9 @@ async fn no_call_finds_no_provider_while_the_only_one_restarts() {
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 ticker.tick().await;
                 let (mut client, calls) = (client.clone(), calls.clone());
+                let lifecycle = lifecycle.clone();
                 let phase = lifecycle.phase();
+                let at = Instant::now();
                 tasks.spawn(async move {
                     let result = client
                         .echo(EchoRequest {
@@ -55,7 +60,13 @@ async fn no_call_finds_no_provider_while_the_only_one_restarts() {
                         })
                         .await
                         .map(drop);
-                    calls.lock().push(Sent { phase, result });
+                    let ended_in = lifecycle.phase();
+                    calls.lock().push(Sent {
+                        at,
+                        phase,
+                        ended_in,
+                        result,
+                    });
                 });
             }
             while tasks.join_next().await.is_some() {}
@@ -78,6 +89,7 @@ async fn no_call_finds_no_provider_while_the_only_one_restarts() {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    let listed_at = Instant::now();
     println!(
         "the new provider was listed {} ms after the old one stopped",
         restarted_at.elapsed().as_millis()
@@ -123,13 +135,48 @@ async fn no_call_finds_no_provider_while_the_only_one_restarts() {
         "the wait step saw the load: {}",
         waiting.len()
     );
+    // A call sent in the last moments of the wait can reach the provider once it
+    // refuses (step 3): it is refused as not executed, and with no other instance it
+    // fails — as any call sent from step 3 on. Nothing else may fail, "no provider"
+    // least of all.
+    let refused_late = |sent: &&&Sent| {
+        sent.ended_in >= Phase::Rejecting
+            && sent
+                .result
+                .as_ref()
+                .is_err_and(|status| status.message().contains("not executed"))
+    };
     let failed: Vec<_> = waiting
         .iter()
+        .filter(|sent| !refused_late(sent))
         .filter_map(|sent| sent.result.as_ref().err())
         .collect();
     assert!(
         failed.is_empty(),
         "calls failed during the wait step: {failed:?}"
+    );
+    let late = waiting.iter().filter(refused_late).count();
+    assert!(
+        late < waiting.len() / 4,
+        "{late} of {} calls sent during the wait reached the provider once it refused",
+        waiting.len()
+    );
+    // Over the whole run: a call may fail only if the old provider refused it (sent
+    // from step 3 on, or reaching it then) before its successor was listed — no
+    // instance could take it; before the stop and once the successor is listed,
+    // nothing fails.
+    let out_of_place: Vec<_> = calls
+        .iter()
+        .filter(|sent| sent.result.is_err())
+        .filter(|sent| {
+            let refused = sent.phase >= Phase::Rejecting || refused_late(&sent);
+            !(refused && sent.at < listed_at)
+        })
+        .map(|sent| format!("{:?}: {:?}", sent.phase, sent.result))
+        .collect();
+    assert!(
+        out_of_place.is_empty(),
+        "calls failed while an instance could take them: {out_of_place:?}"
     );
     assert_eq!(report.exit_code(), 0, "{report}");
     consumer.before_shutdown().await;

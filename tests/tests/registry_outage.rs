@@ -10,11 +10,14 @@
 //! 2. halfway through the outage one provider stops gracefully (it cannot unregister:
 //!    its consumers learn from its closing mark and its refusals);
 //! 3. the server comes back on the same port, with its data or (etcd, ZooKeeper) without
-//!    it; every remaining provider is registered again (the time, measured by a fresh
-//!    client of the server, is printed: the rule asks for 5 s);
+//!    it; every remaining provider is registered again, as a fresh client of the server
+//!    sees (a bounded wait: how soon — the rule asks for 5 s — is a timing figure, which
+//!    the benchmark `benches/benches/registry_reregistration.rs` measures);
 //! 4. right after, another provider stops gracefully;
 //!
-//! and not one call fails.
+//! and not one call fails, and both stops are clean: exit code 0, nothing forced (the
+//! one during the outage cannot withdraw its registration, which costs nothing: it is
+//! not forced).
 //!
 //! The outage lasts `RPC_TEST_OUTAGE_SECS` seconds (default 8 here, to keep CI short;
 //! the figures of the issue are taken with 30). Either way it outlasts the liveness
@@ -53,10 +56,8 @@ const RATE: u64 = 100;
 const BEFORE: Duration = Duration::from_secs(2);
 /// Load after the server is back and the second provider stopped.
 const AFTER: Duration = Duration::from_secs(4);
-/// How long the test waits for the providers to be registered again. The rule's
-/// figure (within 5 s) is printed and reported, not asserted: a wall-clock bound
-/// belongs to a measurement, and Nacos's fixed reconnection schedule (below) puts it
-/// near that figure after an 8 s outage.
+/// Bound on the providers being registered again (an event waited for; the rule's 5 s
+/// is the benchmark's figure).
 const REREGISTER_WAIT: Duration = Duration::from_secs(30);
 /// Each call's own deadline.
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
@@ -64,10 +65,6 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(30);
 /// Provider work per request.
 const WORK_MS: u32 = 5;
-
-/// One outage at a time: each test runs its own server and load, and two at once on a
-/// small machine starve each other's timers.
-static ONE_OUTAGE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn outage() -> Duration {
     let seconds = std::env::var("RPC_TEST_OUTAGE_SECS")
@@ -137,10 +134,9 @@ async fn until_all_known(client: &EchoClient<ReferenceChannel>, addrs: &[String]
     until_every_provider_answers(client, addrs, CALL_TIMEOUT, DISCOVERY_TIMEOUT).await;
 }
 
-/// How long until a fresh client of the server at `url` sees every address of
-/// `expected` registered; `None` if not within `bound`.
-async fn registered_within(url: &str, expected: &[String], bound: Duration) -> Option<Duration> {
-    let started = Instant::now();
+/// Whether a fresh client of the server at `url` sees every address of `expected`
+/// registered within `bound`.
+async fn registered_within(url: &str, expected: &[String], bound: Duration) -> bool {
     let watch = async {
         let registry = loop {
             match rpc::registry::connect(url).await {
@@ -163,10 +159,7 @@ async fn registered_within(url: &str, expected: &[String], bound: Duration) -> O
         }
         let _ = registry.close().await;
     };
-    tokio::time::timeout(bound, watch)
-        .await
-        .ok()
-        .map(|()| started.elapsed())
+    tokio::time::timeout(bound, watch).await.is_ok()
 }
 
 /// The figures of one run.
@@ -188,7 +181,6 @@ enum Return {
 
 /// The outage on `backend`: see the module documentation.
 async fn outage_loses_nothing(backend: Backend, comes_back: Return) {
-    let _one = ONE_OUTAGE_AT_A_TIME.lock().await;
     let mut server = match RegistryServer::start(backend).await {
         Ok(server) => server,
         Err(error) => {
@@ -243,7 +235,6 @@ async fn outage_loses_nothing(backend: Backend, comes_back: Return) {
         Return::WithoutData => server.restart_without_data().await,
     }
     .expect("the server starts again");
-    let back = epoch.elapsed();
     let remaining: Vec<String> = providers.iter().map(addr).collect();
     let reregistered = registered_within(&url, &remaining, REREGISTER_WAIT).await;
     let after = providers.remove(0).before_shutdown().await;
@@ -265,9 +256,9 @@ async fn outage_loses_nothing(backend: Backend, comes_back: Return) {
     };
     println!(
         "registry outage on {backend:?} (back {comes_back:?}): {outage:?} down under {RATE} req/s; sent {}, failed {}; \
-         providers registered again {:?} after the server was back (at {back:?}); \
+         providers registered again: {reregistered}; \
          stopped during the outage: {during}; stopped right after: {after}",
-        figures.sent, figures.failed, reregistered,
+        figures.sent, figures.failed,
     );
 
     for provider in providers {
@@ -279,9 +270,13 @@ async fn outage_loses_nothing(backend: Backend, comes_back: Return) {
     assert_eq!(figures.sent as u64, total);
     assert_eq!(figures.failed, 0, "{:?}", figures.samples);
     assert!(
-        reregistered.is_some(),
+        reregistered,
         "the providers were not registered again within {REREGISTER_WAIT:?}"
     );
+    for (when, report) in [("during the outage", &during), ("right after it", &after)] {
+        assert!(!report.forced(), "the stop {when} was forced: {report}");
+        assert_eq!(report.exit_code(), 0, "the stop {when}: {report}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

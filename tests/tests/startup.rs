@@ -109,22 +109,40 @@ async fn delay_registers_after_the_service_is_ready() {
     app.before_shutdown().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Paused time for the wait itself: the consumer's start is watched up to just before
+/// its `check_timeout`, on tokio's clock, so "it is still waiting" is shown for the whole
+/// bound without sleeping through it. The provider serves already (on another hub, so
+/// nobody knows of it); its instance is then announced in memory, and the clock resumes
+/// only for the call over the network.
+#[tokio::test]
 async fn check_waits_for_a_provider_that_arrives_in_time() {
     let hub = MemoryHub::new();
-    let mut builder = common::builder("consumer", &hub, Duration::ZERO);
+    let elsewhere = MemoryHub::new();
+    let provider = common::echo_provider(&elsewhere, 0, common::config("provider")).await;
+    let config = common::config("consumer");
+    let check_timeout = config.consumer.check_timeout;
+    let mut builder = common::builder_with(config, &hub, Duration::ZERO);
     let mut client = EchoClient::new(builder.reference("echo.Echo"));
+
+    tokio::time::pause();
     let consumer = tokio::spawn(builder.start());
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(check_timeout - Duration::from_millis(1)).await;
     assert!(
         !consumer.is_finished(),
-        "start-up waits while no provider is known"
+        "start-up still waits {check_timeout:?} - 1 ms in, with no provider known"
     );
-    let provider = common::echo_provider(&hub, 0, common::config("provider")).await;
+    let addr = provider.local_addr().unwrap();
+    let instance = rpc::Instance::new(echo_key(), addr.ip().to_string(), addr.port());
+    // Kept alive to the end: the hub's presence is ephemeral, like every registry's.
+    let announcer = hub.client();
+    rpc::core::Registry::register(&announcer, &instance)
+        .await
+        .unwrap();
     let consumer = consumer
         .await
         .unwrap()
         .expect("the provider arrived within check_timeout");
+    tokio::time::resume();
     client
         .echo(proto::echo::EchoRequest::default())
         .await

@@ -356,7 +356,6 @@ async fn streams_through_a_graceful_stop(backend: Backend) {
     let report = timeout(BOUND, a.before_shutdown())
         .await
         .expect("A's shutdown ends within the bound");
-    let stop_ended = Instant::now();
     let mut ended = Vec::new();
     for stream in streams {
         let result = timeout(BOUND, stream).await;
@@ -412,12 +411,13 @@ async fn streams_through_a_graceful_stop(backend: Backend) {
         assert_eq!(status.code(), Code::Unavailable, "{end:?}");
         assert_eq!(status.message(), CUT_AT_SHUTDOWN, "{end:?}");
         assert!(end.messages > 0 && end.messages < LONG, "{end:?}");
+        // Order, not duration: the cut comes after the drain's bound began to run out.
+        // That the stop itself ended them (not something later) is the status only the
+        // provider's step 6 sends, and its report's count below.
         assert!(
             end.at >= drains_began + DRAIN_BOUND,
             "not cut before the bound: {end:?}"
         );
-        // Ended with the stop, not after it (the slack is for a loaded machine).
-        assert!(end.at <= stop_ended + Duration::from_secs(2), "{end:?}");
     }
     assert_eq!(report.streams_cut, 3, "{report}");
     assert_eq!(report.exit_code(), 1, "a cut stream is a forced stop");

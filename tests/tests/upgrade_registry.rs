@@ -141,8 +141,26 @@ async fn taken_over(f: Fixture) {
         |s| s.last_generation(&first).as_deref() == Some(shown),
     )
     .await;
-    // Long enough for the old lease or session, had it kept the instance, to take it.
-    tokio::time::sleep(f.expiry_bound()).await;
+    // Had the old lease or session kept the instance, closing it would have taken the
+    // instance with it: a close ends them on the server before it answers (etcd revokes
+    // the lease, ZooKeeper closes the session, Nacos deregisters), so that removal is
+    // already in the watcher's stream. A marker the new owner registers now comes after
+    // it: once the marker is seen, every snapshot the old client's end could cause has
+    // arrived — no need to sleep through an expiry.
+    let marker = Instance::new(service.clone(), "127.0.0.1", 27002);
+    new.register(&marker).await.expect("new registers a marker");
+    until(
+        &seen,
+        &first,
+        f.propagation_bound(),
+        "the marker shows",
+        |s| {
+            s.snapshots
+                .iter()
+                .any(|(_, snapshot)| snapshot.instances.iter().any(|i| i.id == marker.id))
+        },
+    )
+    .await;
     {
         let seen = seen.lock();
         assert_eq!(

@@ -20,9 +20,10 @@
 //! (A malformed `grpc-timeout`, unknown compression and a truncated message are in
 //! `bad_input.rs`.) Asserted: each answer, no panic anywhere in the process, resident
 //! memory grows by less than [`MEMORY_BOUND`], every good call succeeds, and the
-//! provider shuts down cleanly. The good client's p99 before and during the attacks is
-//! printed, not asserted (wall-clock latency depends on the machine); the benchmark
-//! `benches/benches/bad_input.rs` measures the ratio.
+//! provider shuts down cleanly. How much the attacks slow the good client is a
+//! wall-clock figure, not a claim a test can hold on a shared machine: the benchmark
+//! `benches/benches/bad_input.rs` measures it (the good client's p99 during the attacks
+//! over its p99 alone, in one run), and this test says nothing of it.
 
 mod common;
 
@@ -251,11 +252,10 @@ async fn bad_input_is_answered_as_the_specs_say_and_hurts_no_one_else() {
         .expect("the good load ends")
         .expect("the good load runs");
     println!(
-        "good client: {} calls, {} failed; p99 {:.2} ms outside the attacks, {:.2} ms during them",
+        "good client: {} calls, {} failed ({} during the attacks)",
         record.sent,
         record.failed(),
-        record.steady.value_at_quantile(0.99) as f64 / 1000.0,
-        record.during_restart.value_at_quantile(0.99) as f64 / 1000.0,
+        record.during_restart.len(),
     );
     assert_eq!(record.failed(), 0, "{:?}", record.failure_samples);
     assert!(

@@ -138,5 +138,8 @@ async fn main() {
         );
         std::process::exit(1);
     }
-    std::process::exit(if summary.lossless() { 0 } else { 1 });
+    // The demonstration's verdict: nothing lost, and the latency during upgrades
+    // within its bound (which the tests, on shared machines, do not assert).
+    let passed = summary.lossless() && summary.latency_within_bound();
+    std::process::exit(if passed { 0 } else { 1 });
 }

@@ -35,7 +35,7 @@ use tokio::time::Instant;
 pub use options::{ChildBehaviour, Options, Trigger};
 pub use plot::write_plot;
 pub use provider::run_provider;
-pub use summary::{GenerationRecord, Latency, Summary, UpgradeWindow};
+pub use summary::{GenerationRecord, Latency, RegistryPresence, Summary, UpgradeWindow};
 
 /// The service the provider exports.
 const SERVICE: &str = "helloworld.Greeter";
@@ -164,7 +164,15 @@ pub async fn run(options: Options) -> Result<Summary, String> {
     }
     let at_end = processes_of(&marker);
     // Read before the last generation is stopped: its shutdown unregisters, as it must.
-    let registry_absent_ms = absence.map_or(0.0, |a| a.lock().total_now().as_secs_f64() * 1e3);
+    let registry_presence = absence.map(|absence| {
+        let absence = absence.lock();
+        RegistryPresence {
+            snapshots: absence.snapshots,
+            seen: absence.seen,
+            snapshots_without: absence.without,
+            absent_ms: absence.total_now().as_secs_f64() * 1e3,
+        }
+    });
     let exits = generations.exits();
     for record in &mut records {
         record.exit_code = exits.get(&record.pid).copied();
@@ -198,7 +206,7 @@ pub async fn run(options: Options) -> Result<Summary, String> {
             .filter_map(|line| line.strip_prefix("shutdown "))
             .map(str::to_owned)
             .collect(),
-        registry_absent_ms,
+        registry_presence,
         registry: options.registry.clone(),
         trigger: options.trigger,
         child: options.child,

@@ -139,16 +139,20 @@ pub fn spawn_streams(
     }
 }
 
-/// How long the instance was missing from the registry, from the first time it was
-/// seen: the sum of the intervals of snapshots without it.
+/// What a watcher of the registry saw of the instance: whether it was listed, the
+/// snapshots after that which lacked it, and how long it was missing in all (the sum of
+/// the intervals of snapshots without it).
 #[derive(Debug, Default)]
 pub struct Absence {
-    seen: bool,
+    /// Whether a snapshot listed the instance.
+    pub seen: bool,
     missing_since: Option<Instant>,
     /// Total time missing so far.
     pub total: Duration,
     /// Snapshots received.
     pub snapshots: u64,
+    /// Snapshots, after the first that listed the instance, that did not.
+    pub without: u64,
 }
 
 /// Watches `service` in the registry at `url`, recording when it had no instance.
@@ -172,6 +176,9 @@ pub async fn watch_registry(url: &str, service: ServiceKey) -> Result<Arc<Mutex<
             let mut absence = record.lock();
             absence.snapshots += 1;
             let present = !snapshot.instances.is_empty();
+            if absence.seen && !present {
+                absence.without += 1;
+            }
             let now = Instant::now();
             match (present, absence.missing_since) {
                 (true, Some(since)) => {

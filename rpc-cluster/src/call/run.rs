@@ -11,6 +11,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::task::Poll;
 
 use futures_util::StreamExt;
 use futures_util::future::{BoxFuture, join_all};
@@ -239,9 +240,9 @@ async fn race(mut call: Call, forks: usize) -> Answer {
     if invokers.is_empty() {
         return call.give_up(None);
     }
-    let mut attempts: FuturesUnordered<_> = call.send_each(&invokers).into_iter().collect();
+    let mut outcomes = start_each(call.send_each(&invokers)).await;
     let mut last = None;
-    while let Some(outcome) = attempts.next().await {
+    while let Some(outcome) = outcomes.next().await {
         match outcome {
             Outcome::Success(response) | Outcome::AppError(response) => return Ok(response),
             Outcome::Failure(failure) => {
@@ -252,8 +253,32 @@ async fn race(mut call: Call, forks: usize) -> Answer {
             }
         }
     }
-    drop(attempts);
+    drop(outcomes);
     call.give_up(last)
+}
+
+/// Polls each of `attempts` once, in order, and then yields their outcomes as they come:
+/// those that answered in that first poll, then the others as they finish.
+///
+/// Every fork is started before any answer is taken. A `FuturesUnordered` alone returns
+/// the first outcome the moment one future gives it, before polling the rest — and an
+/// attempt can answer in its very first poll: the request goes to the channel's task on
+/// another thread, which on a loaded machine can send it, and hand back the reply, while
+/// this thread is descheduled in mid-poll. The fork behind it was then never sent at all
+/// (seen as an instance with no dispatch in about one loaded run in twenty).
+async fn start_each<F: Future>(
+    attempts: Vec<F>,
+) -> impl futures_util::Stream<Item = F::Output> + Unpin {
+    let mut answered = Vec::new();
+    let running = FuturesUnordered::new();
+    for attempt in attempts {
+        let mut attempt = Box::pin(attempt);
+        match futures_util::poll!(attempt.as_mut()) {
+            Poll::Ready(outcome) => answered.push(outcome),
+            Poll::Pending => running.push(attempt),
+        }
+    }
+    futures_util::stream::iter(answered).chain(running)
 }
 
 /// Attempts on every selectable instance at once. Any failure or application error
@@ -384,6 +409,25 @@ mod tests {
                 (picked, decision)
             })
             .collect()
+    }
+
+    #[tokio::test]
+    async fn every_fork_is_started_even_when_the_first_answers_in_its_first_poll() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let started = AtomicBool::new(false);
+        let forks: Vec<BoxFuture<'_, u8>> = vec![
+            Box::pin(async { 1 }),
+            Box::pin(async {
+                started.store(true, Ordering::SeqCst);
+                std::future::pending().await
+            }),
+        ];
+        let mut outcomes = start_each(forks).await;
+        assert_eq!(outcomes.next().await, Some(1));
+        assert!(
+            started.load(Ordering::SeqCst),
+            "the second fork was started before the first answer was taken"
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -114,6 +114,13 @@ mod tests {
     #[tokio::test]
     async fn a_server_call_gets_a_span_with_its_attributes_and_status() {
         let captured = Captured::default();
+        // While a single dispatcher is registered, tracing-core caches a callsite's
+        // interest as the first thread to reach it sees it: a parallel test's thread,
+        // with no subscriber, would cache "never" and this span would not be made. A
+        // second live dispatcher makes every callsite ask both (see rpc-lifecycle's
+        // span_tests.rs, where this failed 13 runs in 30).
+        let _second_dispatcher =
+            tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
         let subscriber = tracing_subscriber::registry().with(captured.clone());
         let _default = tracing::subscriber::set_default(subscriber);
 

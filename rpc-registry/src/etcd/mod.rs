@@ -217,7 +217,7 @@ mod tests {
     use super::*;
     use crate::remote::testing;
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_closed_port_is_unreachable_within_the_connect_timeout() {
         testing::assert_unreachable_in_time(
             "etcd://root",

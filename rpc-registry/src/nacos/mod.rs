@@ -256,7 +256,7 @@ mod tests {
     use crate::remote::testing;
     use std::time::Duration;
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_closed_port_is_unreachable_within_the_connect_timeout() {
         testing::assert_unreachable_in_time(
             "nacos://nacos",

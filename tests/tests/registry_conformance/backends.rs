@@ -265,17 +265,6 @@ impl Fixture {
         Duration::from_secs(5)
     }
 
-    /// The time between "the server is reachable again" and "the client has reconnected",
-    /// plus propagation, that the re-registration rule adds to its 5 s: our own retry
-    /// backoff is capped at 1 s; nacos-sdk waits at least 2 s before reconnecting and
-    /// rnacos batches pushes for about 500 ms.
-    pub fn reconnect_allowance(&self) -> Duration {
-        match self.kind {
-            Kind::Nacos => Duration::from_secs(3),
-            _ => Duration::from_secs(1),
-        }
-    }
-
     /// How long a cut lasts in the "unreachable" rule: longer than a short session/lease,
     /// so that the subscriber's own session is lost too.
     pub fn outage(&self) -> Duration {
