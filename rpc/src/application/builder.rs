@@ -10,6 +10,7 @@ use rpc_cluster::loadbalance::{LoadBalance, LoadBalances, UnknownLoadBalance};
 use rpc_cluster::{ClusterChannel, Directory};
 use rpc_core::{BoxError, Registry, ServiceKey};
 use rpc_filter::access_log::{AccessLogLayer, AccessLogSink};
+use rpc_filter::compression::ConsumerCompressionLayer;
 use rpc_filter::graceful::ConsumerGracefulLayer;
 use rpc_filter::trace::Side;
 use rpc_lifecycle::Lifecycle;
@@ -236,11 +237,17 @@ impl ApplicationBuilder {
             }
         };
         let blacklist = consumer.blacklist.clone();
+        // Compressed once, in front of the cluster: a retry replays the compressed bytes.
+        let compression = ConsumerCompressionLayer::new(
+            config.compression,
+            self.config.protocol.compression_limits(),
+        );
         let channel = ClusterChannel::with_load_balance(directory, config, blacklist, load_balance)
             .with_attempt_spans(self.config.tracing.enabled);
         let channel = self.metrics.observe_reference(channel);
         self.references.push((channel.clone(), check));
-        let graceful = ConsumerGracefulLayer::new(self.lifecycle.consumer_handles()).layer(channel);
+        let graceful = ConsumerGracefulLayer::new(self.lifecycle.consumer_handles())
+            .layer(compression.layer(channel));
         let access_log = self
             .access_log_layer(Side::Client)
             .unwrap_or_else(AccessLogLayer::disabled);

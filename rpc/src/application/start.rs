@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use rpc_cluster::ClusterReference;
 use rpc_core::{Registry, ServiceKey};
+use rpc_filter::compression::ProviderCompressionLayer;
 use rpc_filter::graceful::ProviderGracefulLayer;
 use rpc_filter::limit::{ConcurrencyLimitLayer, ConcurrencyLimiter};
 use rpc_lifecycle::{Export, ExportedService, ManagedReference, StartError, StartPlan};
@@ -308,17 +309,27 @@ impl ApplicationBuilder {
         let mut routes = std::mem::take(&mut self.routes);
         routes.add_service(self.lifecycle.health_service());
         let message_limits = MessageLimitLayer::new(protocol.message_limits());
+        // Compression inside the message limits (which bound what travels, compressed)
+        // and outside the application's layers (which see plain messages).
+        let compression = ProviderCompressionLayer::new(
+            self.config
+                .provider
+                .services
+                .iter()
+                .map(|(name, service)| (name.clone(), service.compression)),
+            protocol.compression_limits(),
+        );
         // The application's own layers right around tonic's routes (the first added
         // outermost), inside everything of ours: they see only admitted calls. Without
         // any, the routes are not boxed.
         let service = if self.provider_layers.is_empty() {
-            self.admitted(message_limits.layer(routes.routes()))
+            self.admitted(message_limits.layer(compression.layer(routes.routes())))
         } else {
             let mut handler = ProviderService::new(routes.routes());
             for layer in self.provider_layers.iter().rev() {
                 handler = layer(handler);
             }
-            self.admitted(message_limits.layer(handler))
+            self.admitted(message_limits.layer(compression.layer(handler)))
         };
         let services = self
             .services

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rpc_cluster::{BlacklistConfig, DirectoryConfig, ReferenceConfig};
+use rpc_core::Compression;
 use rpc_transport::ClientTls;
 use serde::{Deserialize, Serialize};
 
@@ -64,6 +65,10 @@ pub struct ServiceConfig {
     pub delay: Duration,
     /// Metadata registered with the instance.
     pub metadata: BTreeMap<String, String>,
+    /// How its responses are compressed, for clients that accept it (their
+    /// `grpc-accept-encoding`): `none`, `gzip` or `zstd`. Compressed requests are read
+    /// whatever this says. Default none.
+    pub compression: Compression,
 }
 
 impl Default for ServiceConfig {
@@ -74,6 +79,7 @@ impl Default for ServiceConfig {
             weight: rpc_core::DEFAULT_WEIGHT,
             delay: Duration::ZERO,
             metadata: BTreeMap::new(),
+            compression: Compression::None,
         }
     }
 }
