@@ -64,6 +64,9 @@ pub struct ApplicationBuilder {
     pub(super) provider_layers: Vec<ProviderLayerFn>,
     /// This process's role in a hot upgrade and its own program, read now (start-up).
     pub(super) upgrade: UpgradeStart,
+    /// The encoded `FileDescriptorSet`s gRPC server reflection serves
+    /// (`provider.reflection`).
+    pub(super) descriptor_sets: Vec<&'static [u8]>,
 }
 
 impl ApplicationBuilder {
@@ -93,6 +96,7 @@ impl ApplicationBuilder {
             unknown_load_balances: Vec::new(),
             provider_layers: Vec::new(),
             upgrade: UpgradeStart::read(),
+            descriptor_sets: Vec::new(),
         }
     }
 
@@ -153,6 +157,20 @@ impl ApplicationBuilder {
                 .with_version(settings.version),
         );
         self.routes.add_service(service);
+        self
+    }
+
+    /// Registers the encoded `FileDescriptorSet` of the application's services, which
+    /// gRPC server reflection serves when `provider.reflection` is true (`grpcurl list`,
+    /// `grpcurl describe helloworld.Greeter`). tonic-prost-build writes it
+    /// (`configure().file_descriptor_set_path(out_dir.join("descriptors.bin"))` in
+    /// `build.rs`), and `tonic::include_file_descriptor_set!("descriptors")` includes
+    /// it. Call it once per set (one per crate of stubs, say); the health service's
+    /// descriptors are rpc's to add. Reflection lists the services this application
+    /// provides, described by these sets; with `provider.reflection` true and no set
+    /// registered, start-up fails naming the key.
+    pub fn file_descriptor_set(&mut self, set: &'static [u8]) -> &mut Self {
+        self.descriptor_sets.push(set);
         self
     }
 

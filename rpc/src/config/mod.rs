@@ -237,6 +237,19 @@ graceful_shutdown:
     }
 
     #[test]
+    fn reflection_is_off_unless_turned_on() {
+        assert!(!yaml("").unwrap().provider.reflection);
+        assert!(
+            yaml("provider: { reflection: true }\n")
+                .unwrap()
+                .provider
+                .reflection
+        );
+        let (key, _) = invalid_key("provider: { reflection: sometimes }\n");
+        assert_eq!(key, "provider.reflection");
+    }
+
+    #[test]
     fn the_upgrade_section_reads_durations_and_paths() {
         let config = yaml("upgrade:\n  ready_timeout: 45s\n  pid-file: /run/x.pid\n").unwrap();
         assert_eq!(config.upgrade.ready_timeout, Duration::from_secs(45));

@@ -48,6 +48,10 @@ pub struct ProviderConfig {
     pub services: BTreeMap<String, ServiceConfig>,
     /// The adaptive concurrency limit on inbound requests (off by default).
     pub limit: LimitConfig,
+    /// Serve gRPC server reflection (`grpc.reflection.v1` and `v1alpha`), so that tools
+    /// such as `grpcurl list` find the services and their messages. Needs the services'
+    /// descriptors: `ApplicationBuilder::file_descriptor_set`. Default false.
+    pub reflection: bool,
 }
 
 /// One entry of `provider.services`.
