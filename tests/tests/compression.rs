@@ -48,10 +48,13 @@ const CALL_BOUND: Duration = Duration::from_secs(10);
 
 const SAY_HELLO: &str = "/helloworld.Greeter/SayHello";
 
-/// What reached a provider's routes: each request's path and what it arrived as (the
+/// One request that reached a provider's routes: its path and what it arrived as (the
 /// compression filter's record, `None` when it was not compressed).
+type Arrival = (String, Option<RequestEncoding>);
+
+/// What reached a provider's routes, in order.
 #[derive(Clone, Default)]
-struct Arrivals(Arc<Mutex<Vec<(String, Option<RequestEncoding>)>>>);
+struct Arrivals(Arc<Mutex<Vec<Arrival>>>);
 
 impl Arrivals {
     /// Adds a provider layer (behind the compression filter) that records every call.
