@@ -3,8 +3,8 @@
 //! provider's services and their messages.
 //!
 //! The services are tonic-reflection's, both versions of the protocol
-//! (`grpc.reflection.v1`, and `v1alpha`, which grpcurl and most clients still ask
-//! first), over the encoded `FileDescriptorSet`s the application registered
+//! (`grpc.reflection.v1`, and `v1alpha`, which older clients and grpcio-reflection
+//! still speak), over the encoded `FileDescriptorSet`s the application registered
 //! (`ApplicationBuilder::file_descriptor_set`; tonic-prost-build writes one with
 //! `file_descriptor_set_path`) plus the health service's, which rpc serves itself. They
 //! list what this provider serves — its own services, health and reflection — rather
