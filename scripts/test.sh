@@ -7,7 +7,8 @@
 # 1. installs what the tests need and is missing: etcd, ZooKeeper and Chromium (Debian
 #    packages; Chromium renders the admin status page in tests/tests/admin_page.rs),
 #    rnacos (a Nacos-compatible server, `cargo install`, 15-25 min the first time), and a
-#    Python venv in .venv with grpcio for the interop test, prometheus-client for the
+#    Python venv in .venv with grpcio for the interop test (grpcio-reflection for the
+#    reflection test), prometheus-client for the
 #    metrics parser test, and kubernetes-validate for
 #    the deploy/kubernetes manifests;
 # 2. starts etcd, ZooKeeper and rnacos on free loopback ports (scripts/registries.sh) and
@@ -56,11 +57,11 @@ install_rnacos() {
 
 install_python() {
     local python=.venv/bin/python
-    if ! [[ -x $python ]] || ! $python -c 'import grpc, grpc_tools, grpc_health, prometheus_client' >/dev/null 2>&1; then
+    if ! [[ -x $python ]] || ! $python -c 'import grpc, grpc_tools, grpc_health, grpc_reflection, prometheus_client' >/dev/null 2>&1; then
         say "creating .venv with grpcio and prometheus-client"
         python3 -m venv .venv
         $python -m pip install -q grpcio==1.85.3 grpcio-tools==1.85.1 grpcio-health-checking==1.85.1 \
-            prometheus-client==0.21.1 >&2
+            grpcio-reflection==1.85.1 prometheus-client==0.21.1 >&2
     fi
     export RPC_TEST_PYTHON="$PWD/$python"
     # kubernetes-validate ships the Kubernetes API schemas (1.25 to 1.37 in this

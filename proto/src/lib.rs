@@ -25,6 +25,11 @@ pub mod interop {
     tonic::include_proto!("grpc.testing");
 }
 
+/// The encoded `FileDescriptorSet` of every `.proto` here (greeter, echo, interop), for
+/// gRPC server reflection: `builder.file_descriptor_set(proto::FILE_DESCRIPTOR_SET)`
+/// with `provider.reflection: true`.
+pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("proto_descriptors");
+
 /// Path of the directory that holds the `.proto` sources, for tools that need them
 /// (for example the Python interop test, which generates its own stubs).
 pub const PROTO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/proto");

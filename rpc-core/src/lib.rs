@@ -13,11 +13,13 @@
 //!   request-path filters get.
 //! - [`GuardedBody`]: a response body that tells a guard how it ended.
 //! - [`metadata`]: the headers providers and consumers exchange (closing mark, ...).
+//! - [`Compression`]: how one side's messages are compressed (`none`, `gzip`, `zstd`).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod activity;
+mod compression;
 mod guarded_body;
 mod handles;
 mod inflight;
@@ -31,6 +33,7 @@ mod rejections;
 mod service_key;
 
 pub use activity::RequestClock;
+pub use compression::Compression;
 pub use guarded_body::{BodyEnd, BodyGuard, GuardedBody};
 pub use handles::{ConsumerHandles, ProviderHandles};
 pub use inflight::{InflightCounter, InflightGuard};

@@ -17,6 +17,9 @@
 //! - [`trace::CallTraceLayer`]: one `tracing` span per call, on either side.
 //! - [`access_log::AccessLogLayer`]: one JSON line per call, on either side (off by
 //!   default).
+//! - [`compression::ProviderCompressionLayer`], [`compression::ConsumerCompressionLayer`]:
+//!   gzip and zstd message compression per service and per reference, on the gRPC
+//!   framing (tonic's generated servers and clients compress only when told in code).
 //!
 //! The last two watch a call until its response body ends with [`call_end`]; the first
 //! and the limit refuse a request without running it in one way, [`NotExecuted`].
@@ -26,6 +29,7 @@
 
 pub mod access_log;
 pub mod call_end;
+pub mod compression;
 pub mod graceful;
 mod grpc_path;
 pub mod limit;

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use rpc_core::Compression;
 use serde::{Deserialize, Serialize};
 
 use super::failback::FailbackConfig;
@@ -77,6 +78,10 @@ pub struct ReferenceConfig {
     /// How failback retries in the background (every 5 s, 3 times, 1024 calls at most
     /// by default); see [`FailbackConfig`].
     pub failback: FailbackConfig,
+    /// How request messages are compressed: `none`, `gzip` or `zstd` (the provider must
+    /// read it: every gRPC implementation reads gzip, zstd needs one that speaks it).
+    /// Compressed responses are read whatever this says. Default none.
+    pub compression: Compression,
 }
 
 impl Default for ReferenceConfig {
@@ -99,6 +104,7 @@ impl Default for ReferenceConfig {
             max_replay_bytes: 4 * 1024 * 1024,
             retry_budget: RetryBudgetConfig::default(),
             failback: FailbackConfig::default(),
+            compression: Compression::None,
         }
     }
 }
@@ -234,6 +240,16 @@ mod tests {
         assert!(ReferenceConfig::default().validate().is_ok());
         assert!(BlacklistConfig::default().validate().is_ok());
         assert!(DirectoryConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn compression_is_none_gzip_or_zstd() {
+        assert_eq!(ReferenceConfig::default().compression, Compression::None);
+        let config: ReferenceConfig = serde_json::from_str(r#"{"compression":"zstd"}"#).unwrap();
+        assert_eq!(config.compression, Compression::Zstd);
+        let error =
+            serde_json::from_str::<ReferenceConfig>(r#"{"compression":"lz4"}"#).unwrap_err();
+        assert!(error.to_string().contains("lz4"), "{error}");
     }
 
     #[test]

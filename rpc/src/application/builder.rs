@@ -10,6 +10,7 @@ use rpc_cluster::loadbalance::{LoadBalance, LoadBalances, UnknownLoadBalance};
 use rpc_cluster::{ClusterChannel, Directory};
 use rpc_core::{BoxError, Registry, ServiceKey};
 use rpc_filter::access_log::{AccessLogLayer, AccessLogSink};
+use rpc_filter::compression::ConsumerCompressionLayer;
 use rpc_filter::graceful::ConsumerGracefulLayer;
 use rpc_filter::trace::Side;
 use rpc_lifecycle::Lifecycle;
@@ -63,6 +64,9 @@ pub struct ApplicationBuilder {
     pub(super) provider_layers: Vec<ProviderLayerFn>,
     /// This process's role in a hot upgrade and its own program, read now (start-up).
     pub(super) upgrade: UpgradeStart,
+    /// The encoded `FileDescriptorSet`s gRPC server reflection serves
+    /// (`provider.reflection`).
+    pub(super) descriptor_sets: Vec<&'static [u8]>,
 }
 
 impl ApplicationBuilder {
@@ -92,6 +96,7 @@ impl ApplicationBuilder {
             unknown_load_balances: Vec::new(),
             provider_layers: Vec::new(),
             upgrade: UpgradeStart::read(),
+            descriptor_sets: Vec::new(),
         }
     }
 
@@ -152,6 +157,20 @@ impl ApplicationBuilder {
                 .with_version(settings.version),
         );
         self.routes.add_service(service);
+        self
+    }
+
+    /// Registers the encoded `FileDescriptorSet` of the application's services, which
+    /// gRPC server reflection serves when `provider.reflection` is true (`grpcurl list`,
+    /// `grpcurl describe helloworld.Greeter`). tonic-prost-build writes it
+    /// (`configure().file_descriptor_set_path(out_dir.join("descriptors.bin"))` in
+    /// `build.rs`), and `tonic::include_file_descriptor_set!("descriptors")` includes
+    /// it. Call it once per set (one per crate of stubs, say); the health service's
+    /// descriptors are rpc's to add. Reflection lists the services this application
+    /// provides, described by these sets; with `provider.reflection` true and no set
+    /// registered, start-up fails naming the key.
+    pub fn file_descriptor_set(&mut self, set: &'static [u8]) -> &mut Self {
+        self.descriptor_sets.push(set);
         self
     }
 
@@ -236,11 +255,17 @@ impl ApplicationBuilder {
             }
         };
         let blacklist = consumer.blacklist.clone();
+        // Compressed once, in front of the cluster: a retry replays the compressed bytes.
+        let compression = ConsumerCompressionLayer::new(
+            config.compression,
+            self.config.protocol.compression_limits(),
+        );
         let channel = ClusterChannel::with_load_balance(directory, config, blacklist, load_balance)
             .with_attempt_spans(self.config.tracing.enabled);
         let channel = self.metrics.observe_reference(channel);
         self.references.push((channel.clone(), check));
-        let graceful = ConsumerGracefulLayer::new(self.lifecycle.consumer_handles()).layer(channel);
+        let graceful = ConsumerGracefulLayer::new(self.lifecycle.consumer_handles())
+            .layer(compression.layer(channel));
         let access_log = self
             .access_log_layer(Side::Client)
             .unwrap_or_else(AccessLogLayer::disabled);

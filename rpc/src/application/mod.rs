@@ -12,6 +12,7 @@ mod builder;
 mod error;
 mod logging;
 mod provider_layers;
+mod reflection;
 mod start;
 
 use std::future::Future;

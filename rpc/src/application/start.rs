@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use rpc_cluster::ClusterReference;
 use rpc_core::{Registry, ServiceKey};
+use rpc_filter::compression::ProviderCompressionLayer;
 use rpc_filter::graceful::ProviderGracefulLayer;
 use rpc_filter::limit::{ConcurrencyLimitLayer, ConcurrencyLimiter};
 use rpc_lifecycle::{Export, ExportedService, ManagedReference, StartError, StartPlan};
@@ -39,6 +40,9 @@ impl ApplicationBuilder {
     ///   reference the code registered, with the closest real name;
     /// - [`ApplicationError::Config`] naming `consumer.references.<name>.loadbalance`
     ///   when it names no registered load balance;
+    /// - [`ApplicationError::Config`] naming `provider.reflection` when it is true and no
+    ///   descriptor set was registered ([`ApplicationBuilder::file_descriptor_set`]), or
+    ///   one does not decode;
     /// - [`ApplicationError::NoMatchingProvider`] when a checked reference found no
     ///   provider and this application provides the interface under another group or
     ///   version;
@@ -85,7 +89,8 @@ impl ApplicationBuilder {
     }
 
     /// What start-up checks before it starts anything: configuration and code agree
-    /// (services, references, load balances), and the access log could be opened.
+    /// (services, references, load balances, reflection's descriptors), and the access
+    /// log could be opened.
     fn check_against_code(&mut self) -> Result<(), ApplicationError> {
         let reference_keys: Vec<ServiceKey> = self
             .references
@@ -96,6 +101,9 @@ impl ApplicationBuilder {
         match std::mem::replace(&mut self.access_log, Ok(None)) {
             Err(error) => return Err(ApplicationError::Config(error)),
             Ok(sink) => self.access_log = Ok(sink),
+        }
+        if self.config.provider.reflection && self.descriptor_sets.is_empty() {
+            return Err(super::reflection::no_descriptors(&self.config));
         }
         if let Some((interface, unknown)) = self.unknown_load_balances.first() {
             return Err(ApplicationError::Config(
@@ -307,18 +315,36 @@ impl ApplicationBuilder {
         );
         let mut routes = std::mem::take(&mut self.routes);
         routes.add_service(self.lifecycle.health_service());
+        if self.config.provider.reflection {
+            super::reflection::add(
+                &mut routes,
+                &self.config,
+                &self.descriptor_sets,
+                &self.services,
+            )?;
+        }
         let message_limits = MessageLimitLayer::new(protocol.message_limits());
+        // Compression inside the message limits (which bound what travels, compressed)
+        // and outside the application's layers (which see plain messages).
+        let compression = ProviderCompressionLayer::new(
+            self.config
+                .provider
+                .services
+                .iter()
+                .map(|(name, service)| (name.clone(), service.compression)),
+            protocol.compression_limits(),
+        );
         // The application's own layers right around tonic's routes (the first added
         // outermost), inside everything of ours: they see only admitted calls. Without
         // any, the routes are not boxed.
         let service = if self.provider_layers.is_empty() {
-            self.admitted(message_limits.layer(routes.routes()))
+            self.admitted(message_limits.layer(compression.layer(routes.routes())))
         } else {
             let mut handler = ProviderService::new(routes.routes());
             for layer in self.provider_layers.iter().rev() {
                 handler = layer(handler);
             }
-            self.admitted(message_limits.layer(handler))
+            self.admitted(message_limits.layer(compression.layer(handler)))
         };
         let services = self
             .services

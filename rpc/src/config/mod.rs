@@ -211,6 +211,47 @@ graceful_shutdown:
     }
 
     #[test]
+    fn compression_loads_and_bad_values_name_the_key() {
+        let config = yaml(
+            "provider:\n  services:\n    a.B: { compression: gzip }\n\
+             consumer:\n  references:\n    a.B: { compression: zstd }\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.provider.services["a.B"].compression,
+            rpc_core::Compression::Gzip
+        );
+        assert_eq!(
+            config.consumer.references["a.B"].compression,
+            rpc_core::Compression::Zstd
+        );
+        let defaults = yaml("provider:\n  services:\n    a.B: {}\n").unwrap();
+        assert_eq!(
+            defaults.provider.services["a.B"].compression,
+            rpc_core::Compression::None
+        );
+        let (key, message) =
+            invalid_key("provider:\n  services:\n    a.B: { compression: brotli }\n");
+        assert_eq!(key, "provider.services.a.B.compression");
+        assert!(message.contains("brotli"), "{message}");
+        let (key, _) = invalid_key("consumer:\n  references:\n    a.B: { compression: lz4 }\n");
+        assert_eq!(key, "consumer.references.a.B.compression");
+    }
+
+    #[test]
+    fn reflection_is_off_unless_turned_on() {
+        assert!(!yaml("").unwrap().provider.reflection);
+        assert!(
+            yaml("provider: { reflection: true }\n")
+                .unwrap()
+                .provider
+                .reflection
+        );
+        let (key, _) = invalid_key("provider: { reflection: sometimes }\n");
+        assert_eq!(key, "provider.reflection");
+    }
+
+    #[test]
     fn the_upgrade_section_reads_durations_and_paths() {
         let config = yaml("upgrade:\n  ready_timeout: 45s\n  pid-file: /run/x.pid\n").unwrap();
         assert_eq!(config.upgrade.ready_timeout, Duration::from_secs(45));

@@ -128,6 +128,17 @@ impl ProtocolConfig {
         }
     }
 
+    /// What the compression filters may hold of one message: the same limits, on
+    /// the uncompressed size (a message decompressed past `max_decoding_message_size`
+    /// is `RESOURCE_EXHAUSTED`; one over `max_encoding_message_size` goes uncompressed),
+    /// on both sides, a reference's included.
+    pub fn compression_limits(&self) -> rpc_filter::compression::CompressionLimits {
+        rpc_filter::compression::CompressionLimits {
+            max_decoding_message_size: self.max_decoding_message_size,
+            max_encoding_message_size: self.max_encoding_message_size,
+        }
+    }
+
     /// Checks what serde cannot; the key (within `protocol`) and what is wrong.
     pub(super) fn validate(&self) -> Result<(), (&'static str, String)> {
         if !matches!(self.name.as_str(), "tri" | "grpc") {

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rpc_cluster::{BlacklistConfig, DirectoryConfig, ReferenceConfig};
+use rpc_core::Compression;
 use rpc_transport::ClientTls;
 use serde::{Deserialize, Serialize};
 
@@ -47,6 +48,10 @@ pub struct ProviderConfig {
     pub services: BTreeMap<String, ServiceConfig>,
     /// The adaptive concurrency limit on inbound requests (off by default).
     pub limit: LimitConfig,
+    /// Serve gRPC server reflection (`grpc.reflection.v1` and `v1alpha`), so that tools
+    /// such as `grpcurl list` find the services and their messages. Needs the services'
+    /// descriptors: `ApplicationBuilder::file_descriptor_set`. Default false.
+    pub reflection: bool,
 }
 
 /// One entry of `provider.services`.
@@ -64,6 +69,10 @@ pub struct ServiceConfig {
     pub delay: Duration,
     /// Metadata registered with the instance.
     pub metadata: BTreeMap<String, String>,
+    /// How its responses are compressed, for clients that accept it (their
+    /// `grpc-accept-encoding`): `none`, `gzip` or `zstd`. Compressed requests are read
+    /// whatever this says. Default none.
+    pub compression: Compression,
 }
 
 impl Default for ServiceConfig {
@@ -74,6 +83,7 @@ impl Default for ServiceConfig {
             weight: rpc_core::DEFAULT_WEIGHT,
             delay: Duration::ZERO,
             metadata: BTreeMap::new(),
+            compression: Compression::None,
         }
     }
 }

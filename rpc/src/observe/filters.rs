@@ -1,7 +1,7 @@
 //! Where the metrics and trace filters sit on each side of a call.
 //!
 //! Provider: access log → metrics → trace → graceful → routes. Consumer: access log →
-//! metrics → trace → graceful → cluster. The access log and the metrics outermost, so a
+//! metrics → trace → graceful → compression → cluster. The access log and the metrics outermost, so a
 //! call's duration includes everything below; the span next, so the graceful filter and
 //! the cluster (its attempt spans) run inside it.
 
@@ -11,6 +11,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use rpc_cluster::ClusterChannel;
 use rpc_filter::access_log::{AccessLog, AccessLogLayer};
+use rpc_filter::compression::ConsumerCompression;
 use rpc_filter::graceful::ConsumerGraceful;
 use rpc_filter::metrics::CallMetrics;
 use rpc_filter::trace::{CallTrace, CallTraceLayer};
@@ -25,12 +26,14 @@ use super::metrics::Metrics;
 
 /// The channel a reference gives application code: the consumer filters over the
 /// cluster. Generated clients take it unchanged: `GreeterClient::new(channel)`.
-pub type ReferenceChannel = AccessLog<CallMetrics<CallTrace<ConsumerGraceful<ClusterChannel>>>>;
+pub type ReferenceChannel =
+    AccessLog<CallMetrics<CallTrace<ConsumerGraceful<ConsumerCompression<ClusterChannel>>>>>;
 
-/// `graceful` (the reference's graceful filter over its cluster) behind the trace,
-/// metrics and access-log filters; each passes calls through when it is off.
+/// `graceful` (the reference's graceful filter over its compression filter and its
+/// cluster) behind the trace, metrics and access-log filters; each passes calls through
+/// when it is off.
 pub(crate) fn reference_channel(
-    graceful: ConsumerGraceful<ClusterChannel>,
+    graceful: ConsumerGraceful<ConsumerCompression<ClusterChannel>>,
     metrics: &Metrics,
     tracing: &TracingConfig,
     access_log: AccessLogLayer,

@@ -6,7 +6,9 @@
 //! and decompresses before a handler or a caller sees a message, so whether one *was*
 //! compressed — what the `CompressedRequest` and `CompressedResponse` interop features
 //! check — is visible only on the wire. [`FlagsBody`] reads it there without changing a
-//! byte.
+//! byte. On a provider, rpc's compression filter decompresses a request before the
+//! generated server (and this body) sees it, and records what arrived itself
+//! ([`RequestEncoding`]); [`RequestFlags`] reads whichever record a request has.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
@@ -17,6 +19,7 @@ use bytes::{Buf, Bytes};
 use http_body::{Body, Frame, SizeHint};
 use parking_lot::Mutex;
 use pin_project_lite::pin_project;
+use rpc::filter::compression::RequestEncoding;
 
 /// The compressed flags of the messages seen so far, in order. Cheap to clone; clones
 /// share the record.
@@ -47,6 +50,34 @@ impl MessageFlags {
 
     fn push(&self, compressed: bool) {
         self.0.lock().push_back(compressed);
+    }
+}
+
+/// Where a handler learns whether each request message arrived compressed.
+#[derive(Clone, Debug)]
+pub enum RequestFlags {
+    /// The provider's compression filter decompressed the request, and recorded each
+    /// message's flag as it arrived.
+    Decompressed(RequestEncoding),
+    /// The flags as read off the body the generated server got.
+    Read(MessageFlags),
+}
+
+impl RequestFlags {
+    /// The record `extensions` (a request's) carry, if any.
+    pub fn of(extensions: &http::Extensions) -> Option<Self> {
+        if let Some(arrived) = extensions.get::<RequestEncoding>() {
+            return Some(Self::Decompressed(arrived.clone()));
+        }
+        extensions.get::<MessageFlags>().cloned().map(Self::Read)
+    }
+
+    /// Takes the flag of the oldest request message not taken yet.
+    pub fn next(&self) -> Option<bool> {
+        match self {
+            Self::Decompressed(arrived) => arrived.next_message_compressed(),
+            Self::Read(flags) => flags.next(),
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! The interop server: [`InteropService`] as an `rpc` provider, with what the test
 //! descriptions ask of a server around the handlers (Echo Metadata, gzip both ways, the
-//! compressed flag of each request message).
+//! compressed flag of each request message, read off the body unless rpc's compression
+//! filter decompressed the request and recorded it).
 
 use std::convert::Infallible;
 use std::task::{Context, Poll};
@@ -8,6 +9,7 @@ use std::task::{Context, Poll};
 use futures_util::future::BoxFuture;
 use proto::interop::test_service_server::TestServiceServer;
 use rpc::ApplicationBuilder;
+use rpc::filter::compression::RequestEncoding;
 use tonic::body::Body as TonicBody;
 use tonic::codec::CompressionEncoding;
 use tonic::server::NamedService;
@@ -26,7 +28,7 @@ pub fn provide(builder: &mut ApplicationBuilder) -> InteropService {
 }
 
 /// `TestServiceServer` with Echo Metadata around it and the compressed flag of every
-/// request message recorded for the handlers (as a [`MessageFlags`] request extension).
+/// request message recorded for the handlers (read with [`RequestFlags`](super::message_flags::RequestFlags)).
 #[derive(Clone, Debug)]
 pub struct InteropServer {
     inner: TestServiceServer<InteropService>,
@@ -58,10 +60,16 @@ impl Service<http::Request<TonicBody>> for InteropServer {
 
     fn call(&mut self, request: http::Request<TonicBody>) -> Self::Future {
         let echo = Echo::from_request(request.headers());
-        let flags = MessageFlags::new();
         let (mut parts, body) = request.into_parts();
-        parts.extensions.insert(flags.clone());
-        let request = http::Request::from_parts(parts, TonicBody::new(FlagsBody::new(body, flags)));
+        let body = if parts.extensions.get::<RequestEncoding>().is_some() {
+            // Decompressed by rpc's filter, which recorded the flags as they arrived.
+            body
+        } else {
+            let flags = MessageFlags::new();
+            parts.extensions.insert(flags.clone());
+            TonicBody::new(FlagsBody::new(body, flags))
+        };
+        let request = http::Request::from_parts(parts, body);
         let response = self.inner.call(request);
         Box::pin(async move {
             let response = response.await?;

@@ -20,7 +20,7 @@ use proto::interop::{
 };
 use tonic::{Request, Response, Status, Streaming};
 
-use super::message_flags::MessageFlags;
+use super::message_flags::RequestFlags;
 
 /// The RPCs of `TestService`, for counting calls per method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,10 +91,7 @@ impl TestService for InteropService {
             .local_addr()
             .map(|addr| addr.to_string())
             .unwrap_or_default();
-        let was_compressed = request
-            .extensions()
-            .get::<MessageFlags>()
-            .and_then(MessageFlags::next);
+        let was_compressed = RequestFlags::of(request.extensions()).and_then(|f| f.next());
         let request = request.into_inner();
         check_compression(request.expect_compressed.as_ref(), was_compressed)?;
         echo_status(request.response_status.as_ref())?;
@@ -108,7 +105,11 @@ impl TestService for InteropService {
             },
             ..SimpleResponse::default()
         });
-        if request.response_compressed.is_some_and(|c| !c.value) {
+        // CompressedResponse: compressed when the request asks for it, else not — also
+        // when the client accepts gzip anyway, as rpc's references always say they do
+        // (what is not asked for stays as it was: a response over the encoding limit is
+        // refused as such, not shrunk under it by compression).
+        if !request.response_compressed.is_some_and(|c| c.value) {
             response.disable_compression();
         }
         Ok(response)
@@ -134,11 +135,11 @@ impl TestService for InteropService {
         request: Request<Streaming<StreamingInputCallRequest>>,
     ) -> Result<Response<StreamingInputCallResponse>, Status> {
         self.calls.note(Method::StreamingInput);
-        let flags = request.extensions().get::<MessageFlags>().cloned();
+        let flags = RequestFlags::of(request.extensions());
         let mut messages = request.into_inner();
         let mut aggregated = 0usize;
         while let Some(message) = messages.message().await? {
-            let was_compressed = flags.as_ref().and_then(MessageFlags::next);
+            let was_compressed = flags.as_ref().and_then(RequestFlags::next);
             check_compression(message.expect_compressed.as_ref(), was_compressed)?;
             aggregated += message.payload.map_or(0, |p| p.body.len());
         }
