@@ -34,38 +34,10 @@ pub async fn call(
     headers: &[(&str, &str)],
     body: Bytes,
 ) -> Result<Code, String> {
-    let mut client = connect(addr).await?;
-    let mut request = request(addr, path);
-    for (name, value) in headers {
-        let name = http::HeaderName::try_from(*name).map_err(|e| format!("header: {e}"))?;
-        let value = http::HeaderValue::try_from(*value).map_err(|e| format!("header: {e}"))?;
-        request.headers_mut().append(name, value);
-    }
-    let (response, mut send) = client
-        .send_request(request, false)
-        .map_err(|e| format!("send: {e}"))?;
-    // A provider may answer (and close the stream) before it reads a request it refuses
-    // from its headers alone: then the body has nowhere to go, and the answer is what
-    // counts.
-    let _ = send.send_data(body, true);
-    let response = response.await.map_err(|e| format!("response: {e}"))?;
-    if response.status() != http::StatusCode::OK {
-        return Err(format!("HTTP status {}", response.status()));
-    }
-    if let Some(code) = status_of(response.headers()) {
-        return Ok(code);
-    }
-    let mut body = response.into_body();
-    while let Some(chunk) = body.data().await {
-        let chunk = chunk.map_err(|e| format!("data: {e}"))?;
-        let _ = body.flow_control().release_capacity(chunk.len());
-    }
-    let trailers = body
-        .trailers()
-        .await
-        .map_err(|e| format!("trailers: {e}"))?
-        .ok_or("no trailers")?;
-    status_of(&trailers).ok_or_else(|| "no grpc-status in the trailers".to_owned())
+    exchange(addr, path, headers, body)
+        .await?
+        .code()
+        .ok_or_else(|| "no grpc-status in the headers or the trailers".to_owned())
 }
 
 /// All of one answer, as it came: what [`exchange`] returns.
@@ -109,7 +81,7 @@ impl Exchange {
     }
 }
 
-/// Sends one call as [`call`] does and returns all of the answer: headers, body bytes
+/// Sends one call on a fresh HTTP/2 connection and returns all of the answer: headers, body bytes
 /// and trailers, so a test can see what travelled (a message's compressed flag, the
 /// `grpc-encoding` of a response).
 ///
@@ -132,6 +104,9 @@ pub async fn exchange(
     let (response, mut send) = client
         .send_request(request, false)
         .map_err(|e| format!("send: {e}"))?;
+    // A provider may answer (and close the stream) before it reads a request it refuses
+    // from its headers alone: then the body has nowhere to go, and the answer is what
+    // counts.
     let _ = send.send_data(body, true);
     let response = response.await.map_err(|e| format!("response: {e}"))?;
     if response.status() != http::StatusCode::OK {
