@@ -4,7 +4,7 @@
 //! where it sees only admitted calls; the second simply wraps the reference's channel.
 //!
 //! ```no_run
-//! use tower::Layer;
+//! use rpc::tower::Layer;
 //! # async fn demo(mut provider: rpc::ApplicationBuilder, mut consumer: rpc::ApplicationBuilder) {
 //! use rpc_examples::bearer_auth::{AddBearer, RequireBearer};
 //! provider.provider_layer(RequireBearer::new("s3cret"));
@@ -18,9 +18,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::{HeaderValue, Request, Response};
-use tonic::body::Body as TonicBody;
-use tower::{Layer, Service};
+use rpc::http::{HeaderValue, Request, Response};
+use rpc::tonic::body::Body as TonicBody;
+use rpc::tower::{Layer, Service};
 
 /// The provider side: calls without `authorization: Bearer <token>` are answered
 /// `UNAUTHENTICATED` and never reach the handler. The health service is not exempt:
@@ -77,9 +77,9 @@ where
     }
 
     fn call(&mut self, request: Request<TonicBody>) -> Self::Future {
-        let presented = request.headers().get(http::header::AUTHORIZATION);
+        let presented = request.headers().get(rpc::http::header::AUTHORIZATION);
         if presented != Some(&*self.expected) {
-            let refused = tonic::Status::unauthenticated("a valid bearer token is required");
+            let refused = rpc::tonic::Status::unauthenticated("a valid bearer token is required");
             return Box::pin(std::future::ready(Ok(refused.into_http())));
         }
         Box::pin(self.inner.call(request))
@@ -138,7 +138,7 @@ where
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
         request
             .headers_mut()
-            .insert(http::header::AUTHORIZATION, self.value.clone());
+            .insert(rpc::http::header::AUTHORIZATION, self.value.clone());
         self.inner.call(request)
     }
 }

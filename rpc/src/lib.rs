@@ -58,6 +58,10 @@ pub use rpc_lifecycle::{
     UpgradeConfig, UpgradeReport,
 };
 
+/// The HTTP types a provider layer sees (`rpc::http::Request`, `Response`, `HeaderValue`),
+/// re-exported so that a layer of one's own ([`ApplicationBuilder::provider_layer`]) needs
+/// no `http` dependency of its own, at the very version `rpc` uses.
+pub use http;
 /// The protobuf runtime of the generated messages, re-exported for the same reason as
 /// [`tonic`].
 pub use prost;
@@ -67,6 +71,9 @@ pub use prost;
 /// `prost` directly, so a user's Cargo.toml still lists them (the versions in
 /// docs/getting-started.md).
 pub use tonic;
+/// The service and layer traits ([`tower::Layer`], [`tower::Service`]) a provider layer or
+/// a consumer's wrapper implements, re-exported for the same reason as [`http`].
+pub use tower;
 
 /// The cluster layer: directory, blacklist, load balancing, strategies.
 pub use rpc_cluster as cluster;
