@@ -152,15 +152,32 @@ async fn a_port_in_use_is_a_bind_error_and_nothing_is_registered() {
     let mut builder = common::builder_with(config, &hub, Duration::ZERO);
     builder.service(GreeterServer::new(GreeterProvider));
     let error = builder.start().await.err().expect("port in use");
-    match &error {
-        ApplicationError::Start(StartError::Transport(TransportError::Bind { source, .. })) => {
-            assert_eq!(source.kind(), std::io::ErrorKind::AddrInUse);
-        }
-        other => panic!("expected a bind error, got {other}"),
-    }
-    assert!(error.to_string().contains("cannot listen on"), "{error}");
+    let port = config_port(&error);
+    assert_eq!(port, taken.local_addr().unwrap().port());
+    // The message names the key and where to set it, as the admin port's does.
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!("protocol.port {port}: cannot listen on"))
+            && message.contains("RPC_PROTOCOL__PORT"),
+        "{message}"
+    );
     assert!(
         hub.instances(&rpc::ServiceKey::new("helloworld.Greeter"))
             .is_empty()
     );
+}
+
+/// The port of a listener that could not be bound, from the error's own parts: a bind
+/// error of the operating system's `AddrInUse`.
+fn config_port(error: &ApplicationError) -> u16 {
+    match error {
+        ApplicationError::Listen { port, source, .. } => match source.as_ref() {
+            StartError::Transport(TransportError::Bind { source, .. }) => {
+                assert_eq!(source.kind(), std::io::ErrorKind::AddrInUse);
+                *port
+            }
+            other => panic!("expected a bind error, got {other}"),
+        },
+        other => panic!("expected a listen error, got {other}"),
+    }
 }

@@ -54,6 +54,17 @@ pub enum ApplicationError {
         /// What this application provides instead, and what to set.
         hint: String,
     },
+    /// The provider's listener could not be bound on `protocol.host`:`protocol.port`
+    /// (typically the port is in use: another instance on this host?). Start-up was undone.
+    #[error("protocol.port {port}: {source}; {hint}")]
+    Listen {
+        /// The port asked for.
+        port: u16,
+        /// The [`StartError::Transport`] that says why (boxed: it is large, and rare).
+        source: Box<StartError>,
+        /// What to set, and where: the configuration file or `RPC_PROTOCOL__PORT`.
+        hint: String,
+    },
 }
 
 impl ApplicationError {

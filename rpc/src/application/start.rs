@@ -12,7 +12,7 @@ use rpc_filter::compression::ProviderCompressionLayer;
 use rpc_filter::graceful::ProviderGracefulLayer;
 use rpc_filter::limit::{ConcurrencyLimitLayer, ConcurrencyLimiter};
 use rpc_lifecycle::{Export, ExportedService, ManagedReference, StartError, StartPlan};
-use rpc_transport::MessageLimitLayer;
+use rpc_transport::{MessageLimitLayer, TransportError};
 use tower_layer::Layer;
 
 use super::admin::AdminStarted;
@@ -201,6 +201,16 @@ impl ApplicationBuilder {
     /// A start-up error, with what this application provides instead when a reference
     /// found no provider of its group and version.
     fn explain(&self, error: StartError) -> ApplicationError {
+        if let StartError::Transport(TransportError::Bind { addr, .. }) = &error {
+            return ApplicationError::Listen {
+                port: addr.port(),
+                hint: format!(
+                    "set protocol.port in {} or RPC_PROTOCOL__PORT (0 = any free port)",
+                    self.config.origin()
+                ),
+                source: Box::new(error),
+            };
+        }
         let hint = match &error {
             StartError::NoProvider { service, .. } => provided_instead(service, &self.services),
             _ => None,
