@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use crate::config::BUILT_IN_CODE;
+use crate::config::origin::BUILT_IN_CODE;
 
 /// Why the admin endpoint could not start (start-up fails with it, undone).
 #[derive(Debug, thiserror::Error)]
@@ -88,7 +88,7 @@ mod tests {
                  set admin.port (0 = any free port) in provider.yaml or RPC_ADMIN__PORT"
             )
         );
-        let in_code = AdminServer::bind(&config, crate::config::BUILT_IN_CODE)
+        let in_code = AdminServer::bind(&config, crate::config::origin::BUILT_IN_CODE)
             .unwrap_err()
             .to_string();
         assert!(

@@ -43,6 +43,7 @@ mod dubbo_go;
 mod error;
 mod limit;
 mod load;
+pub(crate) mod origin;
 mod protocol;
 mod sections;
 mod spellings;
@@ -54,6 +55,8 @@ use std::collections::BTreeMap;
 use rpc_lifecycle::ShutdownConfig;
 use rpc_lifecycle::UpgradeConfig;
 use serde::{Deserialize, Serialize};
+
+use origin::BUILT_IN_CODE;
 
 pub use crate::admin::AdminConfig;
 pub use crate::observe::{AccessLogConfig, MetricsConfig, TracingConfig};
@@ -98,9 +101,6 @@ pub struct Config {
     #[serde(skip)]
     origin: String,
 }
-
-/// The origin of a configuration made in code ([`Config::default`]).
-pub(crate) const BUILT_IN_CODE: &str = "configuration built in code";
 
 impl Config {
     /// Where this configuration came from, as errors about it name it: the file it was
