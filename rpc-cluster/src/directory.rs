@@ -120,6 +120,12 @@ impl Directory {
         CurrentList(self.list.load())
     }
 
+    /// Told the number of known instances at every change of the list (a call waiting
+    /// for a provider wakes on it and picks again).
+    pub(crate) fn known_changes(&self) -> watch::Receiver<usize> {
+        self.known.subscribe()
+    }
+
     /// Resolves once at least one instance is known.
     pub async fn wait_for_provider(&self) {
         let mut rx = self.known.subscribe();

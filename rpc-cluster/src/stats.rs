@@ -14,6 +14,7 @@ pub(crate) struct ClusterStats {
     reroutes: AtomicU64,
     budget_exhausted: AtomicU64,
     no_provider: AtomicU64,
+    waited_for_provider: AtomicU64,
     swallowed: AtomicU64,
 }
 
@@ -33,6 +34,10 @@ pub struct ClusterCounts {
     pub budget_exhausted: u64,
     /// Calls that found no provider at all.
     pub no_provider: u64,
+    /// Calls that found no instance to send to and waited for one to be listed
+    /// (`wait_for_provider`); those that found none by the bound are also in
+    /// `no_provider` (or failed with the refusal that sent them waiting).
+    pub waited_for_provider: u64,
     /// Failures answered with an empty response (failsafe, failback).
     pub swallowed: u64,
     /// What the blacklist did.
@@ -59,6 +64,7 @@ impl ClusterStats {
             reroutes: self.reroutes.load(Ordering::Relaxed),
             budget_exhausted: self.budget_exhausted.load(Ordering::Relaxed),
             no_provider: self.no_provider.load(Ordering::Relaxed),
+            waited_for_provider: self.waited_for_provider.load(Ordering::Relaxed),
             swallowed: self.swallowed.load(Ordering::Relaxed),
             blacklist,
         }
@@ -78,6 +84,9 @@ impl ClusterStats {
     }
     pub(crate) fn note_no_provider(&self) {
         self.no_provider.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn note_waited_for_provider(&self) {
+        self.waited_for_provider.fetch_add(1, Ordering::Relaxed);
     }
     pub(crate) fn note_swallowed(&self) {
         self.swallowed.fetch_add(1, Ordering::Relaxed);

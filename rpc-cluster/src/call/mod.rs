@@ -21,6 +21,7 @@ mod learn;
 mod pick;
 mod run;
 mod telemetry;
+mod wait_for_provider;
 
 pub(crate) use run::run;
 

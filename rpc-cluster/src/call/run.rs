@@ -36,11 +36,15 @@ type Answer = Result<Response<TonicBody>, BoxError>;
 impl Call {
     /// Picks an instance by `route` and sends the request to it, until an attempt is not
     /// a closing provider's refusal: such a request was not executed, so it goes to
-    /// another instance under every strategy, without counting as a retry. `None` when
+    /// another instance under every strategy, without counting as a retry. With no
+    /// instance to pick, it waits for one to be listed (`wait_for_provider`). `None` when
     /// no instance is left to try or the body cannot be sent again.
     async fn send(&mut self, route: Route) -> Option<Outcome> {
         loop {
-            let invoker = self.pick(route)?;
+            let invoker = match self.pick(route) {
+                Some(invoker) => invoker,
+                None => self.wait_for_provider(route).await?,
+            };
             match self.attempt(&invoker).await? {
                 Outcome::Failure(failure) if failure.kind == FailureKind::Rejected => {
                     self.stack.stats.note_reroute();

@@ -61,6 +61,13 @@ pub struct ReferenceConfig {
     pub version: String,
     /// Overrides `consumer.check` for this reference.
     pub check: Option<bool>,
+    /// How long a call that finds no instance to send to waits for one to be listed
+    /// (gRPC's wait-for-ready): the service's only instance between its stop and its
+    /// start, a service scaled up from zero, or the only instance refusing as it closes.
+    /// Never past the attempt's `timeout` or the caller's deadline; `0s` fails such a
+    /// call at once with "no provider". Default 3 s.
+    #[serde(with = "humantime_serde", alias = "wait-for-provider")]
+    pub wait_for_provider: Duration,
     /// Smallest backoff before a retry (full jitter, doubling per attempt). Default 2 ms.
     #[serde(with = "humantime_serde", alias = "backoff-base")]
     pub backoff_base: Duration,
@@ -99,6 +106,7 @@ impl Default for ReferenceConfig {
             group: String::new(),
             version: String::new(),
             check: None,
+            wait_for_provider: Duration::from_secs(3),
             backoff_base: Duration::from_millis(2),
             backoff_max: Duration::from_millis(50),
             max_replay_bytes: 4 * 1024 * 1024,

@@ -146,6 +146,7 @@ impl fmt::Display for ShutdownReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::step::StepOutcome;
 
     #[test]
     fn exit_code_follows_interrupt_then_force() {
@@ -166,5 +167,24 @@ mod tests {
             ..forced
         };
         assert_eq!(sigterm.exit_code(), 143);
+    }
+
+    #[test]
+    fn a_wait_that_reached_its_bound_with_nothing_cut_is_a_clean_exit_naming_the_bound() {
+        let bounded = ShutdownReport {
+            steps: vec![StepReport {
+                step: Step::WaitForConsumers,
+                duration: Duration::from_secs(3),
+                outcome: StepOutcome::TimedOut,
+            }],
+            ..Default::default()
+        };
+        assert!(!bounded.forced());
+        assert_eq!(bounded.exit_code(), 0);
+        let shown = bounded.to_string();
+        assert!(
+            shown.starts_with("clean") && shown.contains("(bound)"),
+            "{shown}"
+        );
     }
 }
