@@ -172,21 +172,13 @@ async fn a_wildcard_bind_registers_a_non_loopback_address_of_this_host() {
     app.before_shutdown().await;
 }
 
-/// Which kind of logging the child run of [`logging_child`] sets up.
-const LOGGING_CHILD: &str = "FIRST_HOUR_LOGGING_CHILD";
-
-/// Runs this test binary again, as [`logging_child`] only, with `mode`; returns its
-/// stdout and stderr.
+/// Runs the child program of these tests (`src/bin/logging_child.rs`: a provider
+/// started and stopped once, with the logging `mode` sets up) and returns its stdout
+/// and stderr. A process of its own, because a global subscriber can be installed only
+/// once per process.
 fn run_logging_child(mode: &str) -> (String, String) {
-    let output = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "logging_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(LOGGING_CHILD, mode)
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_logging_child"))
+        .arg(mode)
         .env_remove("RUST_LOG")
         .output()
         .unwrap();
@@ -194,35 +186,6 @@ fn run_logging_child(mode: &str) -> (String, String) {
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(output.status.success(), "{stdout}\n{stderr}");
     (stdout, stderr)
-}
-
-/// Not a test of its own: the body [`run_logging_child`] runs in a fresh process (a
-/// global subscriber can be installed once per process). Ignored, so that it does not
-/// show as a passing test; the parent runs it with `--ignored`.
-#[tokio::test]
-#[ignore = "helper process of the logging tests (run_logging_child)"]
-async fn logging_child() {
-    let Ok(mode) = std::env::var(LOGGING_CHILD) else {
-        return;
-    };
-    let mut config = Config::default();
-    config.graceful_shutdown.internal_signal = false;
-    config.admin.port = 0;
-    match mode.as_str() {
-        "off" => config.application.logging = false,
-        "own" => {
-            let _ = tracing_subscriber::fmt()
-                .with_writer(std::io::stdout)
-                .with_max_level(tracing::Level::INFO)
-                .without_time()
-                .try_init();
-        }
-        _ => {}
-    }
-    let mut builder = Application::builder(config);
-    builder.service(GreeterServer::new(GreeterProvider));
-    let app = builder.start().await.unwrap();
-    app.before_shutdown().await;
 }
 
 #[test]
