@@ -24,7 +24,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use backends::{CHILD_ENV, Fixture, Kind, Presence, report};
+use backends::{Fixture, Kind, Presence, report};
 use futures_util::{FutureExt, StreamExt};
 use proxy::Proxy;
 use rpc_core::{
@@ -562,23 +562,4 @@ async fn close_releases_every_registration_subscription_and_session(f: Fixture) 
         client.subscribe(&first).await,
         Err(RegistryError::Closed { .. })
     ));
-}
-
-/// Not a test of its own: the provider process of rule 3, started by the suite with
-/// `--ignored` and killed with SIGKILL. Without its environment variable it does nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "helper process of a_dead_provider_disappears_by_itself"]
-async fn child_provider() {
-    let Ok(spec) = std::env::var(CHILD_ENV) else {
-        println!("child_provider: {CHILD_ENV} is not set; nothing to do");
-        return;
-    };
-    let spec: serde_json::Value = serde_json::from_str(&spec).expect("child spec");
-    let url = spec["url"].as_str().expect("url");
-    let instance: Instance = serde_json::from_value(spec["instance"].clone()).expect("instance");
-    let registry = rpc_registry::connect(url).await.expect("child connect");
-    registry.register(&instance).await.expect("child register");
-    println!("REGISTERED");
-    // Lives until killed; bounded so that it never outlives a crashed parent for long.
-    tokio::time::sleep(Duration::from_secs(60)).await;
 }

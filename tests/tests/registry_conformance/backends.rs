@@ -19,9 +19,6 @@ use rpc_core::{Instance, Registry, ServiceKey};
 use rpc_registry::{MemoryHub, RegistryUrl};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-/// The environment variable that tells the test binary it runs as a provider child.
-pub const CHILD_ENV: &str = "RPC_CONFORMANCE_CHILD";
-
 /// When set (CI sets it), a missing server URL fails the test instead of skipping it.
 pub const REQUIRE_ENV: &str = "RPC_TEST_REQUIRE_REGISTRIES";
 
@@ -282,27 +279,18 @@ impl Fixture {
             return Provider::InProcess(Some(client));
         }
         let spec = serde_json::json!({ "url": url, "instance": instance }).to_string();
-        let mut child =
-            tokio::process::Command::new(std::env::current_exe().expect("test binary path"))
-                .args([
-                    "--exact",
-                    "child_provider",
-                    "--ignored",
-                    "--nocapture",
-                    "--test-threads=1",
-                ])
-                .env(CHILD_ENV, spec)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::inherit())
-                .kill_on_drop(true)
-                .spawn()
-                .expect("spawn the provider child process");
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_registry_child"))
+            .arg(spec)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the provider child process");
         let stdout = child.stdout.take().expect("child stdout");
         let mut lines = BufReader::new(stdout).lines();
         let registered = tokio::time::timeout(Duration::from_secs(20), async {
             while let Ok(Some(line)) = lines.next_line().await {
-                // libtest prints `test child_provider ... ` before the line.
-                if line.trim_end().ends_with("REGISTERED") {
+                if line.trim_end() == "REGISTERED" {
                     return true;
                 }
             }
