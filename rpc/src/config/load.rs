@@ -331,12 +331,19 @@ fn invalid(
         .iter()
         .find_map(|prefix| message.strip_prefix(prefix))
         .and_then(|rest| rest.split('`').next())
-        && !key.ends_with(field)
+        && (field.is_empty() || !key.ends_with(field))
     {
-        key = if key == "." || key.is_empty() {
+        // A key that is the empty text (`"": 1`, whose path ends in an empty part) is
+        // named as it is written, so the error still names a key.
+        let (parent, field) = if field.is_empty() {
+            (key.trim_end_matches('.'), "\"\"")
+        } else {
+            (key.as_str(), field)
+        };
+        key = if parent == "." || parent.is_empty() {
             field.to_owned()
         } else {
-            format!("{key}.{field}")
+            format!("{parent}.{field}")
         };
     }
     let origin = origins.of(&key);
@@ -356,6 +363,20 @@ mod tests {
     fn with_env(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let vars = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
         Config::from_str_with_env("", ConfigFormat::Yaml, "app.yaml", vars)
+    }
+
+    /// Found by config_properties: a key that is the empty text is still named.
+    #[test]
+    fn an_empty_key_is_named_as_written() {
+        for (text, named) in [("\"\": 1\n", "\"\""), ("admin:\n  \"\": 1\n", "admin.\"\"")] {
+            let error =
+                Config::from_str_with_env(text, ConfigFormat::Yaml, "app.yaml", []).unwrap_err();
+            let ConfigError::Invalid { key, .. } = &error else {
+                panic!("{error}");
+            };
+            assert_eq!(key, named, "{error}");
+            assert!(error.to_string().contains("unknown field"), "{error}");
+        }
     }
 
     /// Issue 25, point 7: a string setting keeps the variable's text exactly, however
