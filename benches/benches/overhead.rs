@@ -21,15 +21,17 @@
 //! 16 concurrent calls.
 //!
 //! Environment: `OVERHEAD_MILLIS` per run (default 1500), `OVERHEAD_ROUNDS` triples per
-//! concurrency (default 7), `OVERHEAD_PROFILE=plain|rpc|rpc-off|rpc-client|rpc-server`
+//! concurrency (default 7), `OVERHEAD_PROFILE=plain|plain-h2|rpc|rpc-off|rpc-client|rpc-server`
 //! to run one configuration for `OVERHEAD_PROFILE_MILLIS` (default 3000) at
 //! `OVERHEAD_PROFILE_CALLS` (default 16) calls for a profiler, printing the requests made
-//! and the CPU time per request (`rpc-client`: our consumer against tonic's
+//! and the CPU time per request (`plain-h2`: the same echo over the `h2` crate's
+//! client directly against tonic's server, the floor of a client; `rpc-client`: our consumer against tonic's
 //! server; `rpc-server`: tonic's client against our provider). `OVERHEAD_LIMIT=on` runs
 //! the rpc providers with the adaptive concurrency limit (`provider.limit`).
 
 use std::time::Duration;
 
+use rpc_benches::plain_h2::{plain_h2_calls, plain_h2_client};
 use rpc_benches::stacks::{echo_calls, our_consumer_of, ours, plain_client, plain_server};
 use rpc_benches::{
     BoxedCall, drive, env_u64, median_of, median_run, profile, ratios, trace_as_in_production,
@@ -110,6 +112,11 @@ async fn main() {
         let calls = env_u64("OVERHEAD_PROFILE_CALLS", 16) as usize;
         match stack.as_str() {
             "plain" => profile(&stack, plain, calls, duration).await,
+            "plain-h2" => {
+                // The floor: h2's client directly against tonic's server.
+                let send = plain_h2_client(plain_server().await).await;
+                profile(&stack, plain_h2_calls(send), calls, duration).await
+            }
             "rpc-off" => profile(&stack, quiet, calls, duration).await,
             "rpc-server" => {
                 // A plain tonic client against our provider.

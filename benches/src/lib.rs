@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod plain_h2;
 pub mod stacks;
 
 use std::future::Future;
