@@ -4,8 +4,9 @@
 //! The certainty that a request did *not* run is what makes retrying a non-idempotent
 //! method safe. We are certain when the provider said so (`rpc-not-executed`), when
 //! HTTP/2 refused the stream (REFUSED_STREAM, or a GOAWAY from the peer whose last
-//! stream id excludes ours), or when the request body was never even polled (no
-//! connection, or the connection failed before the request was written).
+//! stream id excludes ours), when the transport says it never left
+//! (`rpc_transport::NotSent`: no connection, or a connection that took no new stream),
+//! or when the request body was never even polled.
 
 use std::error::Error as StdError;
 use std::sync::Arc;
@@ -198,16 +199,6 @@ pub(crate) fn classify_response(response: Response<TonicBody>) -> Outcome {
 
 /// Classifies a transport error; `sent` tells whether the request body was polled.
 pub(crate) fn classify_error(error: BoxError, sent: bool) -> Failure {
-    // tonic's channel enforces the caller's `grpc-timeout` itself while it waits for the
-    // response headers; its expiry is the call's deadline, not a broken connection.
-    if sources(&*error).any(|e| e.is::<tonic::TimeoutExpired>()) {
-        return Failure::status(
-            FailureKind::Timeout,
-            tonic::Status::deadline_exceeded(format!(
-                "the call's deadline (grpc-timeout) passed before the response: {error}"
-            )),
-        );
-    }
     let kind = if !sent || refused_by_goaway(&*error) || certainly_not_sent(&*error) {
         FailureKind::NotSent
     } else {
@@ -240,10 +231,7 @@ fn certainly_not_sent(error: &(dyn StdError + 'static)) -> bool {
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             return io.kind() == std::io::ErrorKind::ConnectionRefused;
         }
-        if let Some(hyper) = e.downcast_ref::<hyper::Error>() {
-            return hyper.is_canceled();
-        }
-        false
+        e.is::<rpc_transport::NotSent>()
     })
 }
 
@@ -340,14 +328,6 @@ mod tests {
             classify_error(Box::new(reset), true).kind,
             FailureKind::Transport
         );
-    }
-
-    #[test]
-    fn the_channels_own_deadline_is_a_timeout_not_a_transport_failure() {
-        let failure = classify_error(Box::new(tonic::TimeoutExpired(())), true);
-        assert_eq!(failure.kind, FailureKind::Timeout);
-        let response = failure.response.unwrap();
-        assert_eq!(response.headers().get(&GRPC_STATUS).unwrap(), "4");
     }
 
     #[test]

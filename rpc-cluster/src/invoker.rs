@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use rpc_core::{Instance, InstanceId};
-use rpc_transport::{ChannelOptions, connect_lazy};
+use rpc_transport::{ChannelOptions, InstanceConnection, connect_lazy};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::Channel;
 
 use crate::active_index::{ActiveIndex, ActiveSlot};
 use crate::ewma::PeakEwma;
@@ -41,7 +40,7 @@ pub struct Invoker {
     weight: AtomicU32,
     first_seen: Instant,
     settings: Arc<InvokerSettings>,
-    channel: OnceLock<Option<Channel>>,
+    channel: OnceLock<Option<InstanceConnection>>,
     active: AtomicUsize,
     /// Where changes of `active` are reported, once a least-active pick indexed the
     /// list this invoker is in (see `active_index.rs`).
@@ -224,9 +223,9 @@ impl Invoker {
         true
     }
 
-    /// The channel to this instance, created on first use; `None` after the invoker
-    /// was destroyed or when the address cannot form a URI.
-    pub(crate) fn channel(&self) -> Option<Channel> {
+    /// The connection to this instance, created on first use; `None` after the invoker
+    /// was destroyed or when the address is not a valid `host:port`.
+    pub(crate) fn channel(&self) -> Option<InstanceConnection> {
         if self.destroyed.is_cancelled() {
             return None;
         }
@@ -235,7 +234,7 @@ impl Invoker {
                 || match connect_lazy(&self.authority, &self.settings.channel) {
                     Ok(channel) => Some(channel),
                     Err(error) => {
-                        tracing::warn!(instance = %self.id, %error, "cannot build a channel");
+                        tracing::warn!(instance = %self.id, %error, "cannot connect to this instance");
                         None
                     }
                 },

@@ -299,8 +299,8 @@ impl Body for AttemptBody {
         }
     }
 
-    // No exact size hint: hyper would add a content-length header to every request,
-    // which gRPC does not use (tonic's own request bodies give none either).
+    // No exact size hint: gRPC does not use content-length (tonic's own request bodies
+    // give none either).
 }
 
 impl Prefixed {

@@ -1,7 +1,9 @@
 //! # rpc-transport
 //!
-//! The gRPC transport: export tonic services on a TCP listener, dial one instance, and
-//! take over listening sockets a parent process handed down (systemd's socket
+//! The gRPC transport: export tonic services on a TCP listener (through our own route
+//! table, [`ServiceRoutes`]), the consumer's connection to one instance
+//! ([`InstanceConnection`]: gRPC over the `h2` crate's client directly, under the
+//! unchanged tonic stubs; see `client/`), and take over listening sockets a parent process handed down (systemd's socket
 //! activation, the hot upgrade: `inherit.rs`, over the one module allowed `unsafe`,
 //! [`fd`]).
 //!
@@ -19,8 +21,8 @@
 //! The listener's limits (`server_options.rs`: streams per connection, header list,
 //! reset floods, keep-alive; `message_limits/`: message sizes) answer bad input with the
 //! errors the specifications name; TLS (`tls/`: rustls on the accept loop, mutual TLS,
-//! certificates reloaded when their files change; tonic's TLS on the channel) is
-//! optional on both ends.
+//! certificates reloaded when their files change; tokio-rustls on each dial of the
+//! consumer) is optional on both ends.
 //!
 //! Every accepted and dialled socket has `TCP_NODELAY`: measured on a 2-core machine,
 //! tonic over loopback without it did 6.8k requests/s with p99 44 ms at 16 concurrent
@@ -34,16 +36,17 @@
 
 mod bounded_body;
 mod call_bounds;
+mod client;
 mod connection;
 mod counts;
 mod error;
 pub mod fd;
 mod inherit;
-mod instance_channel;
 mod linger;
 mod message_limits;
 mod message_size_status;
 mod peer;
+mod routes;
 mod server;
 mod server_options;
 mod socket;
@@ -51,13 +54,14 @@ mod tls;
 
 pub use bounded_body::{BodyBound, BoundedBody};
 pub use call_bounds::CUT_AT_SHUTDOWN;
+pub use client::{ChannelOptions, InstanceConnection, NotSent, ResponseBody, connect_lazy};
 pub use counts::{ConnectionCounts, ServerShutdown};
 pub use error::TransportError;
 pub use inherit::{ADMIN_LISTENER, GRPC_LISTENER, InheritedListeners, LISTEN_FDS_START, ListenFds};
-pub use instance_channel::{ChannelOptions, connect_lazy};
 pub use message_limits::{
     DEFAULT_MAX_MESSAGE_SIZE, MessageLimit, MessageLimitFuture, MessageLimitLayer, MessageLimits,
 };
+pub use routes::ServiceRoutes;
 pub use server::{CUT_LEAD, Server, ServerHandle};
 pub use server_options::{
     DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_HEADER_LIST_SIZE,

@@ -75,9 +75,7 @@ pub(super) async fn dispatch(
             };
             match result {
                 Ok(Ok(response)) => classify_response(response.map(TonicBody::new)),
-                Ok(Err(error)) => {
-                    Outcome::Failure(classify_error(Box::new(error), sent.was_sent()))
-                }
+                Ok(Err(error)) => Outcome::Failure(classify_error(error, sent.was_sent())),
                 Err(Some(limit)) => Outcome::Failure(timed_out(invoker, limit)),
                 Err(None) => Outcome::Failure(removed(invoker, sent)),
             }

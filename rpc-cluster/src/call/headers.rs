@@ -1,6 +1,6 @@
 //! The request's headers across a call's attempts.
 //!
-//! Every attempt needs the headers, and hyper consumes the map it is given, so a call
+//! Every attempt needs the headers, and the connection consumes the map it is given, so a call
 //! that may be sent again must keep a copy. Cloning a `HeaderMap` costs two or three
 //! allocations on every call, while most calls succeed on their first attempt. So the
 //! first attempt takes the caller's map as it is, and the call keeps the entries inline

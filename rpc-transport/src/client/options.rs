@@ -1,21 +1,24 @@
-//! Dial one instance: a lazily-connected tonic channel.
+//! Settings of the consumer's connection to one instance.
 
 use std::time::Duration;
 
-use tonic::transport::{Channel, Endpoint};
+use crate::ClientTls;
 
-use super::{ClientTls, TransportError};
-
-/// Settings of the channel to one instance.
+/// Settings of the connection to one instance.
 #[derive(Clone, Debug)]
 pub struct ChannelOptions {
-    /// Bound on establishing the TCP connection. Default 1 s: on loopback or in a data
-    /// centre a dial that takes longer is failing, and a quick error lets failover act.
+    /// Bound on establishing a connection: TCP, the TLS handshake and the HTTP/2
+    /// preface together. Default 1 s: on loopback or in a data centre a dial that takes
+    /// longer is failing, and a quick error lets failover act.
     pub connect_timeout: Duration,
-    /// Interval of HTTP/2 keep-alive PINGs; `None` (default) sends none.
+    /// Interval of HTTP/2 keep-alive PINGs on an open connection; `None` (default) sends
+    /// none. With it, a host that vanished without a reset (its link blackholed, its
+    /// power cut) is found within `interval + keepalive_timeout`, and the calls in flight
+    /// on it fail then instead of at their own timeouts.
     pub http2_keepalive_interval: Option<Duration>,
-    /// Requests a channel may queue while (re)connecting. Default 1024 (tonic's).
-    pub buffer_size: usize,
+    /// How long a keep-alive PING may wait for its answer before the connection is
+    /// closed. Default 20 s (hyper's); used only with `http2_keepalive_interval`.
+    pub http2_keepalive_timeout: Duration,
     /// TLS: dial providers over HTTPS and verify them with these settings. Default
     /// none (plain HTTP/2).
     pub tls: Option<ClientTls>,
@@ -26,55 +29,25 @@ impl Default for ChannelOptions {
         Self {
             connect_timeout: Duration::from_secs(1),
             http2_keepalive_interval: None,
-            buffer_size: 1024,
+            http2_keepalive_timeout: Duration::from_secs(20),
             tls: None,
         }
     }
 }
 
-/// A channel to `authority` (`host:port`) that connects on first use and reconnects after
-/// a failure. Must be called within a tokio runtime (the channel owns a background task).
-///
-/// With [`ChannelOptions::tls`], the channel speaks HTTPS and its TLS files are read
-/// now (so a channel made after a rotation uses the new files).
-///
-/// # Errors
-/// [`TransportError::InvalidAddress`] when `authority` does not form a valid URI;
-/// [`TransportError::Tls`] when a TLS file cannot be used.
-pub fn connect_lazy(authority: &str, options: &ChannelOptions) -> Result<Channel, TransportError> {
-    let scheme = if options.tls.is_some() {
-        "https"
-    } else {
-        "http"
-    };
-    let invalid = |reason: String| TransportError::InvalidAddress {
-        addr: authority.to_owned(),
-        reason,
-    };
-    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{authority}"))
-        .map_err(|error| invalid(error.to_string()))?;
-    if let Some(tls) = &options.tls {
-        endpoint = endpoint
-            .tls_config(tls.tonic_config()?)
-            .map_err(|error| invalid(error.to_string()))?;
-    }
-    Ok(endpoint
-        .tcp_nodelay(true)
-        .connect_timeout(options.connect_timeout)
-        .http2_keep_alive_interval_opt(options.http2_keepalive_interval)
-        .buffer_size(options.buffer_size)
-        .connect_lazy())
-}
-
-trait KeepAliveExt {
-    fn http2_keep_alive_interval_opt(self, interval: Option<Duration>) -> Self;
-}
-
-impl KeepAliveExt for Endpoint {
-    fn http2_keep_alive_interval_opt(self, interval: Option<Duration>) -> Self {
-        match interval {
-            Some(interval) => self.http2_keep_alive_interval(interval),
-            None => self,
-        }
-    }
+/// HTTP/2 settings of every connection, as hyper's client (and so tonic's channel)
+/// has them by default: they decide how much one call may have in flight.
+pub(super) mod http2 {
+    /// Initial connection flow-control window: 5 MiB.
+    pub(crate) const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
+    /// Initial stream flow-control window: 2 MiB.
+    pub(crate) const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
+    /// Largest frame this end accepts: 16 KiB (the protocol's default).
+    pub(crate) const MAX_FRAME_SIZE: u32 = 16 * 1024;
+    /// Largest header list this end accepts: 16 KiB.
+    pub(crate) const MAX_HEADER_LIST_SIZE: u32 = 16 * 1024;
+    /// Bytes buffered per stream for sending: 1 MiB.
+    pub(crate) const MAX_SEND_BUFFER: usize = 1024 * 1024;
+    /// Streams this end may open before the peer's SETTINGS say how many: 100.
+    pub(crate) const INITIAL_MAX_SEND_STREAMS: usize = 100;
 }

@@ -75,10 +75,7 @@ impl ServerTlsFiles {
     pub(super) fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
         let provider = Arc::new(ring::default_provider());
         let chain = certificates(&self.cert)?;
-        let key = PrivateKeyDer::from_pem_file(&self.key).map_err(|error| TlsError::File {
-            path: self.key.clone(),
-            reason: format!("no private key: {error}"),
-        })?;
+        let key = private_key(&self.key)?;
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|error| TlsError::Config(error.to_string()))?;
@@ -105,7 +102,7 @@ impl ServerTlsFiles {
 }
 
 /// The certificates of a PEM file, in order; at least one.
-fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+pub(super) fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let unreadable = |reason: String| TlsError::File {
         path: path.to_owned(),
         reason,
@@ -118,6 +115,14 @@ fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
         return Err(unreadable("no PEM certificate in it".to_owned()));
     }
     Ok(chain)
+}
+
+/// The private key of a PEM file (PKCS#8, PKCS#1 or SEC1).
+pub(super) fn private_key(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|error| TlsError::File {
+        path: path.to_owned(),
+        reason: format!("no private key: {error}"),
+    })
 }
 
 /// The CA certificates of a PEM file as trust anchors.

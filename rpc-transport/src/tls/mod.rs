@@ -5,7 +5,7 @@
 //!   before HTTP/2 ([`ServerTlsFiles`]: certificate, key, and optionally the CA client
 //!   certificates must chain to, for mutual TLS). The files are reloaded when they change,
 //!   without touching established connections (`reload.rs` says how and why by polling).
-//! - **consumer**: tonic's channel TLS ([`ClientTls`]: the CA, the expected name, and a
+//! - **consumer**: a tokio-rustls connector on each dial ([`ClientTls`]: the CA, the expected name, and a
 //!   client certificate for mutual TLS).
 //!
 //! Files: `files.rs` (PEM into a rustls configuration), `reload.rs` (the configuration
@@ -18,6 +18,7 @@ mod reload;
 use std::path::PathBuf;
 
 pub use client::ClientTls;
+pub(crate) use client::ClientTlsConfig;
 pub use files::{DEFAULT_RELOAD_INTERVAL, ServerTlsFiles};
 pub(crate) use reload::ServerTls;
 

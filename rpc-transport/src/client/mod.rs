@@ -1,0 +1,294 @@
+//! The consumer's connection to one instance: gRPC over the `h2` crate's client
+//! directly, under the unchanged tonic stubs.
+//!
+//! What it follows:
+//! - **h2's client** (`h2::client`): a `SendRequest` handle is cloned per call and the
+//!   stream is opened on the caller's task; only the connection future has a task
+//!   (`driver.rs`). There is no request queue and no dispatch task between the caller
+//!   and the connection, as tonic's `Channel` (tower `Buffer`) and hyper's client
+//!   dispatch have; `SendRequest::ready` is the backpressure at the peer's
+//!   `SETTINGS_MAX_CONCURRENT_STREAMS`.
+//! - **gRPC over HTTP/2** (grpc/grpc `doc/PROTOCOL-HTTP2.md`): `:scheme` and
+//!   `:authority` from the instance's address, the stub's path, its headers as given;
+//!   the status in the trailers is read by the layers above.
+//! - **Transparent retry** (gRPC proposal A6): a request that never reached the instance
+//!   fails with [`NotSent`] — no connection could be made, the connection had closed, or
+//!   the instance's GOAWAY came first (h2 refuses new streams after it) — so the cluster
+//!   layer re-sends it without the risk of running it twice. Dropping the connection after
+//!   a GOAWAY and dialling again on the next call is also how a hot upgrade's new
+//!   process is reached: the old one's socket is closed, the new one listens on the same
+//!   port.
+//!
+//! Files: `options.rs` (settings), `dial.rs` (TCP, TLS, the HTTP/2 handshake),
+//! `driver.rs` (the connection's task, keep-alive), `request_body.rs` (a body onto its
+//! stream, with flow control), `response_body.rs` (a stream into a body),
+//! `not_sent.rs` (the error of a request that certainly did not leave).
+
+mod dial;
+mod driver;
+mod not_sent;
+mod options;
+mod request_body;
+mod response_body;
+#[cfg(test)]
+mod tests;
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
+use std::task::{Context, Poll};
+
+use arc_swap::ArcSwapOption;
+use bytes::Bytes;
+use h2::client::SendRequest;
+use http::uri::{Authority, PathAndQuery, Scheme};
+use http::{Request, Response, Uri};
+use http_body::Body;
+use rpc_core::BoxError;
+
+pub use not_sent::NotSent;
+pub use options::ChannelOptions;
+pub use response_body::ResponseBody;
+
+use crate::TransportError;
+use dial::Target;
+
+/// The connection to one instance, made on first use and made again after it closed.
+///
+/// Cheap to clone (the clones share one connection). A `tower::Service` for any request
+/// body of `Bytes`, so tonic's generated clients run over it unchanged; errors are
+/// [`NotSent`] for a request that certainly did not leave, `h2::Error` otherwise.
+#[derive(Clone, Debug)]
+pub struct InstanceConnection {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    target: Target,
+    scheme: Scheme,
+    authority: Authority,
+    /// The open connection, if any.
+    current: ArcSwapOption<Open>,
+    /// Held while dialling, so that concurrent callers share one dial.
+    dialing: tokio::sync::Mutex<DialRecord>,
+    /// Dials begun so far: a caller that waited for another's dial sees it changed.
+    dials: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Open {
+    send: SendRequest<Bytes>,
+    /// The dial that made it, so that an old connection's end does not forget a newer one.
+    dial: u64,
+}
+
+/// How the latest dial ended.
+#[derive(Debug, Default)]
+struct DialRecord {
+    failure: Option<(io::ErrorKind, String)>,
+}
+
+/// A connection to `authority` (`host:port`) that is made on the first call and again
+/// after it closed. Must be called within a tokio runtime (connections have tasks).
+///
+/// With [`ChannelOptions::tls`], the connection speaks HTTPS and its TLS files are read
+/// now (so a connection made after a rotation uses the new files).
+///
+/// # Errors
+/// [`TransportError::InvalidAddress`] when `authority` is not a valid `host:port`;
+/// [`TransportError::Tls`] when a TLS file cannot be used.
+pub fn connect_lazy(
+    authority: &str,
+    options: &ChannelOptions,
+) -> Result<InstanceConnection, TransportError> {
+    let invalid = |reason: String| TransportError::InvalidAddress {
+        addr: authority.to_owned(),
+        reason,
+    };
+    let parsed: Authority = authority
+        .parse()
+        .map_err(|error: http::uri::InvalidUri| invalid(error.to_string()))?;
+    if parsed.port_u16().is_none() {
+        return Err(invalid("no port".to_owned()));
+    }
+    let tls = match &options.tls {
+        Some(tls) => Some(tls.client_config(parsed.host())?),
+        None => None,
+    };
+    let scheme = if tls.is_some() {
+        Scheme::HTTPS
+    } else {
+        Scheme::HTTP
+    };
+    Ok(InstanceConnection {
+        shared: Arc::new(Shared {
+            target: Target::new(authority.to_owned(), options, tls),
+            scheme,
+            authority: parsed,
+            current: ArcSwapOption::empty(),
+            dialing: tokio::sync::Mutex::new(DialRecord::default()),
+            dials: AtomicU64::new(0),
+        }),
+    })
+}
+
+impl InstanceConnection {
+    /// `host:port` of the instance.
+    pub fn authority(&self) -> &str {
+        &self.shared.target.authority
+    }
+
+    /// Whether a connection is open now (made and not closed).
+    pub fn is_open(&self) -> bool {
+        self.shared.current.load().is_some()
+    }
+}
+
+impl<B> tower::Service<Request<B>> for InstanceConnection
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = Response<ResponseBody>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<ResponseBody>, BoxError>> + Send>>;
+
+    /// Always ready: a call waits for its connection and for a free stream itself.
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let shared = self.shared.clone();
+        Box::pin(async move { shared.send(request).await })
+    }
+}
+
+impl Shared {
+    /// One request: a stream on the open connection (made first if there is none), its
+    /// body sent, its response's headers awaited.
+    async fn send<B>(
+        self: Arc<Self>,
+        request: Request<B>,
+    ) -> Result<Response<ResponseBody>, BoxError>
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let (send, dial) = self.open().await?;
+        let (head, body) = self.head(request)?;
+        let mut send = match send.ready().await {
+            Ok(send) => send,
+            Err(error) => return Err(self.closed(dial, error)),
+        };
+        let end = body.is_end_stream();
+        let (response, stream) = match send.send_request(head, end) {
+            Ok(opened) => opened,
+            Err(error) => return Err(self.closed(dial, error)),
+        };
+        let request = if end {
+            None
+        } else {
+            request_body::send(body, stream)
+        };
+        let response = response.await?;
+        Ok(response.map(|recv| ResponseBody::new(recv, request)))
+    }
+
+    /// The request's head for h2: the URI made absolute on the instance's address, the
+    /// headers HTTP/2 forbids removed (RFC 9113 §8.2.2; h2 refuses a request with them).
+    fn head<B>(&self, request: Request<B>) -> Result<(Request<()>, B), BoxError> {
+        let (mut parts, body) = request.into_parts();
+        let path = parts
+            .uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let mut uri = Uri::builder()
+            .scheme(self.scheme.clone())
+            .authority(self.authority.clone())
+            .path_and_query(path)
+            .build()?;
+        std::mem::swap(&mut parts.uri, &mut uri);
+        for name in [
+            http::header::CONNECTION,
+            http::header::TRANSFER_ENCODING,
+            http::header::UPGRADE,
+        ] {
+            parts.headers.remove(name);
+        }
+        Ok((Request::from_parts(parts, ()), body))
+    }
+
+    /// The open connection's handle and its dial, dialling first when there is none. Of
+    /// callers arriving during a dial, all take its result: one failed dial fails them
+    /// together rather than each trying in turn.
+    async fn open(self: &Arc<Self>) -> Result<(SendRequest<Bytes>, u64), BoxError> {
+        if let Some(open) = self.current.load().as_deref() {
+            return Ok((open.send.clone(), open.dial));
+        }
+        let seen = self.dials.load(Ordering::Acquire);
+        let mut record = self.dialing.lock().await;
+        if let Some(open) = self.current.load().as_deref() {
+            return Ok((open.send.clone(), open.dial));
+        }
+        if self.dials.load(Ordering::Acquire) != seen
+            && let Some((kind, message)) = &record.failure
+        {
+            return Err(self.not_dialled(io::Error::new(*kind, message.clone())));
+        }
+        let dial = self.dials.fetch_add(1, Ordering::AcqRel) + 1;
+        let weak = Arc::downgrade(self);
+        match dial::dial(&self.target, move || forget(&weak, dial)).await {
+            Ok(send) => {
+                record.failure = None;
+                self.current.store(Some(Arc::new(Open {
+                    send: send.clone(),
+                    dial,
+                })));
+                Ok((send, dial))
+            }
+            Err(error) => {
+                record.failure = Some((error.kind(), error.to_string()));
+                Err(self.not_dialled(error))
+            }
+        }
+    }
+
+    fn not_dialled(&self, error: io::Error) -> BoxError {
+        Box::new(NotSent::new(
+            format!("cannot connect to {}", self.target.authority),
+            error,
+        ))
+    }
+
+    /// The connection of `dial` takes no new stream (closed, or GOAWAY received): it is
+    /// forgotten, so the next call dials again, and this request was not sent.
+    fn closed(&self, dial: u64, error: h2::Error) -> BoxError {
+        self.forget(dial);
+        Box::new(NotSent::new(
+            format!(
+                "the connection to {} takes no new stream",
+                self.target.authority
+            ),
+            error,
+        ))
+    }
+
+    fn forget(&self, dial: u64) {
+        self.current.rcu(|current| match current.as_deref() {
+            Some(open) if open.dial == dial => None,
+            _ => current.clone(),
+        });
+    }
+}
+
+/// The connection task's end: the connection of `dial` is forgotten.
+fn forget(shared: &Weak<Shared>, dial: u64) {
+    if let Some(shared) = shared.upgrade() {
+        shared.forget(dial);
+    }
+}
