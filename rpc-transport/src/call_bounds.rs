@@ -31,7 +31,7 @@ use http_body_util::BodyExt;
 use http_body_util::combinators::{MapErr, MapFrame};
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::CancellationToken;
 use tonic::Status;
 use tower::Service;
 
@@ -109,7 +109,7 @@ pub(crate) struct Bounds {
     cut: Arc<ShutdownCut>,
     /// Created the first time the call waits: a call that completes at once never
     /// allocates it.
-    cut_wait: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    cut_wait: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
 }
 
 impl Bounds {
@@ -133,10 +133,12 @@ impl BodyBound for Bounds {
         if let Some(limit) = deadline_passed {
             return Poll::Ready(deadline_exceeded(limit));
         }
-        let token = &self.cut.token;
-        let cut_wait = self
-            .cut_wait
-            .get_or_insert_with(|| Box::pin(token.clone().cancelled_owned()));
+        let cut_wait = self.cut_wait.get_or_insert_with(|| {
+            // Waits on the token the server shares, through the `Arc` this call already
+            // holds: cloning the token itself would take its lock twice per call.
+            let cut = self.cut.clone();
+            Box::pin(async move { cut.token.cancelled().await })
+        });
         if cut_wait.as_mut().poll(cx).is_ready() {
             self.cut.calls.fetch_add(1, Ordering::Relaxed);
             return Poll::Ready(Status::unavailable(CUT_AT_SHUTDOWN));

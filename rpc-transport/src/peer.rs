@@ -89,8 +89,9 @@ pub(crate) struct PeerService<S> {
     inner: S,
     peer: Arc<Peer>,
     /// The server's signal that shutdown step 2 began; `None` for a connection accepted
-    /// after it (see `PeerService::new`).
-    plain_clients_go: Option<CancellationToken>,
+    /// after it (see `PeerService::new`). Behind an `Arc` because hyper clones the
+    /// service for every request, and a token's clone and drop each take its lock.
+    plain_clients_go: Option<Arc<CancellationToken>>,
     /// The server's count of streams refused with `REFUSED_STREAM`.
     refused: Arc<AtomicUsize>,
 }
@@ -112,7 +113,7 @@ impl<S> PeerService<S> {
         Self {
             inner,
             peer,
-            plain_clients_go,
+            plain_clients_go: plain_clients_go.map(Arc::new),
             refused,
         }
     }
@@ -143,7 +144,7 @@ where
         let is_call = !request.uri().path().starts_with(HEALTH_PATH_PREFIX);
         let step_two = self
             .plain_clients_go
-            .as_ref()
+            .as_deref()
             .is_some_and(CancellationToken::is_cancelled);
         if !from_consumer && is_call && step_two {
             self.peer.must_go.cancel();

@@ -15,10 +15,10 @@ use rpc_filter::graceful::ConsumerGracefulLayer;
 use rpc_filter::trace::Side;
 use rpc_lifecycle::Lifecycle;
 use rpc_lifecycle::ReadinessGate;
+use rpc_transport::ServiceRoutes;
 use rpc_transport::{ChannelOptions, ServerOptions};
 use tonic::body::Body as TonicBody;
 use tonic::server::NamedService;
-use tonic::service::RoutesBuilder;
 use tower_layer::Layer;
 
 use crate::config::Config;
@@ -44,7 +44,7 @@ pub struct ApplicationBuilder {
     pub(super) config: Config,
     pub(super) lifecycle: Lifecycle,
     pub(super) registries: BTreeMap<String, Arc<dyn Registry>>,
-    pub(super) routes: RoutesBuilder,
+    pub(super) routes: ServiceRoutes,
     pub(super) services: Vec<ServiceKey>,
     pub(super) references: Vec<(ClusterChannel, bool)>,
     pub(super) gates: Vec<ReadinessGate>,
@@ -88,7 +88,7 @@ impl ApplicationBuilder {
             lifecycle,
             metrics,
             registries: BTreeMap::new(),
-            routes: RoutesBuilder::default(),
+            routes: ServiceRoutes::default(),
             services: Vec::new(),
             references: Vec::new(),
             gates: Vec::new(),

@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 
 use prost::Message as _;
 use rpc_core::ServiceKey;
-use tonic::service::RoutesBuilder;
+use rpc_transport::ServiceRoutes;
 
 use super::ApplicationError;
 use crate::config::{Config, ConfigError};
@@ -49,7 +49,7 @@ pub(super) fn no_descriptors(config: &Config) -> ApplicationError {
 /// # Errors
 /// [`ApplicationError::Config`] naming `provider.reflection` when a set does not decode.
 pub(super) fn add(
-    routes: &mut RoutesBuilder,
+    routes: &mut ServiceRoutes,
     config: &Config,
     sets: &[&'static [u8]],
     served: &[ServiceKey],
@@ -139,7 +139,7 @@ mod tests {
 
     #[test]
     fn bytes_that_are_not_a_set_name_the_key() {
-        let mut routes = RoutesBuilder::default();
+        let mut routes = ServiceRoutes::default();
         let config = Config::default();
         let error = add(&mut routes, &config, &[b"\xff\xff not protobuf"], &[])
             .unwrap_err()

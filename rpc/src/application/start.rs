@@ -344,13 +344,13 @@ impl ApplicationBuilder {
                 .map(|(name, service)| (name.clone(), service.compression)),
             protocol.compression_limits(),
         );
-        // The application's own layers right around tonic's routes (the first added
+        // The application's own layers right around the route table (the first added
         // outermost), inside everything of ours: they see only admitted calls. Without
         // any, the routes are not boxed.
         let service = if self.provider_layers.is_empty() {
-            self.admitted(message_limits.layer(compression.layer(routes.routes())))
+            self.admitted(message_limits.layer(compression.layer(routes)))
         } else {
-            let mut handler = ProviderService::new(routes.routes());
+            let mut handler = ProviderService::new(routes);
             for layer in self.provider_layers.iter().rev() {
                 handler = layer(handler);
             }

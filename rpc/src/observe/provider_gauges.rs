@@ -71,7 +71,12 @@ mod tests {
 
     /// A provider on 127.0.0.1:0 whose routes answer nothing (the test only connects).
     fn export() -> Export {
-        let routes = tonic::service::Routes::default();
+        let routes = tower::ServiceExt::map_request(
+            rpc_transport::ServiceRoutes::default(),
+            |request: http::Request<hyper::body::Incoming>| {
+                request.map(tonic::body::Body::new)
+            },
+        );
         Export {
             listener: None,
             bind: "127.0.0.1:0".parse().unwrap(),
