@@ -13,7 +13,7 @@
 //! timed on both sides and every attempt once more.
 //!
 //! They run alternately in this process, in back-to-back triples (the order rotates),
-//! at 1, 16 and 64 concurrent calls (closed loop). Each stack's median run is printed,
+//! at 1, 16, 64 and 256 concurrent calls (closed loop). Each stack's median run is printed,
 //! and the medians of the per-triple ratios (a triple shares the machine's conditions,
 //! so this resists noise from other tenants): rpc against plain, and rpc against
 //! rpc-off. The last two lines are `overhead: qps_ratio=X p99_ratio=Y` (rpc / plain)
@@ -38,7 +38,8 @@ use rpc_benches::{
 };
 use rpc_testkit::measure::Measured;
 
-const CONCURRENCY: [usize; 3] = [1, 16, 64];
+/// 256: where one connection's lock (hyperium/h2#531) would show first.
+const CONCURRENCY: [usize; 4] = [1, 16, 64, 256];
 
 /// The median run of each stack and the medians of the per-triple ratios, for one
 /// concurrency.
