@@ -26,7 +26,8 @@
 //! `OVERHEAD_PROFILE_CALLS` (default 16) calls for a profiler, printing the requests made
 //! and the CPU time per request (`plain-h2`: the same echo over the `h2` crate's
 //! client directly against tonic's server, the floor of a client; `rpc-client`: our consumer against tonic's
-//! server; `rpc-server`: tonic's client against our provider). `OVERHEAD_LIMIT=on` runs
+//! server; `rpc-server`: tonic's client against our provider). `OVERHEAD_CONNECTIONS=N`
+//! gives our consumer N connections per instance. `OVERHEAD_LIMIT=on` runs
 //! the rpc providers with the adaptive concurrency limit (`provider.limit`).
 
 use std::time::Duration;

@@ -54,7 +54,8 @@ pub async fn plain_client(addr: SocketAddr) -> EchoClient<Channel> {
 /// A configuration for an application of the benchmarks: admin endpoint and signal
 /// handling off, metrics and tracing on or off as `observed` says, and the provider's
 /// adaptive concurrency limit (`provider.limit`, off by default) on when the
-/// environment has `OVERHEAD_LIMIT=on`.
+/// environment has `OVERHEAD_LIMIT=on`, and `OVERHEAD_CONNECTIONS` connections per
+/// instance (`consumer.connections_per_instance`, default 1).
 pub fn config(name: &str, observed: bool) -> Config {
     let mut config = Config::default();
     config.application.name = name.to_owned();
@@ -63,6 +64,7 @@ pub fn config(name: &str, observed: bool) -> Config {
     config.metrics.enabled = observed;
     config.tracing.enabled = observed;
     config.provider.limit.enabled = std::env::var("OVERHEAD_LIMIT").is_ok_and(|v| v == "on");
+    config.consumer.connections_per_instance = crate::env_u64("OVERHEAD_CONNECTIONS", 1) as usize;
     config
 }
 

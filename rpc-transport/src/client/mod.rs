@@ -36,7 +36,7 @@ mod tests;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
@@ -55,7 +55,8 @@ pub use response_body::ResponseBody;
 use crate::TransportError;
 use dial::Target;
 
-/// The connection to one instance, made on first use and made again after it closed.
+/// The connection to one instance (or several: [`ChannelOptions::connections_per_instance`]),
+/// made on first use and made again after it closed.
 ///
 /// Cheap to clone (the clones share one connection). A `tower::Service` for any request
 /// body of `Bytes`, so tonic's generated clients run over it unchanged; errors are
@@ -70,6 +71,15 @@ struct Shared {
     target: Target,
     scheme: Scheme,
     authority: Authority,
+    /// One per connection the instance is given (`connections_per_instance`).
+    slots: Box<[Slot]>,
+    /// The slot of the next call, round robin (used with more than one).
+    next: AtomicUsize,
+}
+
+/// One connection to the instance, open or not.
+#[derive(Debug, Default)]
+struct Slot {
     /// The open connection, if any.
     current: ArcSwapOption<Open>,
     /// Held while dialling, so that concurrent callers share one dial.
@@ -128,9 +138,10 @@ pub fn connect_lazy(
             target: Target::new(authority.to_owned(), options, tls),
             scheme,
             authority: parsed,
-            current: ArcSwapOption::empty(),
-            dialing: tokio::sync::Mutex::new(DialRecord::default()),
-            dials: AtomicU64::new(0),
+            slots: (0..options.connections_per_instance.max(1))
+                .map(|_| Slot::default())
+                .collect(),
+            next: AtomicUsize::new(0),
         }),
     })
 }
@@ -143,7 +154,10 @@ impl InstanceConnection {
 
     /// Whether a connection is open now (made and not closed).
     pub fn is_open(&self) -> bool {
-        self.shared.current.load().is_some()
+        self.shared
+            .slots
+            .iter()
+            .any(|slot| slot.current.load().is_some())
     }
 }
 
@@ -178,16 +192,17 @@ impl Shared {
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<BoxError>,
     {
-        let (send, dial) = self.open().await?;
+        let slot = self.pick();
+        let (send, dial) = self.open(slot).await?;
         let (head, body) = self.head(request)?;
         let mut send = match send.ready().await {
             Ok(send) => send,
-            Err(error) => return Err(self.closed(dial, error)),
+            Err(error) => return Err(self.closed(slot, dial, error)),
         };
         let end = body.is_end_stream();
         let (response, stream) = match send.send_request(head, end) {
             Ok(opened) => opened,
-            Err(error) => return Err(self.closed(dial, error)),
+            Err(error) => return Err(self.closed(slot, dial, error)),
         };
         let request = if end {
             None
@@ -223,29 +238,40 @@ impl Shared {
         Ok((Request::from_parts(parts, ()), body))
     }
 
-    /// The open connection's handle and its dial, dialling first when there is none. Of
-    /// callers arriving during a dial, all take its result: one failed dial fails them
-    /// together rather than each trying in turn.
-    async fn open(self: &Arc<Self>) -> Result<(SendRequest<Bytes>, u64), BoxError> {
-        if let Some(open) = self.current.load().as_deref() {
+    /// The slot of this call: the only one, or the next in turn. Round robin rather than
+    /// fewest streams: h2 does not count a connection's open streams cheaply, and calls
+    /// of one consumer to one instance are alike.
+    fn pick(&self) -> usize {
+        match self.slots.len() {
+            1 => 0,
+            n => self.next.fetch_add(1, Ordering::Relaxed) % n,
+        }
+    }
+
+    /// The handle of `slot`'s open connection and its dial, dialling first when there is
+    /// none. Of callers arriving during a dial, all take its result: one failed dial
+    /// fails them together rather than each trying in turn.
+    async fn open(self: &Arc<Self>, slot: usize) -> Result<(SendRequest<Bytes>, u64), BoxError> {
+        let connection = &self.slots[slot];
+        if let Some(open) = connection.current.load().as_deref() {
             return Ok((open.send.clone(), open.dial));
         }
-        let seen = self.dials.load(Ordering::Acquire);
-        let mut record = self.dialing.lock().await;
-        if let Some(open) = self.current.load().as_deref() {
+        let seen = connection.dials.load(Ordering::Acquire);
+        let mut record = connection.dialing.lock().await;
+        if let Some(open) = connection.current.load().as_deref() {
             return Ok((open.send.clone(), open.dial));
         }
-        if self.dials.load(Ordering::Acquire) != seen
+        if connection.dials.load(Ordering::Acquire) != seen
             && let Some((kind, message)) = &record.failure
         {
             return Err(self.not_dialled(io::Error::new(*kind, message.clone())));
         }
-        let dial = self.dials.fetch_add(1, Ordering::AcqRel) + 1;
+        let dial = connection.dials.fetch_add(1, Ordering::AcqRel) + 1;
         let weak = Arc::downgrade(self);
-        match dial::dial(&self.target, move || forget(&weak, dial)).await {
+        match dial::dial(&self.target, move || forget(&weak, slot, dial)).await {
             Ok(send) => {
                 record.failure = None;
-                self.current.store(Some(Arc::new(Open {
+                connection.current.store(Some(Arc::new(Open {
                     send: send.clone(),
                     dial,
                 })));
@@ -267,8 +293,8 @@ impl Shared {
 
     /// The connection of `dial` takes no new stream (closed, or GOAWAY received): it is
     /// forgotten, so the next call dials again, and this request was not sent.
-    fn closed(&self, dial: u64, error: h2::Error) -> BoxError {
-        self.forget(dial);
+    fn closed(&self, slot: usize, dial: u64, error: h2::Error) -> BoxError {
+        self.forget(slot, dial);
         Box::new(NotSent::new(
             format!(
                 "the connection to {} takes no new stream",
@@ -278,17 +304,19 @@ impl Shared {
         ))
     }
 
-    fn forget(&self, dial: u64) {
-        self.current.rcu(|current| match current.as_deref() {
-            Some(open) if open.dial == dial => None,
-            _ => current.clone(),
-        });
+    fn forget(&self, slot: usize, dial: u64) {
+        self.slots[slot]
+            .current
+            .rcu(|current| match current.as_deref() {
+                Some(open) if open.dial == dial => None,
+                _ => current.clone(),
+            });
     }
 }
 
-/// The connection task's end: the connection of `dial` is forgotten.
-fn forget(shared: &Weak<Shared>, dial: u64) {
+/// The connection task's end: the connection of `slot`'s `dial` is forgotten.
+fn forget(shared: &Weak<Shared>, slot: usize, dial: u64) {
     if let Some(shared) = shared.upgrade() {
-        shared.forget(dial);
+        shared.forget(slot, dial);
     }
 }

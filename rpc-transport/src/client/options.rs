@@ -19,6 +19,11 @@ pub struct ChannelOptions {
     /// How long a keep-alive PING may wait for its answer before the connection is
     /// closed. Default 20 s (hyper's); used only with `http2_keepalive_interval`.
     pub http2_keepalive_timeout: Duration,
+    /// HTTP/2 connections to each instance; calls take them in turn. Default 1. h2 writes
+    /// one connection's streams under one lock (hyperium/h2#531), so at high
+    /// concurrency more than one may carry more; each also costs the provider a
+    /// connection. Values below 1 count as 1.
+    pub connections_per_instance: usize,
     /// TLS: dial providers over HTTPS and verify them with these settings. Default
     /// none (plain HTTP/2).
     pub tls: Option<ClientTls>,
@@ -30,6 +35,7 @@ impl Default for ChannelOptions {
             connect_timeout: Duration::from_secs(1),
             http2_keepalive_interval: None,
             http2_keepalive_timeout: Duration::from_secs(20),
+            connections_per_instance: 1,
             tls: None,
         }
     }

@@ -136,6 +136,28 @@ async fn concurrent_first_calls_share_one_connection() {
 }
 
 #[tokio::test]
+async fn calls_take_the_connections_of_an_instance_in_turn() {
+    let (addr, accepted) = server(Serve::Echo).await;
+    let options = ChannelOptions {
+        connections_per_instance: 3,
+        ..ChannelOptions::default()
+    };
+    let connection = connect_lazy(&addr, &options).unwrap();
+    for round in 1..=2 {
+        for _ in 0..3 {
+            let call = connection.clone().oneshot(request(b"x"));
+            let response = tokio::time::timeout(BOUND, call).await.unwrap().unwrap();
+            assert_eq!(read(response).await.1.as_deref(), Some("0"));
+        }
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            3,
+            "round {round}: one dial each"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_refused_dial_is_not_sent_and_names_the_instance() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();

@@ -80,10 +80,7 @@ impl ApplicationBuilder {
         Self {
             access_log,
             server_options: config.protocol.server_options(),
-            channel_options: ChannelOptions {
-                tls: config.consumer.tls.clone(),
-                ..ChannelOptions::default()
-            },
+            channel_options: config.consumer.channel_options(),
             config,
             lifecycle,
             metrics,

@@ -111,6 +111,61 @@ pub struct ConsumerConfig {
     /// and this consumer's certificate and key for providers that ask for one (mutual
     /// TLS; default none). Default none: plain HTTP/2.
     pub tls: Option<ClientTls>,
+    /// Bound on making a connection to a provider (TCP, TLS and the HTTP/2 preface).
+    /// Default 1 s; more than 0. A dial that fails is "not sent": the call goes on to
+    /// another instance.
+    #[serde(with = "humantime_serde", alias = "connect-timeout")]
+    pub connect_timeout: Duration,
+    /// Interval of HTTP/2 keep-alive PINGs to each provider. Default none (no PINGs):
+    /// gRPC servers limit how often clients may ping (grpc-go accepts one per 5 min by
+    /// default, and answers more with a GOAWAY), so set it to what the providers allow.
+    /// With it, a provider whose host vanished without a reset is found within
+    /// `keepalive_interval + keepalive_timeout`.
+    #[serde(with = "humantime_serde::option", alias = "keepalive-interval")]
+    pub keepalive_interval: Option<Duration>,
+    /// How long a keep-alive PING waits for its answer before the connection is closed
+    /// and the calls on it fail over. Default 20 s; more than 0.
+    #[serde(with = "humantime_serde", alias = "keepalive-timeout")]
+    pub keepalive_timeout: Duration,
+    /// HTTP/2 connections to each provider instance, taken by calls in turn. Default 1;
+    /// 1 to 64.
+    #[serde(alias = "connections-per-instance")]
+    pub connections_per_instance: usize,
+}
+
+impl ConsumerConfig {
+    /// The settings of each connection to a provider, as this section gives them.
+    pub fn channel_options(&self) -> rpc_transport::ChannelOptions {
+        rpc_transport::ChannelOptions {
+            connect_timeout: self.connect_timeout,
+            http2_keepalive_interval: self.keepalive_interval,
+            http2_keepalive_timeout: self.keepalive_timeout,
+            connections_per_instance: self.connections_per_instance,
+            tls: self.tls.clone(),
+        }
+    }
+
+    /// The connection settings that are out of range: the key (under `consumer.`) and
+    /// why.
+    pub(super) fn validate_connections(&self) -> Result<(), (&'static str, String)> {
+        let positive = [
+            ("connect_timeout", Some(self.connect_timeout)),
+            ("keepalive_timeout", Some(self.keepalive_timeout)),
+            ("keepalive_interval", self.keepalive_interval),
+        ];
+        for (key, value) in positive {
+            if value.is_some_and(|value| value.is_zero()) {
+                return Err((key, "must be more than 0".to_owned()));
+            }
+        }
+        if !(1..=64).contains(&self.connections_per_instance) {
+            return Err((
+                "connections_per_instance",
+                format!("must be 1 to 64, not {}", self.connections_per_instance),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for ConsumerConfig {
@@ -123,6 +178,78 @@ impl Default for ConsumerConfig {
             blacklist: BlacklistConfig::default(),
             directory: DirectoryConfig::default(),
             tls: None,
+            connect_timeout: Duration::from_secs(1),
+            keepalive_interval: None,
+            keepalive_timeout: Duration::from_secs(20),
+            connections_per_instance: 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::config::{Config, ConfigError, ConfigFormat};
+
+    fn consumer(text: &str) -> Result<super::ConsumerConfig, ConfigError> {
+        Config::from_str(text, ConfigFormat::Yaml, "test.yaml").map(|c| c.consumer)
+    }
+
+    #[test]
+    fn the_connection_settings_reach_the_transport() {
+        let defaults = consumer("").unwrap().channel_options();
+        assert_eq!(defaults.connect_timeout, Duration::from_secs(1));
+        assert_eq!(defaults.http2_keepalive_interval, None);
+        assert_eq!(defaults.connections_per_instance, 1);
+        let set = consumer(
+            "consumer: { connect_timeout: 250ms, keepalive_interval: 10s, \
+             keepalive_timeout: 2s, connections_per_instance: 4 }",
+        )
+        .unwrap()
+        .channel_options();
+        assert_eq!(set.connect_timeout, Duration::from_millis(250));
+        assert_eq!(set.http2_keepalive_interval, Some(Duration::from_secs(10)));
+        assert_eq!(set.http2_keepalive_timeout, Duration::from_secs(2));
+        assert_eq!(set.connections_per_instance, 4);
+    }
+
+    #[test]
+    fn out_of_range_connection_settings_name_their_key() {
+        for (text, key) in [
+            (
+                "consumer: { connect_timeout: 0s }",
+                "consumer.connect_timeout",
+            ),
+            (
+                "consumer: { keepalive_interval: 0s }",
+                "consumer.keepalive_interval",
+            ),
+            (
+                "consumer: { keepalive_timeout: 0s }",
+                "consumer.keepalive_timeout",
+            ),
+            (
+                "consumer: { connections_per_instance: 0 }",
+                "consumer.connections_per_instance",
+            ),
+            (
+                "consumer: { connections_per_instance: 65 }",
+                "consumer.connections_per_instance",
+            ),
+        ] {
+            match consumer(text).unwrap_err() {
+                ConfigError::Invalid {
+                    key: named, origin, ..
+                } => {
+                    assert_eq!(
+                        (named.as_str(), origin.as_str()),
+                        (key, "test.yaml"),
+                        "{text}"
+                    );
+                }
+                other => panic!("{text}: expected Invalid, got {other}"),
+            }
         }
     }
 }

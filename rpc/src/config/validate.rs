@@ -40,6 +40,9 @@ impl Config {
             )?;
         }
         nested("consumer.blacklist", self.consumer.blacklist.validate())?;
+        self.consumer
+            .validate_connections()
+            .map_err(|(key, reason)| (format!("consumer.{key}"), reason))?;
         if let Some(tls) = &self.consumer.tls {
             let named = |(key, reason): (&str, String)| (format!("consumer.{key}"), reason);
             protocol::readable("tls.ca", Some(&tls.ca)).map_err(named)?;

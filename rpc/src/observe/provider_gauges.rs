@@ -73,9 +73,7 @@ mod tests {
     fn export() -> Export {
         let routes = tower::ServiceExt::map_request(
             rpc_transport::ServiceRoutes::default(),
-            |request: http::Request<hyper::body::Incoming>| {
-                request.map(tonic::body::Body::new)
-            },
+            |request: http::Request<hyper::body::Incoming>| request.map(tonic::body::Body::new),
         );
         Export {
             listener: None,
