@@ -14,7 +14,7 @@
 # 2. starts etcd, ZooKeeper and rnacos on free loopback ports (scripts/registries.sh) and
 #    exports RPC_TEST_ETCD_URL, RPC_TEST_ZOOKEEPER_URL, RPC_TEST_NACOS_URL,
 #    RPC_TEST_PYTHON, RPC_TEST_KUBERNETES_VALIDATE and RPC_TEST_CHROMIUM, which the tests
-#    read (RPC_TEST_REQUIRE_REGISTRIES=1, RPC_TEST_REQUIRE_BROWSER=1,
+#    read (RPC_TEST_REQUIRE_REGISTRIES=1, RPC_TEST_REQUIRE_BROWSER=1, RPC_TEST_REQUIRE_NETNS=1,
 #    RPC_TEST_REQUIRE_PYTHON=1 and RPC_TEST_REQUIRE_KUBERNETES_VALIDATE=1 make a missing
 #    server, browser, Python or validator a failure rather than a skip);
 # 3. runs `cargo test --workspace`, then rpc's tests with its `otlp` feature, then
@@ -39,6 +39,9 @@ install_packages() {
     command -v nc >/dev/null 2>&1 || missing+=(netcat-openbsd)
     command -v curl >/dev/null 2>&1 || missing+=(curl)
     command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    # the lab of network namespaces (tests/tests/lab_faults.rs): ip netns, nftables
+    command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+    command -v nft >/dev/null 2>&1 || missing+=(nftables)
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
     if ((${#missing[@]})); then
         say "installing ${missing[*]}"
@@ -83,6 +86,9 @@ export RPC_TEST_REQUIRE_BROWSER=1
 # Nor may the Python and Kubernetes-schema tests: install_python set both variables.
 export RPC_TEST_REQUIRE_PYTHON=1
 export RPC_TEST_REQUIRE_KUBERNETES_VALIDATE=1
+# The fault tests across hosts need root (network namespaces) and nftables: CI runs as
+# root, so a lab that cannot be built there is a failure, not a skip.
+export RPC_TEST_REQUIRE_NETNS=1
 
 # Servers of this run live in a state directory of their own, so two runs (or another
 # engineer's servers) never stop each other's. A failed start ends the script here.

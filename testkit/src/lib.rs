@@ -24,6 +24,8 @@
 //! - [`tls`]: a test CA and the certificates it signs, as PEM files.
 //! - [`external`]: what a test needs from outside (Python, the Kubernetes validator),
 //!   required in CI by `RPC_TEST_REQUIRE_*`, skipped with one line elsewhere.
+//! - [`netlab`]: hosts as network namespaces, with faults (blackhole, a cut between two
+//!   hosts, loss) as nftables rules, for fault tests across hosts.
 //! - [`wire`]: bad input on the wire (raw HTTP/2 frames, hand-written gRPC calls, the
 //!   rapid-reset, header-list and CONTINUATION floods).
 
@@ -37,6 +39,7 @@ pub mod interop;
 pub mod load;
 mod logging;
 pub mod measure;
+pub mod netlab;
 pub mod peers;
 pub mod registry_server;
 pub mod services;

@@ -200,6 +200,12 @@ impl<'a> Candidates<'a> {
         self.now
     }
 
+    /// Whether the instance at `index` waits for its probe: its ejection ended and no
+    /// call has claimed the probe yet.
+    pub fn is_due_for_probe(&self, index: usize) -> bool {
+        self.list.invokers[index].health().availability(self.now) == Availability::Probe
+    }
+
     /// Whether the instance at `index` may be picked: weight above 0, not tried in this
     /// call, and neither ejected nor closing (an instance due for its probe is
     /// selectable).

@@ -35,6 +35,16 @@ impl LoadBalance for P2c {
             candidates.get(index).load(candidates.now())
                 / f64::from(candidates.weight(index).max(1))
         };
+        // An instance whose ejection ended waits for one call, its probe: it wins the
+        // pair whatever its load says. Its estimate still holds the penalty of the
+        // failures that ejected it, and would keep it from ever being picked — and so
+        // from ever being restored — while its peers answer (found in the lab of
+        // network namespaces: a provider whose link came back got no call for seconds).
+        for index in [first, second] {
+            if candidates.is_due_for_probe(index) {
+                return Some(index);
+            }
+        }
         let (a, b) = (cost(first), cost(second));
         if a < b || (a == b && rng.random::<bool>()) {
             Some(first)
@@ -121,6 +131,21 @@ mod tests {
         list.invokers()[0].observe_latency(Duration::from_secs(1), now);
         list.invokers()[1].observe_latency(ms(20), now);
         assert_eq!(share_of_first(&list, 1_000), 0.0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_instance_due_for_its_probe_wins_its_pair_whatever_its_estimate() {
+        let list = list(&[100, 100]);
+        let now = Instant::now();
+        list.invokers()[0].observe_penalty(Duration::from_secs(1), now);
+        list.invokers()[1].observe_latency(ms(20), now);
+        let health = list.invokers()[0].health();
+        assert!(health.eject(now, now + ms(100), 1));
+        assert_eq!(share_of_first(&list, 100), 0.0, "not while it is ejected");
+        tokio::time::advance(ms(101)).await;
+        assert_eq!(share_of_first(&list, 100), 1.0, "due for its probe: picked");
+        assert!(health.begin_probe(Instant::now()));
+        assert_eq!(share_of_first(&list, 100), 0.0, "one probe at a time");
     }
 
     #[tokio::test(start_paused = true)]

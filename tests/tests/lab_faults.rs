@@ -1,0 +1,287 @@
+//! Faults across hosts (issue 26), in a lab of network namespaces
+//! (`rpc_testkit::netlab`): a consumer on one host, two providers on two others, and
+//! faults that loopback cannot make — a provider's host that vanishes without a reset,
+//! a consumer cut off from one provider the registry still lists.
+//!
+//! The registry is the in-process one, shared by the hosts' programs (it is not on the
+//! lab's network), so it keeps listing a provider whatever its network does: these are
+//! the cases where only the consumer's own detection (keep-alive PINGs, the attempt
+//! timeout, ejection) can save the calls.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use proto::echo::EchoRequest;
+use proto::echo::echo_client::EchoClient;
+use rpc::registry::MemoryHub;
+use rpc_testkit::netlab::{Fault, Host, Lab};
+use tokio::sync::oneshot;
+use tokio::time::{Instant, timeout};
+
+/// The load: 500 calls/s of 20 ms of work, 2 s before the fault, 2 s during, 3 s after.
+const RATE: u32 = 500;
+const WORK_MS: u32 = 20;
+const BEFORE: Duration = Duration::from_secs(2);
+const DURING: Duration = Duration::from_secs(2);
+const AFTER: Duration = Duration::from_secs(3);
+/// Nothing in these tests may take longer.
+const BOUND: Duration = Duration::from_secs(60);
+
+/// How the calls of one phase of the run ended.
+#[derive(Debug, Default)]
+struct Tally {
+    /// Answers by the provider that gave them (host:port).
+    answered: BTreeMap<String, usize>,
+    failed: Vec<String>,
+}
+
+/// A provider of echo on `host`, serving until `stop` fires; resolves once it is
+/// stopped. `ready` gets its address once it is registered.
+fn provider(
+    host: &Host,
+    hub: &MemoryHub,
+    ready: oneshot::Sender<String>,
+    stop: oneshot::Receiver<()>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let (hub, address) = (hub.clone(), host.address());
+    host.run(move || async move {
+        let mut config = common::config("provider");
+        config.protocol.host = address.to_string();
+        config.admin.enabled = false;
+        let app = common::echo_provider(&hub, WORK_MS, config).await;
+        let _ = ready.send(app.local_addr().expect("serving").to_string());
+        let _ = stop.await;
+        let _ = app.before_shutdown().await;
+    })
+}
+
+/// The consumer's settings: idempotent calls with failover, keep-alive PINGs that find
+/// a silent host within 600 ms, short ejections so that recovery shows in the run.
+fn consumer_config() -> rpc::Config {
+    let mut config = common::config("consumer");
+    config.admin.enabled = false;
+    config.consumer.keepalive_interval = Some(Duration::from_millis(200));
+    config.consumer.keepalive_timeout = Duration::from_millis(400);
+    config.consumer.connect_timeout = Duration::from_millis(300);
+    config.consumer.blacklist.base_ejection_time = Duration::from_secs(1);
+    let reference = config
+        .consumer
+        .references
+        .entry("echo.Echo".to_owned())
+        .or_default();
+    reference.idempotent = true;
+    reference.timeout = Some(Duration::from_secs(2));
+    config
+}
+
+/// Runs the load from `consumer_host` in three phases, applying `fault` to `faulty`
+/// (from `host`'s view) between the first and the last; the tally of each phase.
+async fn run_through(lab: &Lab, hub: &MemoryHub, faulty: usize, fault: Fault) -> [Tally; 3] {
+    let (switch_to_fault, fault_now) = oneshot::channel::<()>();
+    let (switch_back, restore_now) = oneshot::channel::<()>();
+    let load = lab.host(0).run({
+        let hub = hub.clone();
+        move || async move {
+            let mut builder = common::builder_with(consumer_config(), &hub, Duration::ZERO);
+            let client = EchoClient::new(builder.reference("echo.Echo"));
+            let app = builder.start().await.expect("the consumer starts");
+            let before = phase(&client, BEFORE).await;
+            let _ = switch_to_fault.send(());
+            let during = phase(&client, DURING).await;
+            let _ = switch_back.send(());
+            let after = phase(&client, AFTER).await;
+            let _ = app.before_shutdown().await;
+            [before, during, after]
+        }
+    });
+    let faults = async {
+        let _ = fault_now.await;
+        lab.host(faulty).apply(fault);
+        let _ = restore_now.await;
+        lab.host(faulty).restore();
+    };
+    let (tallies, ()) = timeout(BOUND, async { tokio::join!(load, faults) })
+        .await
+        .expect("the run ends within its bound");
+    tallies
+}
+
+/// `RATE` calls a second for `length`, each awaited; how they ended.
+async fn phase(client: &EchoClient<rpc::ReferenceChannel>, length: Duration) -> Tally {
+    let mut calls = tokio::task::JoinSet::new();
+    let mut ticker = tokio::time::interval(Duration::from_secs(1) / RATE);
+    let end = Instant::now() + length;
+    while Instant::now() < end {
+        ticker.tick().await;
+        let mut client = client.clone();
+        calls.spawn(async move {
+            client
+                .echo(EchoRequest {
+                    payload: bytes::Bytes::from_static(b"x"),
+                    delay_ms: None,
+                })
+                .await
+                .map(|reply| reply.into_inner().provider)
+        });
+    }
+    let mut tally = Tally::default();
+    while let Some(done) = calls.join_next().await {
+        match done.expect("a call task does not panic") {
+            Ok(provider) => *tally.answered.entry(provider).or_default() += 1,
+            Err(status) => tally.failed.push(status.to_string()),
+        }
+    }
+    tally
+}
+
+/// Two providers on hosts 1 and 2 of `lab`, registered in `hub`; their addresses and
+/// what stops them.
+async fn providers(
+    lab: &Lab,
+    hub: &MemoryHub,
+) -> (
+    Vec<String>,
+    Vec<oneshot::Sender<()>>,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
+    let (mut addresses, mut stops, mut serving) = (Vec::new(), Vec::new(), Vec::new());
+    for index in [1, 2] {
+        let (ready, address) = oneshot::channel();
+        let (stop, stopped) = oneshot::channel();
+        serving.push(tokio::spawn(provider(lab.host(index), hub, ready, stopped)));
+        addresses.push(
+            timeout(BOUND, address)
+                .await
+                .unwrap()
+                .expect("the provider starts"),
+        );
+        stops.push(stop);
+    }
+    (addresses, stops, serving)
+}
+
+fn answered_by(tally: &Tally, address: &str) -> usize {
+    tally.answered.get(address).copied().unwrap_or(0)
+}
+
+async fn check(test: &str, fault: impl FnOnce(&Lab) -> Fault) {
+    common::logs();
+    let Some(lab) = Lab::for_test(test, 3) else {
+        return;
+    };
+    let hub = MemoryHub::new();
+    let (addresses, stops, serving) = providers(&lab, &hub).await;
+    let fault = fault(&lab);
+    let [before, during, after] = run_through(&lab, &hub, 1, fault).await;
+    for stop in stops {
+        let _ = stop.send(());
+    }
+    for provider in serving {
+        timeout(BOUND, provider)
+            .await
+            .unwrap()
+            .expect("the provider stops");
+    }
+    println!("{test}: before {before:?}\n during {during:?}\n after {after:?}");
+    for (name, tally) in [("before", &before), ("during", &during), ("after", &after)] {
+        assert!(
+            tally.failed.is_empty(),
+            "{name} the fault: {:?}",
+            tally.failed
+        );
+    }
+    let (faulty, healthy) = (&addresses[0], &addresses[1]);
+    assert!(
+        answered_by(&before, faulty) > 0,
+        "both providers serve before the fault"
+    );
+    assert!(
+        answered_by(&during, healthy) > 0,
+        "the healthy provider takes the calls"
+    );
+    assert!(
+        answered_by(&after, faulty) > 0,
+        "once its network is back, the provider takes traffic again: {after:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_host_that_vanishes_loses_no_idempotent_call() {
+    check(
+        "a_provider_host_that_vanishes_loses_no_idempotent_call",
+        |_| Fault::Blackhole,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_cut_off_from_one_listed_provider_loses_no_idempotent_call() {
+    let consumer: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+    check(
+        "a_consumer_cut_off_from_one_listed_provider_loses_no_idempotent_call",
+        move |lab| {
+            assert_eq!(lab.host(0).address(), consumer);
+            Fault::CutFrom(consumer)
+        },
+    )
+    .await;
+}
+
+/// The namespaces `ip netns list` shows now.
+fn listed_namespaces() -> Vec<String> {
+    let listed = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip runs");
+    String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn a_lab_leaves_nothing_behind_even_when_its_test_panics() {
+    let test = "a_lab_leaves_nothing_behind_even_when_its_test_panics";
+    if Lab::for_test(test, 0).is_none() {
+        return;
+    }
+    let (made, made_rx) = std::sync::mpsc::channel();
+    let panicked = std::thread::spawn(move || {
+        let lab = Lab::new(2).expect("a lab");
+        made.send(lab.namespaces()).unwrap();
+        panic!("the test fails with the lab built");
+    })
+    .join();
+    assert!(panicked.is_err());
+    let made = made_rx.recv().unwrap();
+    assert_eq!(made.len(), 3, "a switch and two hosts: {made:?}");
+    let listed = listed_namespaces();
+    assert!(
+        made.iter().all(|ns| !listed.contains(ns)),
+        "left behind: {listed:?}"
+    );
+}
+
+#[test]
+fn a_lab_sweeps_the_namespaces_of_a_killed_run() {
+    let test = "a_lab_sweeps_the_namespaces_of_a_killed_run";
+    if Lab::for_test(test, 0).is_none() {
+        return;
+    }
+    // A pid no process has (Linux pids stay below 2^22).
+    let stale = format!("{}999999999-0-sw", rpc_testkit::netlab::PREFIX);
+    let added = std::process::Command::new("ip")
+        .args(["netns", "add", &stale])
+        .status()
+        .expect("ip runs");
+    assert!(added.success());
+    assert!(listed_namespaces().contains(&stale));
+    let _lab = Lab::new(1).expect("a lab");
+    assert!(
+        !listed_namespaces().contains(&stale),
+        "the stale namespace is swept"
+    );
+}
