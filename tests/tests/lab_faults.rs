@@ -10,72 +10,24 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use common::lab::{Tally, consumer_config, phase, provider};
+
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use rpc::registry::MemoryHub;
-use rpc_testkit::netlab::{Fault, Host, Lab};
+use rpc_testkit::netlab::{Fault, Lab};
 use tokio::sync::oneshot;
-use tokio::time::{Instant, timeout};
+use tokio::time::timeout;
 
-/// The load: 500 calls/s of 20 ms of work, 2 s before the fault, 2 s during, 3 s after.
-const RATE: u32 = 500;
-const WORK_MS: u32 = 20;
+/// The phases of the load (`common::lab`: 500 calls/s of 20 ms): before the fault,
+/// during it, after it.
 const BEFORE: Duration = Duration::from_secs(2);
 const DURING: Duration = Duration::from_secs(2);
 const AFTER: Duration = Duration::from_secs(3);
 /// Nothing in these tests may take longer.
 const BOUND: Duration = Duration::from_secs(60);
-
-/// How the calls of one phase of the run ended.
-#[derive(Debug, Default)]
-struct Tally {
-    /// Answers by the provider that gave them (host:port).
-    answered: BTreeMap<String, usize>,
-    failed: Vec<String>,
-}
-
-/// A provider of echo on `host`, serving until `stop` fires; resolves once it is
-/// stopped. `ready` gets its address once it is registered.
-fn provider(
-    host: &Host,
-    hub: &MemoryHub,
-    ready: oneshot::Sender<String>,
-    stop: oneshot::Receiver<()>,
-) -> impl std::future::Future<Output = ()> + Send + 'static {
-    let (hub, address) = (hub.clone(), host.address());
-    host.run(move || async move {
-        let mut config = common::config("provider");
-        config.protocol.host = address.to_string();
-        config.admin.enabled = false;
-        let app = common::echo_provider(&hub, WORK_MS, config).await;
-        let _ = ready.send(app.local_addr().expect("serving").to_string());
-        let _ = stop.await;
-        let _ = app.before_shutdown().await;
-    })
-}
-
-/// The consumer's settings: idempotent calls with failover, keep-alive PINGs that find
-/// a silent host within 600 ms, short ejections so that recovery shows in the run.
-fn consumer_config() -> rpc::Config {
-    let mut config = common::config("consumer");
-    config.admin.enabled = false;
-    config.consumer.keepalive_interval = Some(Duration::from_millis(200));
-    config.consumer.keepalive_timeout = Duration::from_millis(400);
-    config.consumer.connect_timeout = Duration::from_millis(300);
-    config.consumer.blacklist.base_ejection_time = Duration::from_secs(1);
-    let reference = config
-        .consumer
-        .references
-        .entry("echo.Echo".to_owned())
-        .or_default();
-    reference.idempotent = true;
-    reference.timeout = Some(Duration::from_secs(2));
-    config
-}
 
 /// Runs the load from `consumer_host` in three phases, applying `fault` to `faulty`
 /// (from `host`'s view) between the first and the last; the tally of each phase.
@@ -107,34 +59,6 @@ async fn run_through(lab: &Lab, hub: &MemoryHub, faulty: usize, fault: Fault) ->
         .await
         .expect("the run ends within its bound");
     tallies
-}
-
-/// `RATE` calls a second for `length`, each awaited; how they ended.
-async fn phase(client: &EchoClient<rpc::ReferenceChannel>, length: Duration) -> Tally {
-    let mut calls = tokio::task::JoinSet::new();
-    let mut ticker = tokio::time::interval(Duration::from_secs(1) / RATE);
-    let end = Instant::now() + length;
-    while Instant::now() < end {
-        ticker.tick().await;
-        let mut client = client.clone();
-        calls.spawn(async move {
-            client
-                .echo(EchoRequest {
-                    payload: bytes::Bytes::from_static(b"x"),
-                    delay_ms: None,
-                })
-                .await
-                .map(|reply| reply.into_inner().provider)
-        });
-    }
-    let mut tally = Tally::default();
-    while let Some(done) = calls.join_next().await {
-        match done.expect("a call task does not panic") {
-            Ok(provider) => *tally.answered.entry(provider).or_default() += 1,
-            Err(status) => tally.failed.push(status.to_string()),
-        }
-    }
-    tally
 }
 
 /// Two providers on hosts 1 and 2 of `lab`, registered in `hub`; their addresses and

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod lab;
+
 use std::sync::Arc;
 use std::time::Duration;
 

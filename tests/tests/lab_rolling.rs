@@ -1,0 +1,109 @@
+//! A rolling restart across hosts over lossy links (issue 26, scenario 7, on the
+//! in-process registry): two echo providers on two hosts of a lab of network namespaces
+//! (`rpc_testkit::netlab`), each stopped gracefully and started again in turn, while a
+//! consumer on a third host sends 500 idempotent calls/s and every host drops 1 % of its
+//! packets in and out (`Fault::Loss`, an nftables `numgen random` rule). TCP repairs
+//! the loss; the lifecycle's graceful offline and the consumer's failover must keep
+//! every call.
+
+mod common;
+
+use std::time::Duration;
+
+use common::lab::{Tally, consumer_config, phase, provider};
+use proto::echo::echo_client::EchoClient;
+use rpc::registry::MemoryHub;
+use rpc_testkit::netlab::{Fault, Lab};
+use tokio::sync::oneshot;
+use tokio::time::timeout;
+
+/// The load runs this long; the first restart begins after `SETTLE`, the second once
+/// the first provider is serving again.
+const LOAD: Duration = Duration::from_secs(8);
+const SETTLE: Duration = Duration::from_secs(1);
+/// Nothing in this test may take longer.
+const BOUND: Duration = Duration::from_secs(90);
+
+/// A provider serving on host `index` of `lab`; what stops it and its end.
+async fn start(
+    lab: &Lab,
+    hub: &MemoryHub,
+    index: usize,
+) -> (String, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (ready, address) = oneshot::channel();
+    let (stop, stopped) = oneshot::channel();
+    let serving = tokio::spawn(provider(lab.host(index), hub, ready, stopped));
+    let address = timeout(BOUND, address)
+        .await
+        .unwrap()
+        .expect("the provider starts");
+    (address, stop, serving)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_across_lossy_links_loses_no_call() {
+    let test = "a_rolling_restart_across_lossy_links_loses_no_call";
+    common::logs();
+    let Some(lab) = Lab::for_test(test, 3) else {
+        return;
+    };
+    for index in 0..3 {
+        lab.host(index).apply(Fault::Loss(0.01));
+    }
+    let hub = MemoryHub::new();
+    let mut running = vec![start(&lab, &hub, 1).await, start(&lab, &hub, 2).await];
+    let load = lab.host(0).run({
+        let hub = hub.clone();
+        move || async move {
+            let mut builder = common::builder_with(consumer_config(), &hub, Duration::ZERO);
+            let client = EchoClient::new(builder.reference("echo.Echo"));
+            let app = builder.start().await.expect("the consumer starts");
+            let tally = phase(&client, LOAD).await;
+            let _ = app.before_shutdown().await;
+            tally
+        }
+    });
+    let roll = async {
+        tokio::time::sleep(SETTLE).await;
+        let mut served_by = Vec::new();
+        for (index, slot) in running.iter_mut().enumerate() {
+            let (address, stop, serving) =
+                std::mem::replace(slot, start(&lab, &hub, index + 1).await);
+            served_by.push(address);
+            let _ = stop.send(());
+            timeout(BOUND, serving)
+                .await
+                .unwrap()
+                .expect("the old provider stops");
+        }
+        served_by
+    };
+    let (tally, old): (Tally, Vec<String>) = timeout(BOUND, async { tokio::join!(load, roll) })
+        .await
+        .expect("the run ends within its bound");
+    for (_, stop, serving) in running {
+        let _ = stop.send(());
+        timeout(BOUND, serving)
+            .await
+            .unwrap()
+            .expect("the provider stops");
+    }
+    println!("{test}: {tally:?}");
+    assert!(
+        tally.failed.is_empty(),
+        "{} failed: {:?}",
+        tally.failed.len(),
+        tally.failed
+    );
+    let new: Vec<&String> = tally
+        .answered
+        .keys()
+        .filter(|address| !old.contains(address))
+        .collect();
+    assert_eq!(new.len(), 2, "both new providers served: {tally:?}");
+    assert!(
+        old.iter()
+            .all(|address| tally.answered.contains_key(address)),
+        "both old providers served before their restart: {tally:?}"
+    );
+}
