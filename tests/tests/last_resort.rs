@@ -22,10 +22,9 @@ const RATE: u32 = 100;
 /// Nothing in this test may take longer.
 const BOUND: Duration = Duration::from_secs(30);
 
-/// One call: when it was sent, the phase of the stopping provider then and when it
+/// One call: the phase of the stopping provider when it was sent and when it
 /// ended, and how it ended.
 struct Sent {
-    at: Instant,
     phase: Phase,
     ended_in: Phase,
     result: Result<(), tonic::Status>,
@@ -52,7 +51,6 @@ async fn no_call_fails_while_the_only_provider_restarts() {
                 let (mut client, calls) = (client.clone(), calls.clone());
                 let lifecycle = lifecycle.clone();
                 let phase = lifecycle.phase();
-                let at = Instant::now();
                 tasks.spawn(async move {
                     let result = client
                         .echo(EchoRequest {
@@ -63,7 +61,6 @@ async fn no_call_fails_while_the_only_provider_restarts() {
                         .map(drop);
                     let ended_in = lifecycle.phase();
                     calls.lock().push(Sent {
-                        at,
                         phase,
                         ended_in,
                         result,
@@ -90,7 +87,6 @@ async fn no_call_fails_while_the_only_provider_restarts() {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let listed_at = Instant::now();
     println!(
         "the new provider was listed {} ms after the old one stopped",
         restarted_at.elapsed().as_millis()
@@ -156,15 +152,12 @@ async fn no_call_fails_while_the_only_provider_restarts() {
         failed.len(),
         calls.len()
     );
-    let stats = consumer.references()[0].stats();
-    let refused_then = calls
-        .iter()
-        .filter(|sent| sent.phase >= Phase::Rejecting && sent.at < listed_at)
-        .count();
-    assert!(
-        refused_then == 0 || stats.waited_for_provider > 0,
-        "{refused_then} calls were sent while no instance served, yet none waited: {stats:?}"
-    );
+    // How many calls waited is printed above, not asserted: only a call whose *pick*
+    // falls between the old provider's refusal and its successor's listing waits, and
+    // that gap is a few milliseconds (2 ms in a CI run where a call sent 1 ms before the
+    // listing was picked after it, and rightly did not wait). Without the wait, those
+    // calls fail, which the assertion above catches (803 of 4 000 in rolling-deploy
+    // --max-surge 0 before `wait_for_provider`).
     assert_eq!(report.exit_code(), 0, "{report}");
     consumer.before_shutdown().await;
     new.before_shutdown().await;
