@@ -10,12 +10,11 @@
 
 mod common;
 
-use common::lab::{Tally, consumer_config, phase, provider};
+use common::lab::{Provider, Tally, consumer, phase};
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-use proto::echo::echo_client::EchoClient;
 use rpc::registry::MemoryHub;
 use rpc_testkit::netlab::{Fault, Lab};
 use tokio::sync::oneshot;
@@ -29,17 +28,15 @@ const AFTER: Duration = Duration::from_secs(3);
 /// Nothing in these tests may take longer.
 const BOUND: Duration = Duration::from_secs(60);
 
-/// Runs the load from `consumer_host` in three phases, applying `fault` to `faulty`
-/// (from `host`'s view) between the first and the last; the tally of each phase.
+/// Runs the load from host 0 in three phases, applying `fault` to host `faulty`
+/// between the first and the last; the tally of each phase.
 async fn run_through(lab: &Lab, hub: &MemoryHub, faulty: usize, fault: Fault) -> [Tally; 3] {
     let (switch_to_fault, fault_now) = oneshot::channel::<()>();
     let (switch_back, restore_now) = oneshot::channel::<()>();
     let load = lab.host(0).run({
         let hub = hub.clone();
         move || async move {
-            let mut builder = common::builder_with(consumer_config(), &hub, Duration::ZERO);
-            let client = EchoClient::new(builder.reference("echo.Echo"));
-            let app = builder.start().await.expect("the consumer starts");
+            let (client, app) = consumer(&hub).await;
             let before = phase(&client, BEFORE).await;
             let _ = switch_to_fault.send(());
             let during = phase(&client, DURING).await;
@@ -61,32 +58,6 @@ async fn run_through(lab: &Lab, hub: &MemoryHub, faulty: usize, fault: Fault) ->
     tallies
 }
 
-/// Two providers on hosts 1 and 2 of `lab`, registered in `hub`; their addresses and
-/// what stops them.
-async fn providers(
-    lab: &Lab,
-    hub: &MemoryHub,
-) -> (
-    Vec<String>,
-    Vec<oneshot::Sender<()>>,
-    Vec<tokio::task::JoinHandle<()>>,
-) {
-    let (mut addresses, mut stops, mut serving) = (Vec::new(), Vec::new(), Vec::new());
-    for index in [1, 2] {
-        let (ready, address) = oneshot::channel();
-        let (stop, stopped) = oneshot::channel();
-        serving.push(tokio::spawn(provider(lab.host(index), hub, ready, stopped)));
-        addresses.push(
-            timeout(BOUND, address)
-                .await
-                .unwrap()
-                .expect("the provider starts"),
-        );
-        stops.push(stop);
-    }
-    (addresses, stops, serving)
-}
-
 fn answered_by(tally: &Tally, address: &str) -> usize {
     tally.answered.get(address).copied().unwrap_or(0)
 }
@@ -97,17 +68,15 @@ async fn check(test: &str, fault: impl FnOnce(&Lab) -> Fault) {
         return;
     };
     let hub = MemoryHub::new();
-    let (addresses, stops, serving) = providers(&lab, &hub).await;
+    let providers = [
+        Provider::start(lab.host(1), &hub).await,
+        Provider::start(lab.host(2), &hub).await,
+    ];
+    let addresses: Vec<String> = providers.iter().map(|p| p.address.clone()).collect();
     let fault = fault(&lab);
     let [before, during, after] = run_through(&lab, &hub, 1, fault).await;
-    for stop in stops {
-        let _ = stop.send(());
-    }
-    for provider in serving {
-        timeout(BOUND, provider)
-            .await
-            .unwrap()
-            .expect("the provider stops");
+    for provider in providers {
+        provider.stop().await;
     }
     println!("{test}: before {before:?}\n during {during:?}\n after {after:?}");
     for (name, tally) in [("before", &before), ("during", &during), ("after", &after)] {

@@ -10,11 +10,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::lab::{Tally, consumer_config, phase, provider};
-use proto::echo::echo_client::EchoClient;
+use common::lab::{Provider, Tally, consumer, phase};
 use rpc::registry::MemoryHub;
 use rpc_testkit::netlab::{Fault, Lab};
-use tokio::sync::oneshot;
 use tokio::time::timeout;
 
 /// The load runs this long; the first restart begins after `SETTLE`, the second once
@@ -23,22 +21,6 @@ const LOAD: Duration = Duration::from_secs(8);
 const SETTLE: Duration = Duration::from_secs(1);
 /// Nothing in this test may take longer.
 const BOUND: Duration = Duration::from_secs(90);
-
-/// A provider serving on host `index` of `lab`; what stops it and its end.
-async fn start(
-    lab: &Lab,
-    hub: &MemoryHub,
-    index: usize,
-) -> (String, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let (ready, address) = oneshot::channel();
-    let (stop, stopped) = oneshot::channel();
-    let serving = tokio::spawn(provider(lab.host(index), hub, ready, stopped));
-    let address = timeout(BOUND, address)
-        .await
-        .unwrap()
-        .expect("the provider starts");
-    (address, stop, serving)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_across_lossy_links_loses_no_call() {
@@ -51,13 +33,14 @@ async fn a_rolling_restart_across_lossy_links_loses_no_call() {
         lab.host(index).apply(Fault::Loss(0.01));
     }
     let hub = MemoryHub::new();
-    let mut running = vec![start(&lab, &hub, 1).await, start(&lab, &hub, 2).await];
+    let mut running = vec![
+        Provider::start(lab.host(1), &hub).await,
+        Provider::start(lab.host(2), &hub).await,
+    ];
     let load = lab.host(0).run({
         let hub = hub.clone();
         move || async move {
-            let mut builder = common::builder_with(consumer_config(), &hub, Duration::ZERO);
-            let client = EchoClient::new(builder.reference("echo.Echo"));
-            let app = builder.start().await.expect("the consumer starts");
+            let (client, app) = consumer(&hub).await;
             let tally = phase(&client, LOAD).await;
             let _ = app.before_shutdown().await;
             tally
@@ -67,26 +50,18 @@ async fn a_rolling_restart_across_lossy_links_loses_no_call() {
         tokio::time::sleep(SETTLE).await;
         let mut served_by = Vec::new();
         for (index, slot) in running.iter_mut().enumerate() {
-            let (address, stop, serving) =
-                std::mem::replace(slot, start(&lab, &hub, index + 1).await);
-            served_by.push(address);
-            let _ = stop.send(());
-            timeout(BOUND, serving)
-                .await
-                .unwrap()
-                .expect("the old provider stops");
+            let new = Provider::start(lab.host(index + 1), &hub).await;
+            let old = std::mem::replace(slot, new);
+            served_by.push(old.address.clone());
+            old.stop().await;
         }
         served_by
     };
     let (tally, old): (Tally, Vec<String>) = timeout(BOUND, async { tokio::join!(load, roll) })
         .await
         .expect("the run ends within its bound");
-    for (_, stop, serving) in running {
-        let _ = stop.send(());
-        timeout(BOUND, serving)
-            .await
-            .unwrap()
-            .expect("the provider stops");
+    for provider in running {
+        provider.stop().await;
     }
     println!("{test}: {tally:?}");
     assert!(

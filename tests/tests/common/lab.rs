@@ -26,24 +26,60 @@ pub struct Tally {
     pub failed: Vec<String>,
 }
 
-/// A provider of echo on `host`, serving until `stop` fires; resolves once it is
-/// stopped. `ready` gets its address once it is registered.
-pub fn provider(
-    host: &Host,
-    hub: &MemoryHub,
-    ready: oneshot::Sender<String>,
-    stop: oneshot::Receiver<()>,
-) -> impl std::future::Future<Output = ()> + Send + 'static {
-    let (hub, address) = (hub.clone(), host.address());
-    host.run(move || async move {
-        let mut config = super::config("provider");
-        config.protocol.host = address.to_string();
-        config.admin.enabled = false;
-        let app = super::echo_provider(&hub, WORK_MS, config).await;
-        let _ = ready.send(app.local_addr().expect("serving").to_string());
-        let _ = stop.await;
-        let _ = app.before_shutdown().await;
-    })
+/// Bound on a provider's start and stop.
+const BOUND: Duration = Duration::from_secs(60);
+
+/// An echo provider serving on a host of the lab, until [`Provider::stop`].
+pub struct Provider {
+    /// Where it serves (host:port), as its answers name it.
+    pub address: String,
+    stop: oneshot::Sender<()>,
+    serving: tokio::task::JoinHandle<()>,
+}
+
+impl Provider {
+    /// Starts one on `host`, registered in `hub`; returns once it is registered.
+    pub async fn start(host: &Host, hub: &MemoryHub) -> Self {
+        let (ready, address) = oneshot::channel();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (hub, host_address) = (hub.clone(), host.address());
+        let serving = tokio::spawn(host.run(move || async move {
+            let mut config = super::config("provider");
+            config.protocol.host = host_address.to_string();
+            config.admin.enabled = false;
+            let app = super::echo_provider(&hub, WORK_MS, config).await;
+            let _ = ready.send(app.local_addr().expect("serving").to_string());
+            let _ = stopped.await;
+            let _ = app.before_shutdown().await;
+        }));
+        let address = tokio::time::timeout(BOUND, address)
+            .await
+            .expect("the provider starts within its bound")
+            .expect("the provider starts");
+        Self {
+            address,
+            stop,
+            serving,
+        }
+    }
+
+    /// Stops it gracefully; returns once it has stopped.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        tokio::time::timeout(BOUND, self.serving)
+            .await
+            .expect("the provider stops within its bound")
+            .expect("the provider stops");
+    }
+}
+
+/// A consumer of echo in `hub` with [`consumer_config`], started (inside a host, when
+/// called from [`Host::run`]); its stub and its application.
+pub async fn consumer(hub: &MemoryHub) -> (EchoClient<rpc::ReferenceChannel>, rpc::Application) {
+    let mut builder = super::builder_with(consumer_config(), hub, Duration::ZERO);
+    let client = EchoClient::new(builder.reference("echo.Echo"));
+    let app = builder.start().await.expect("the consumer starts");
+    (client, app)
 }
 
 /// The consumer's settings: idempotent calls with failover, keep-alive PINGs that find
