@@ -3,6 +3,8 @@
 //! in flight, without waiting for a peer that does not finish the close (or at once
 //! when told to).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
@@ -303,16 +305,17 @@ impl<'a> Connection<'a> {
         let goaway_at = Instant::now();
         tokio::select! {
             biased;
-            _ = signals.force.cancelled() => &signals.forced,
+            _ = signals.force.cancelled() => return &signals.forced,
             result = conn.as_mut() => {
                 log_end(result);
-                &signals.closed_gracefully
+                return &signals.closed_gracefully;
             }
             // A peer that does not answer the PING, or ignores the GOAWAY and keeps the
             // socket open, would hold the connection for ever: once nothing is in flight
-            // on it, nothing is lost by closing it.
-            _ = idle_after_goaway(signals, &self.peer, goaway_at) => &signals.closed_idle,
+            // on it, nothing is lost by closing it — once h2 has written what it holds.
+            _ = idle_after_goaway(signals, &self.peer, goaway_at) => {}
         }
+        flush_then_close(signals, conn.as_mut()).await
     }
 }
 
@@ -344,6 +347,34 @@ async fn idle_after_goaway(signals: &ConnectionSignals, peer: &Peer, goaway_at: 
     signals.close_idle.cancelled().await;
     tokio::time::sleep_until(goaway_at + PING_ANSWER_WAIT).await;
     peer.idle().await;
+}
+
+/// Drives a connection with no call in flight until h2 has ended it, for at most
+/// [`PING_ANSWER_WAIT`]; the tally its end counts in.
+///
+/// "No call in flight" means every response was handed to h2, not that h2 has written
+/// it: the trailers of a call just ended (a stream cut at the drain bound, typically)
+/// may still be in h2's buffers, and dropping the connection now would lose them — its
+/// caller would see a broken connection instead of the status (seen in CI: "stream
+/// closed because of a broken pipe" for a client stream cut at the bound). A peer that
+/// answered the GOAWAY's PING lets h2 end the connection as soon as those frames are
+/// written; one that did not is closed at the bound, its frames written by then.
+async fn flush_then_close<'a, F>(
+    signals: &'a ConnectionSignals,
+    conn: Pin<&mut F>,
+) -> &'a AtomicUsize
+where
+    F: Future<Output = Result<(), hyper::Error>>,
+{
+    tokio::select! {
+        biased;
+        _ = signals.force.cancelled() => &signals.forced,
+        result = conn => {
+            log_end(result);
+            &signals.closed_gracefully
+        }
+        _ = tokio::time::sleep(PING_ANSWER_WAIT) => &signals.closed_idle,
+    }
 }
 
 fn log_end(result: Result<(), hyper::Error>) {
