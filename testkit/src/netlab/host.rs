@@ -5,8 +5,9 @@ use std::net::Ipv4Addr;
 
 use super::faults::Fault;
 
-/// A host: a network namespace with one address.
-#[derive(Debug)]
+/// A host: a network namespace with one address. A clone names the same host (the
+/// lab removes it, not its handles).
+#[derive(Clone, Debug)]
 pub struct Host {
     namespace: String,
     address: Ipv4Addr,

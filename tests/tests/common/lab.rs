@@ -1,15 +1,19 @@
 //! Helpers of the tests in the lab of network namespaces (`rpc_testkit::netlab`): echo
-//! providers and a consumer inside hosts, and a fixed-rate load whose every call is
-//! counted.
+//! providers and a consumer inside hosts, on the in-process registry or a registry
+//! server of the lab, and a fixed-rate load whose every call is counted.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
+use proto::echo::echo_server::EchoServer;
+use rpc::config::RegistryConfig;
 use rpc::registry::MemoryHub;
+use rpc::{Application, ApplicationBuilder, Config};
 use rpc_testkit::netlab::Host;
-use tokio::sync::oneshot;
+use rpc_testkit::services::EchoProvider;
+use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 /// Calls a second of the load: 500, each 20 ms of work.
@@ -29,6 +33,38 @@ pub struct Tally {
 /// Bound on a provider's start and stop.
 const BOUND: Duration = Duration::from_secs(60);
 
+/// Where the lab's programs register and discover: the in-process hub (shared by every
+/// host's program, not on the lab's network), or a registry server's URL.
+#[derive(Clone, Debug)]
+pub enum Discovery {
+    /// The in-process registry.
+    Hub(MemoryHub),
+    /// A registry server (`etcd://10.77.0.1:2379?ttl=2s`, ...).
+    Url(String),
+}
+
+impl From<&MemoryHub> for Discovery {
+    fn from(hub: &MemoryHub) -> Self {
+        Self::Hub(hub.clone())
+    }
+}
+
+impl Discovery {
+    /// An application builder with `config`, registered and discovering here.
+    fn builder(&self, config: Config) -> ApplicationBuilder {
+        match self {
+            Self::Hub(hub) => super::builder_with(config, hub, Duration::ZERO),
+            Self::Url(url) => {
+                let mut config = config;
+                config
+                    .registries
+                    .insert("default".to_owned(), RegistryConfig { url: url.clone() });
+                Application::builder(config)
+            }
+        }
+    }
+}
+
 /// An echo provider serving on a host of the lab, until [`Provider::stop`].
 pub struct Provider {
     /// Where it serves (host:port), as its answers name it.
@@ -38,16 +74,18 @@ pub struct Provider {
 }
 
 impl Provider {
-    /// Starts one on `host`, registered in `hub`; returns once it is registered.
-    pub async fn start(host: &Host, hub: &MemoryHub) -> Self {
+    /// Starts one on `host`, registered in `discovery`; returns once it is registered.
+    pub async fn start(host: &Host, discovery: impl Into<Discovery>) -> Self {
         let (ready, address) = oneshot::channel();
         let (stop, stopped) = oneshot::channel::<()>();
-        let (hub, host_address) = (hub.clone(), host.address());
+        let (discovery, host_address) = (discovery.into(), host.address());
         let serving = tokio::spawn(host.run(move || async move {
             let mut config = super::config("provider");
             config.protocol.host = host_address.to_string();
             config.admin.enabled = false;
-            let app = super::echo_provider(&hub, WORK_MS, config).await;
+            let mut builder = discovery.builder(config);
+            builder.service(EchoServer::new(EchoProvider { work_ms: WORK_MS }));
+            let app = builder.start().await.expect("the provider starts");
             let _ = ready.send(app.local_addr().expect("serving").to_string());
             let _ = stopped.await;
             let _ = app.before_shutdown().await;
@@ -73,10 +111,12 @@ impl Provider {
     }
 }
 
-/// A consumer of echo in `hub` with [`consumer_config`], started (inside a host, when
-/// called from [`Host::run`]); its stub and its application.
-pub async fn consumer(hub: &MemoryHub) -> (EchoClient<rpc::ReferenceChannel>, rpc::Application) {
-    let mut builder = super::builder_with(consumer_config(), hub, Duration::ZERO);
+/// A consumer of echo in `discovery` with [`consumer_config`], started (inside a host,
+/// when called from [`Host::run`]); its stub and its application.
+pub async fn consumer(
+    discovery: impl Into<Discovery>,
+) -> (EchoClient<rpc::ReferenceChannel>, rpc::Application) {
+    let mut builder = discovery.into().builder(consumer_config());
     let client = EchoClient::new(builder.reference("echo.Echo"));
     let app = builder.start().await.expect("the consumer starts");
     (client, app)
@@ -103,28 +143,59 @@ pub fn consumer_config() -> rpc::Config {
 
 /// `RATE` calls a second for `length`, each awaited; how they ended.
 pub async fn phase(client: &EchoClient<rpc::ReferenceChannel>, length: Duration) -> Tally {
+    let end = Instant::now() + length;
+    let mut tallies = load(client, || (Instant::now() < end).then_some(0)).await;
+    tallies.pop().unwrap_or_default()
+}
+
+/// `RATE` calls a second until `phases`' sender is dropped, each tallied under the
+/// phase `phases` held when it was sent; the tally of each phase, by index.
+pub async fn phases(
+    client: &EchoClient<rpc::ReferenceChannel>,
+    phases: watch::Receiver<usize>,
+) -> Vec<Tally> {
+    load(client, || {
+        phases.has_changed().is_ok().then(|| *phases.borrow())
+    })
+    .await
+}
+
+/// `RATE` calls a second while `current` gives the phase of the next call; how the calls
+/// of each phase ended.
+async fn load(
+    client: &EchoClient<rpc::ReferenceChannel>,
+    current: impl Fn() -> Option<usize>,
+) -> Vec<Tally> {
     let mut calls = tokio::task::JoinSet::new();
     let mut ticker = tokio::time::interval(Duration::from_secs(1) / RATE);
-    let end = Instant::now() + length;
-    while Instant::now() < end {
+    loop {
         ticker.tick().await;
+        let Some(phase) = current() else {
+            break;
+        };
         let mut client = client.clone();
         calls.spawn(async move {
-            client
+            let answer = client
                 .echo(EchoRequest {
                     payload: bytes::Bytes::from_static(b"x"),
                     delay_ms: None,
                 })
                 .await
-                .map(|reply| reply.into_inner().provider)
+                .map(|reply| reply.into_inner().provider);
+            (phase, answer)
         });
     }
-    let mut tally = Tally::default();
+    let mut tallies: Vec<Tally> = Vec::new();
     while let Some(done) = calls.join_next().await {
-        match done.expect("a call task does not panic") {
+        let (phase, answer) = done.expect("a call task does not panic");
+        if tallies.len() <= phase {
+            tallies.resize_with(phase + 1, Tally::default);
+        }
+        let tally = &mut tallies[phase];
+        match answer {
             Ok(provider) => *tally.answered.entry(provider).or_default() += 1,
             Err(status) => tally.failed.push(status.to_string()),
         }
     }
-    tally
+    tallies
 }

@@ -6,6 +6,10 @@
 //! The command lines are those of `scripts/registries.sh` (which starts the servers the
 //! other tests share); a test that stops its server must not use that shared one.
 //!
+//! [`RegistryServer::start_in`] starts one inside a host of the lab of network namespaces
+//! (`netlab`), on the host's address and the backend's usual ports, for fault tests
+//! across hosts.
+//!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
 //! use rpc_testkit::registry_server::{Backend, RegistryServer};
@@ -16,15 +20,18 @@
 //! # Ok(()) }
 //! ```
 
+mod checks;
+
 use std::io;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
+
+use crate::netlab::Host;
+use checks::{Endpoint, answers, log_tail};
 
 /// How long a server may take to answer after it was spawned (ZooKeeper's JVM is the
 /// slowest, a few seconds on a busy machine).
@@ -55,6 +62,16 @@ impl Backend {
             Backend::Nacos => "nacos",
         }
     }
+
+    /// Its usual ports: etcd's client and peer ports, ZooKeeper's client port, Nacos's
+    /// HTTP and gRPC ports.
+    fn usual_ports(self) -> (u16, u16) {
+        match self {
+            Backend::Etcd => (2379, 2380),
+            Backend::ZooKeeper => (2181, 2888),
+            Backend::Nacos => (8848, 9848),
+        }
+    }
 }
 
 /// A registry server process of one test. Dropping it kills and reaps the process and
@@ -63,6 +80,10 @@ impl Backend {
 pub struct RegistryServer {
     backend: Backend,
     dir: tempfile::TempDir,
+    /// The lab host it runs in; `None`: this machine's loopback.
+    host: Option<Host>,
+    /// The address it listens on: loopback, or its host's.
+    address: Ipv4Addr,
     /// The client port (etcd, ZooKeeper) or HTTP port (Nacos).
     port: u16,
     /// etcd's peer port; Nacos's gRPC port (`port + 1000`, as nacos-sdk expects).
@@ -82,9 +103,30 @@ impl RegistryServer {
             Backend::Nacos => free_port_pair(1000)?,
             _ => (free_port()?, free_port()?),
         };
+        Self::spawn(backend, None, Ipv4Addr::LOCALHOST, (port, second_port)).await
+    }
+
+    /// Starts a server of `backend` inside `host` of a lab, on the host's address and the
+    /// backend's usual ports (2379, 2181, 8848), and waits until it answers there.
+    ///
+    /// # Errors
+    /// As [`RegistryServer::start`].
+    pub async fn start_in(backend: Backend, host: &Host) -> io::Result<Self> {
+        let address = host.address();
+        Self::spawn(backend, Some(host.clone()), address, backend.usual_ports()).await
+    }
+
+    async fn spawn(
+        backend: Backend,
+        host: Option<Host>,
+        address: Ipv4Addr,
+        (port, second_port): (u16, u16),
+    ) -> io::Result<Self> {
         let mut server = Self {
             backend,
             dir: tempfile::Builder::new().prefix("rpc-registry-").tempdir()?,
+            host,
+            address,
             port,
             second_port,
             child: None,
@@ -93,9 +135,10 @@ impl RegistryServer {
         Ok(server)
     }
 
-    /// The URL a client connects with (`etcd://127.0.0.1:PORT`, ...).
+    /// The URL a client connects with (`etcd://127.0.0.1:PORT`, ...; the host's address
+    /// for a server in a lab host).
     pub fn url(&self) -> String {
-        format!("{}://127.0.0.1:{}", self.backend.scheme(), self.port)
+        format!("{}://{}:{}", self.backend.scheme(), self.address, self.port)
     }
 
     /// Which server this is.
@@ -129,7 +172,7 @@ impl RegistryServer {
             .create(true)
             .append(true)
             .open(self.log_path())?;
-        let mut command = self.command()?;
+        let mut command = self.in_host(self.command()?);
         command
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -163,12 +206,32 @@ impl RegistryServer {
         self.dir.path().join("server.log")
     }
 
+    /// `command`, run inside the server's lab host when it has one (`ip netns exec`
+    /// execs the program, so the child's pid is the server's).
+    fn in_host(&self, command: Command) -> Command {
+        let Some(host) = &self.host else {
+            return command;
+        };
+        let mut inside = Command::new("ip");
+        inside
+            .args(["netns", "exec", host.namespace()])
+            .arg(command.get_program())
+            .args(command.get_args());
+        for (key, value) in command.get_envs() {
+            if let Some(value) = value {
+                inside.env(key, value);
+            }
+        }
+        inside
+    }
+
     fn command(&self) -> io::Result<Command> {
         let dir = self.dir.path();
+        let address = self.address;
         let command = match self.backend {
             Backend::Etcd => {
-                let client = format!("http://127.0.0.1:{}", self.port);
-                let peer = format!("http://127.0.0.1:{}", self.second_port);
+                let client = format!("http://{address}:{}", self.port);
+                let peer = format!("http://{address}:{}", self.second_port);
                 let mut command = Command::new("etcd");
                 command
                     .args(["--name", "rpc-test", "--data-dir"])
@@ -187,7 +250,7 @@ impl RegistryServer {
                     &config,
                     format!(
                         "tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir={}\nclientPort={}\n\
-                         clientPortAddress=127.0.0.1\nadmin.enableServer=false\n\
+                         clientPortAddress={address}\nadmin.enableServer=false\n\
                          4lw.commands.whitelist=ruok,isro\n",
                         dir.join("zookeeper-data").display(),
                         self.port
@@ -206,14 +269,14 @@ impl RegistryServer {
             Backend::Nacos => {
                 let mut command = Command::new(rnacos()?);
                 command
-                    .env("RNACOS_SDK_HOST", "127.0.0.1")
+                    .env("RNACOS_SDK_HOST", address.to_string())
                     .env("RNACOS_HTTP_PORT", self.port.to_string())
                     .env("RNACOS_GRPC_PORT", self.second_port.to_string())
                     .env("RNACOS_HTTP_CONSOLE_PORT", "0")
                     .env("RNACOS_DATA_DIR", dir.join("nacos-data"))
                     .env(
                         "RNACOS_RAFT_NODE_ADDR",
-                        format!("127.0.0.1:{}", self.second_port),
+                        format!("{address}:{}", self.second_port),
                     );
                 command
             }
@@ -251,35 +314,26 @@ impl RegistryServer {
         }
     }
 
-    /// One health check, bounded by a second.
+    /// One health check, bounded by a second; made from inside the server's lab host
+    /// when it has one (its address is reachable only there).
     async fn answers(&self) -> bool {
-        let check = async {
-            match self.backend {
-                // A linearizable read through etcd's gRPC gateway: answered only once
-                // the member has a leader.
-                Backend::Etcd => {
-                    http_ok(self.port, "POST", "/v3/kv/range", r#"{"key":"AA=="}"#).await
-                }
-                // `isro` answers `rw` only once the server serves sessions (`ruok`'s
-                // `imok` comes earlier, while it still loads its data).
-                Backend::ZooKeeper => four_letter_word(self.port, b"isro", b"rw").await,
-                Backend::Nacos => {
-                    http_ok(
-                        self.port,
-                        "GET",
-                        "/nacos/v1/ns/service/list?pageNo=1&pageSize=1",
-                        "",
-                    )
-                    .await
-                        && TcpStream::connect((Ipv4Addr::LOCALHOST, self.second_port))
-                            .await
-                            .is_ok()
-                }
-            }
+        let (backend, at) = (
+            self.backend,
+            Endpoint {
+                address: self.address,
+                port: self.port,
+                second_port: self.second_port,
+            },
+        );
+        let check = async move {
+            tokio::time::timeout(Duration::from_secs(1), answers(backend, at))
+                .await
+                .unwrap_or(false)
         };
-        tokio::time::timeout(Duration::from_secs(1), check)
-            .await
-            .unwrap_or(false)
+        match &self.host {
+            None => check.await,
+            Some(host) => host.run(move || check).await,
+        }
     }
 }
 
@@ -338,41 +392,4 @@ fn free_port_pair(offset: u16) -> io::Result<(u16, u16)> {
         io::ErrorKind::AddrInUse,
         format!("no two free loopback ports {offset} apart"),
     ))
-}
-
-/// Whether an HTTP/1.1 request to 127.0.0.1:`port` is answered with a 200.
-async fn http_ok(port: u16, method: &str, path: &str, body: &str) -> bool {
-    let Ok(mut stream) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).await else {
-        return false;
-    };
-    let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    if stream.write_all(request.as_bytes()).await.is_err() {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    stream.read_exact(&mut head).await.is_ok() && head.ends_with(b" 200")
-}
-
-/// Whether ZooKeeper answers the four-letter `word` with `answer`.
-async fn four_letter_word(port: u16, word: &[u8], answer: &[u8]) -> bool {
-    let Ok(mut stream) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).await else {
-        return false;
-    };
-    if stream.write_all(word).await.is_err() {
-        return false;
-    }
-    let mut reply = Vec::new();
-    let _ = stream.read_to_end(&mut reply).await;
-    reply == answer
-}
-
-/// The last lines of a server's log, for an error message.
-fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(20)..].join("\n")
 }

@@ -1,0 +1,81 @@
+//! The health checks a registry server is waited on with, and the end of its log for an
+//! error message.
+
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::Backend;
+
+/// Where a server answers: its address, its client (or HTTP) port, and its second port
+/// (Nacos's gRPC port).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Endpoint {
+    pub(super) address: Ipv4Addr,
+    pub(super) port: u16,
+    pub(super) second_port: u16,
+}
+
+/// Whether `backend`'s server at `at` passes its own health check now.
+pub(super) async fn answers(backend: Backend, at: Endpoint) -> bool {
+    match backend {
+        // A linearizable read through etcd's gRPC gateway: answered only once the
+        // member has a leader.
+        Backend::Etcd => http_ok(at, "POST", "/v3/kv/range", r#"{"key":"AA=="}"#).await,
+        // `isro` answers `rw` only once the server serves sessions (`ruok`'s `imok`
+        // comes earlier, while it still loads its data).
+        Backend::ZooKeeper => four_letter_word(at, b"isro", b"rw").await,
+        Backend::Nacos => {
+            http_ok(
+                at,
+                "GET",
+                "/nacos/v1/ns/service/list?pageNo=1&pageSize=1",
+                "",
+            )
+            .await
+                && TcpStream::connect((at.address, at.second_port))
+                    .await
+                    .is_ok()
+        }
+    }
+}
+
+/// Whether an HTTP/1.1 request to `at` is answered with a 200.
+async fn http_ok(at: Endpoint, method: &str, path: &str, body: &str) -> bool {
+    let Ok(mut stream) = TcpStream::connect((at.address, at.port)).await else {
+        return false;
+    };
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        at.address,
+        body.len()
+    );
+    if stream.write_all(request.as_bytes()).await.is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).await.is_ok() && head.ends_with(b" 200")
+}
+
+/// Whether ZooKeeper answers the four-letter `word` with `answer`.
+async fn four_letter_word(at: Endpoint, word: &[u8], answer: &[u8]) -> bool {
+    let Ok(mut stream) = TcpStream::connect((at.address, at.port)).await else {
+        return false;
+    };
+    if stream.write_all(word).await.is_err() {
+        return false;
+    }
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply).await;
+    reply == answer
+}
+
+/// The last lines of a server's log, for an error message.
+pub(super) fn log_tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}

@@ -1,0 +1,322 @@
+//! Partitions between the registry and the programs that use it (issue 26, scenarios 3
+//! and 5), in a lab of network namespaces (`rpc_testkit::netlab`) with a real registry
+//! server on a host of its own (`RegistryServer::start_in`: etcd, ZooKeeper, rnacos):
+//!
+//! - **A provider cut off from the registry, still reachable by consumers**: its lease
+//!   or session expires and the registry removes it; the consumer drains it with no
+//!   failed call; when the link returns, the provider registers again by itself (no
+//!   restart) and takes calls again.
+//! - **A consumer cut off from the registry**: it keeps serving from the last set it
+//!   knew, with no failed call, while one provider stops and another starts; once the
+//!   link returns it converges: the stopped one is dropped, the new one is used.
+//!
+//! The consumer sends 500 idempotent calls/s of 20 ms from its own host throughout
+//! (`common::lab`), tallied by the phase of the script they were sent in.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::lab::{Discovery, Provider, Tally, consumer, phases};
+use rpc::cluster::Directory;
+use rpc_testkit::netlab::{Fault, Lab};
+use rpc_testkit::registry_server::{Backend, RegistryServer};
+use tokio::sync::{oneshot, watch};
+use tokio::time::{Instant, timeout};
+
+/// How long each steady phase of the script lasts.
+const STEADY: Duration = Duration::from_secs(2);
+/// How long a consumer stays cut off from the registry: longer than the registry
+/// clients' sessions and leases (2 s here), so that those expire.
+const CONSUMER_CUT: Duration = Duration::from_secs(5);
+/// Bound on each wait for the consumer's directory to change.
+const CONVERGE: Duration = Duration::from_secs(60);
+/// Nothing in these tests may take longer.
+const BOUND: Duration = Duration::from_secs(240);
+
+/// The registry's URL for the programs of the lab: sessions and leases of 2 s, so that
+/// a partition removes a provider within seconds.
+fn url(server: &RegistryServer) -> String {
+    match server.backend() {
+        Backend::Etcd => format!("{}?ttl=2s", server.url()),
+        Backend::ZooKeeper => format!("{}?session_timeout=2s", server.url()),
+        Backend::Nacos => server.url(),
+    }
+}
+
+/// The lab and its registry server on host 0, or `None` after one line saying why the
+/// test is skipped.
+async fn lab_with_registry(
+    test: &str,
+    hosts: usize,
+    backend: Backend,
+) -> Option<(Lab, RegistryServer)> {
+    common::logs();
+    let lab = Lab::for_test(test, hosts)?;
+    match RegistryServer::start_in(backend, lab.host(0)).await {
+        Ok(server) => Some((lab, server)),
+        Err(error) => {
+            assert!(
+                std::env::var_os("RPC_TEST_REQUIRE_REGISTRIES").is_none(),
+                "{test}: {error} (RPC_TEST_REQUIRE_REGISTRIES is set)"
+            );
+            println!("SKIPPED {test}: {error}");
+            None
+        }
+    }
+}
+
+/// The addresses the consumer's directory lists now (removed invokers left out).
+fn listed(directory: &Directory) -> BTreeSet<String> {
+    directory
+        .list()
+        .invokers()
+        .iter()
+        .filter(|invoker| !invoker.is_removed())
+        .map(|invoker| invoker.authority().to_owned())
+        .collect()
+}
+
+/// Waits until the consumer's directory lists exactly `expected`; how long that took.
+async fn until_listed(directory: &Directory, expected: &[&str]) -> Duration {
+    let expected: BTreeSet<String> = expected.iter().map(|a| (*a).to_owned()).collect();
+    let started = Instant::now();
+    timeout(CONVERGE, async {
+        while listed(directory) != expected {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "the directory lists {:?}, not {expected:?}",
+            listed(directory)
+        )
+    });
+    started.elapsed()
+}
+
+/// The consumer on `host` of `lab`, sending its load from the start; its directory,
+/// the sender of the script's phase, and the load's end (the tally of each phase).
+async fn consumer_on(
+    lab: &Lab,
+    host: usize,
+    discovery: &Discovery,
+) -> (
+    Arc<Directory>,
+    watch::Sender<usize>,
+    impl std::future::Future<Output = Vec<Tally>>,
+) {
+    let (phase, phase_rx) = watch::channel(0);
+    let (directory_tx, directory) = oneshot::channel();
+    let discovery = discovery.clone();
+    let load = tokio::spawn(lab.host(host).run(move || async move {
+        let (client, app) = consumer(discovery).await;
+        let _ = directory_tx.send(app.references()[0].directory().clone());
+        let tallies = phases(&client, phase_rx).await;
+        let _ = app.before_shutdown().await;
+        tallies
+    }));
+    let directory = timeout(CONVERGE, directory)
+        .await
+        .expect("the consumer starts in time")
+        .expect("the consumer starts");
+    let end = async move { load.await.expect("the load ends") };
+    (directory, phase, end)
+}
+
+fn answered_by(tally: &Tally, address: &str) -> usize {
+    tally.answered.get(address).copied().unwrap_or(0)
+}
+
+fn assert_none_failed(test: &str, tallies: &[Tally]) {
+    for (phase, tally) in tallies.iter().enumerate() {
+        assert!(
+            tally.failed.is_empty(),
+            "{test}: phase {phase}: {} failed: {:?}",
+            tally.failed.len(),
+            tally.failed
+        );
+    }
+}
+
+/// Scenario 3: provider A (host 1) is cut off from the registry (host 0) while the
+/// consumer (host 3) still reaches it; B (host 2) serves throughout.
+async fn provider_cut_off_from_the_registry(test: &str, backend: Backend) {
+    let Some((lab, server)) = lab_with_registry(test, 4, backend).await else {
+        return;
+    };
+    let discovery = Discovery::Url(url(&server));
+    let a = Provider::start(lab.host(1), discovery.clone()).await;
+    let b = Provider::start(lab.host(2), discovery.clone()).await;
+    let a_address = a.address.clone();
+    let script = async {
+        let (directory, phase, load) = consumer_on(&lab, 3, &discovery).await;
+        until_listed(&directory, &[&a.address, &b.address]).await;
+        tokio::time::sleep(STEADY).await;
+        // 1: A's link to the registry is cut; the registry removes A once its lease or
+        // session expires, and the consumer's directory follows.
+        lab.host(1).apply(Fault::CutFrom(lab.host(0).address()));
+        phase.send_replace(1);
+        let removed = until_listed(&directory, &[&b.address]).await;
+        // 2: A removed; the consumer must send it nothing new.
+        phase.send_replace(2);
+        tokio::time::sleep(STEADY).await;
+        // 3: the link is back; A registers again by itself.
+        lab.host(1).restore();
+        phase.send_replace(3);
+        let back = until_listed(&directory, &[&a.address, &b.address]).await;
+        // 4: A listed again.
+        phase.send_replace(4);
+        tokio::time::sleep(STEADY).await;
+        drop(phase);
+        (removed, back, load.await)
+    };
+    let (removed, back, tallies) = timeout(BOUND, script)
+        .await
+        .expect("the run ends within its bound");
+    a.stop().await;
+    b.stop().await;
+    println!(
+        "{test}: removed {removed:?} after the cut, listed again {back:?} after the link returned"
+    );
+    for (phase, tally) in tallies.iter().enumerate() {
+        println!("{test}: phase {phase}: {tally:?}");
+    }
+    assert_none_failed(test, &tallies);
+    assert_eq!(tallies.len(), 5, "every phase sent calls");
+    assert!(
+        answered_by(&tallies[0], &a_address) > 0,
+        "A serves before the cut"
+    );
+    assert_eq!(
+        answered_by(&tallies[2], &a_address),
+        0,
+        "no call goes to A once the registry removed it"
+    );
+    assert!(
+        answered_by(&tallies[4], &a_address) > 0,
+        "A registered again by itself and serves"
+    );
+}
+
+/// Scenario 5: the consumer (host 3) is cut off from the registry (host 0); meanwhile B
+/// (host 2) stops and C (host 4) starts. A (host 1) serves throughout.
+async fn consumer_cut_off_from_the_registry(test: &str, backend: Backend) {
+    let Some((lab, server)) = lab_with_registry(test, 5, backend).await else {
+        return;
+    };
+    let discovery = Discovery::Url(url(&server));
+    let a = Provider::start(lab.host(1), discovery.clone()).await;
+    let b = Provider::start(lab.host(2), discovery.clone()).await;
+    let (a_address, b_address) = (a.address.clone(), b.address.clone());
+    let script = async {
+        let (directory, phase, load) = consumer_on(&lab, 3, &discovery).await;
+        until_listed(&directory, &[&a.address, &b.address]).await;
+        tokio::time::sleep(STEADY).await;
+        // 1: the consumer hears nothing from the registry; B stops, C starts.
+        lab.host(3).apply(Fault::CutFrom(lab.host(0).address()));
+        phase.send_replace(1);
+        let cut_at = Instant::now();
+        b.stop().await;
+        let c = Provider::start(lab.host(4), discovery.clone()).await;
+        tokio::time::sleep_until(cut_at + CONSUMER_CUT).await;
+        let known_in_the_cut = listed(&directory);
+        // 2: the link is back; the consumer converges.
+        lab.host(3).restore();
+        phase.send_replace(2);
+        let converged = until_listed(&directory, &[&a.address, &c.address]).await;
+        // 3: converged.
+        phase.send_replace(3);
+        tokio::time::sleep(STEADY).await;
+        drop(phase);
+        (c, known_in_the_cut, converged, load.await)
+    };
+    let (c, known_in_the_cut, converged, tallies) = timeout(BOUND, script)
+        .await
+        .expect("the run ends within its bound");
+    let c_address = c.address.clone();
+    a.stop().await;
+    c.stop().await;
+    println!(
+        "{test}: listed at the end of the cut {known_in_the_cut:?}; converged {converged:?} after the link returned"
+    );
+    for (phase, tally) in tallies.iter().enumerate() {
+        println!("{test}: phase {phase}: {tally:?}");
+    }
+    assert_none_failed(test, &tallies);
+    assert_eq!(tallies.len(), 4, "every phase sent calls");
+    assert!(
+        !known_in_the_cut.contains(&c_address),
+        "cut off, the consumer cannot have heard of C"
+    );
+    assert!(
+        answered_by(&tallies[1], &a_address) > 0,
+        "cut off, the consumer serves from the set it knew"
+    );
+    assert!(
+        answered_by(&tallies[3], &c_address) > 0,
+        "once converged, C takes calls"
+    );
+    assert_eq!(
+        answered_by(&tallies[3], &b_address),
+        0,
+        "B, stopped meanwhile, is dropped"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_a_provider_cut_off_from_the_registry_is_drained_and_comes_back() {
+    provider_cut_off_from_the_registry(
+        "etcd_a_provider_cut_off_from_the_registry_is_drained_and_comes_back",
+        Backend::Etcd,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_provider_cut_off_from_the_registry_is_drained_and_comes_back() {
+    provider_cut_off_from_the_registry(
+        "zookeeper_a_provider_cut_off_from_the_registry_is_drained_and_comes_back",
+        Backend::ZooKeeper,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nacos_a_provider_cut_off_from_the_registry_is_drained_and_comes_back() {
+    provider_cut_off_from_the_registry(
+        "nacos_a_provider_cut_off_from_the_registry_is_drained_and_comes_back",
+        Backend::Nacos,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_a_consumer_cut_off_from_the_registry_serves_on_and_converges() {
+    consumer_cut_off_from_the_registry(
+        "etcd_a_consumer_cut_off_from_the_registry_serves_on_and_converges",
+        Backend::Etcd,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zookeeper_a_consumer_cut_off_from_the_registry_serves_on_and_converges() {
+    consumer_cut_off_from_the_registry(
+        "zookeeper_a_consumer_cut_off_from_the_registry_serves_on_and_converges",
+        Backend::ZooKeeper,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nacos_a_consumer_cut_off_from_the_registry_serves_on_and_converges() {
+    consumer_cut_off_from_the_registry(
+        "nacos_a_consumer_cut_off_from_the_registry_serves_on_and_converges",
+        Backend::Nacos,
+    )
+    .await;
+}
