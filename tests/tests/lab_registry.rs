@@ -1,6 +1,6 @@
 //! Partitions between the registry and the programs that use it (issue 26, scenarios 3
 //! and 5), in a lab of network namespaces (`rpc_testkit::netlab`) with a real registry
-//! server on a host of its own (`RegistryServer::start_in`: etcd, ZooKeeper, rnacos):
+//! server on a host of its own (`RegistryServer::start_in`: etcd, ZooKeeper):
 //!
 //! - **A provider cut off from the registry, still reachable by consumers**: its lease
 //!   or session expires and the registry removes it; the consumer drains it with no
@@ -12,18 +12,24 @@
 //!
 //! The consumer sends 500 idempotent calls/s of 20 ms from its own host throughout
 //! (`common::lab`), tallied by the phase of the script they were sent in.
+//!
+//! Not Nacos: the lab runs each host's programs on a thread of this process that
+//! entered the host's namespace, and nacos-sdk opens every connection from one runtime
+//! of its own for the whole process (`nacos_sdk::common::executor`), whose threads live
+//! in the namespace of the host that used it first — so every program's Nacos traffic
+//! would leave from that one host, and a cut between another host and the registry
+//! would not be one. Tried: the removal never came, since the cut provider's Nacos
+//! connection was not its own. Nacos in the lab needs the programs as processes.
 
 mod common;
 
-use std::collections::BTreeSet;
-use std::sync::Arc;
 use std::time::Duration;
 
-use common::lab::{Discovery, Provider, Tally, consumer, phases};
-use rpc::cluster::Directory;
+use common::lab::{
+    Discovery, Provider, answered_by, assert_none_failed, consumer_on, listed, until_listed,
+};
 use rpc_testkit::netlab::{Fault, Lab};
 use rpc_testkit::registry_server::{Backend, RegistryServer};
-use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, timeout};
 
 /// How long each steady phase of the script lasts.
@@ -31,8 +37,6 @@ const STEADY: Duration = Duration::from_secs(2);
 /// How long a consumer stays cut off from the registry: longer than the registry
 /// clients' sessions and leases (2 s here), so that those expire.
 const CONSUMER_CUT: Duration = Duration::from_secs(5);
-/// Bound on each wait for the consumer's directory to change.
-const CONVERGE: Duration = Duration::from_secs(60);
 /// Nothing in these tests may take longer.
 const BOUND: Duration = Duration::from_secs(240);
 
@@ -42,7 +46,7 @@ fn url(server: &RegistryServer) -> String {
     match server.backend() {
         Backend::Etcd => format!("{}?ttl=2s", server.url()),
         Backend::ZooKeeper => format!("{}?session_timeout=2s", server.url()),
-        Backend::Nacos => server.url(),
+        Backend::Nacos => unreachable!("no Nacos in the lab (see the top of this file)"),
     }
 }
 
@@ -68,80 +72,6 @@ async fn lab_with_registry(
     }
 }
 
-/// The addresses the consumer's directory lists now (removed invokers left out).
-fn listed(directory: &Directory) -> BTreeSet<String> {
-    directory
-        .list()
-        .invokers()
-        .iter()
-        .filter(|invoker| !invoker.is_removed())
-        .map(|invoker| invoker.authority().to_owned())
-        .collect()
-}
-
-/// Waits until the consumer's directory lists exactly `expected`; how long that took.
-async fn until_listed(directory: &Directory, expected: &[&str]) -> Duration {
-    let expected: BTreeSet<String> = expected.iter().map(|a| (*a).to_owned()).collect();
-    let started = Instant::now();
-    timeout(CONVERGE, async {
-        while listed(directory) != expected {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| {
-        panic!(
-            "the directory lists {:?}, not {expected:?}",
-            listed(directory)
-        )
-    });
-    started.elapsed()
-}
-
-/// The consumer on `host` of `lab`, sending its load from the start; its directory,
-/// the sender of the script's phase, and the load's end (the tally of each phase).
-async fn consumer_on(
-    lab: &Lab,
-    host: usize,
-    discovery: &Discovery,
-) -> (
-    Arc<Directory>,
-    watch::Sender<usize>,
-    impl std::future::Future<Output = Vec<Tally>>,
-) {
-    let (phase, phase_rx) = watch::channel(0);
-    let (directory_tx, directory) = oneshot::channel();
-    let discovery = discovery.clone();
-    let load = tokio::spawn(lab.host(host).run(move || async move {
-        let (client, app) = consumer(discovery).await;
-        let _ = directory_tx.send(app.references()[0].directory().clone());
-        let tallies = phases(&client, phase_rx).await;
-        let _ = app.before_shutdown().await;
-        tallies
-    }));
-    let directory = timeout(CONVERGE, directory)
-        .await
-        .expect("the consumer starts in time")
-        .expect("the consumer starts");
-    let end = async move { load.await.expect("the load ends") };
-    (directory, phase, end)
-}
-
-fn answered_by(tally: &Tally, address: &str) -> usize {
-    tally.answered.get(address).copied().unwrap_or(0)
-}
-
-fn assert_none_failed(test: &str, tallies: &[Tally]) {
-    for (phase, tally) in tallies.iter().enumerate() {
-        assert!(
-            tally.failed.is_empty(),
-            "{test}: phase {phase}: {} failed: {:?}",
-            tally.failed.len(),
-            tally.failed
-        );
-    }
-}
-
 /// Scenario 3: provider A (host 1) is cut off from the registry (host 0) while the
 /// consumer (host 3) still reaches it; B (host 2) serves throughout.
 async fn provider_cut_off_from_the_registry(test: &str, backend: Backend) {
@@ -153,7 +83,7 @@ async fn provider_cut_off_from_the_registry(test: &str, backend: Backend) {
     let b = Provider::start(lab.host(2), discovery.clone()).await;
     let a_address = a.address.clone();
     let script = async {
-        let (directory, phase, load) = consumer_on(&lab, 3, &discovery).await;
+        let (directory, phase, load) = consumer_on(lab.host(3), &discovery).await;
         until_listed(&directory, &[&a.address, &b.address]).await;
         tokio::time::sleep(STEADY).await;
         // 1: A's link to the registry is cut; the registry removes A once its lease or
@@ -213,7 +143,7 @@ async fn consumer_cut_off_from_the_registry(test: &str, backend: Backend) {
     let b = Provider::start(lab.host(2), discovery.clone()).await;
     let (a_address, b_address) = (a.address.clone(), b.address.clone());
     let script = async {
-        let (directory, phase, load) = consumer_on(&lab, 3, &discovery).await;
+        let (directory, phase, load) = consumer_on(lab.host(3), &discovery).await;
         until_listed(&directory, &[&a.address, &b.address]).await;
         tokio::time::sleep(STEADY).await;
         // 1: the consumer hears nothing from the registry; B stops, C starts.
@@ -286,15 +216,6 @@ async fn zookeeper_a_provider_cut_off_from_the_registry_is_drained_and_comes_bac
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nacos_a_provider_cut_off_from_the_registry_is_drained_and_comes_back() {
-    provider_cut_off_from_the_registry(
-        "nacos_a_provider_cut_off_from_the_registry_is_drained_and_comes_back",
-        Backend::Nacos,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_a_consumer_cut_off_from_the_registry_serves_on_and_converges() {
     consumer_cut_off_from_the_registry(
         "etcd_a_consumer_cut_off_from_the_registry_serves_on_and_converges",
@@ -308,15 +229,6 @@ async fn zookeeper_a_consumer_cut_off_from_the_registry_serves_on_and_converges(
     consumer_cut_off_from_the_registry(
         "zookeeper_a_consumer_cut_off_from_the_registry_serves_on_and_converges",
         Backend::ZooKeeper,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn nacos_a_consumer_cut_off_from_the_registry_serves_on_and_converges() {
-    consumer_cut_off_from_the_registry(
-        "nacos_a_consumer_cut_off_from_the_registry_serves_on_and_converges",
-        Backend::Nacos,
     )
     .await;
 }

@@ -42,7 +42,10 @@ pub struct Lab {
 }
 
 impl Lab {
-    /// A lab of `hosts` hosts (at most 200), addressed `10.77.0.1`, `10.77.0.2`, ….
+    /// A lab of `hosts` hosts (at most 200), addressed `10.77.N.1`, `10.77.N.2`, … —
+    /// `N` the lab's number in this process (modulo 256), so that labs side by side
+    /// never share an address: a client library that keeps process-wide state by
+    /// server address (nacos-sdk does) would otherwise join them.
     ///
     /// # Errors
     /// [`LabUnavailable`] when namespaces cannot be made (not root, no `ip`) or `nft`
@@ -61,11 +64,9 @@ impl Lab {
         sweep_stale();
         // The pid for the sweep, and a number for labs of one process side by side.
         static LABS: AtomicUsize = AtomicUsize::new(0);
-        let name = format!(
-            "{PREFIX}{}-{}",
-            std::process::id(),
-            LABS.fetch_add(1, Ordering::Relaxed)
-        );
+        let number = LABS.fetch_add(1, Ordering::Relaxed);
+        let name = format!("{PREFIX}{}-{number}", std::process::id());
+        let subnet = (number % 256) as u8;
         let mut lab = Self {
             switch: format!("{name}-sw"),
             hosts: Vec::new(),
@@ -77,7 +78,7 @@ impl Lab {
         for index in 0..hosts {
             let host = Host::new(
                 format!("{name}-h{index}"),
-                Ipv4Addr::new(10, 77, 0, index as u8 + 1),
+                Ipv4Addr::new(10, 77, subnet, index as u8 + 1),
             );
             // Pushed before it is wired, so that a failure half-way still removes it.
             lab.hosts.push(host);

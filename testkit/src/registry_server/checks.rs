@@ -42,6 +42,54 @@ pub(super) async fn answers(backend: Backend, at: Endpoint) -> bool {
     }
 }
 
+/// Whether `backend`'s server at `at` says it leads its cluster: etcd's status names
+/// itself as the leader, ZooKeeper's `srvr` says `Mode: leader`.
+pub(super) async fn is_leader(backend: Backend, at: Endpoint) -> bool {
+    match backend {
+        Backend::Etcd => {
+            let Some(reply) = http_reply(at, "POST", "/v3/maintenance/status", "{}").await else {
+                return false;
+            };
+            let Some(body) = reply.split("\r\n\r\n").nth(1) else {
+                return false;
+            };
+            let Ok(status) = serde_json::from_str::<serde_json::Value>(body) else {
+                return false;
+            };
+            let member = &status["header"]["member_id"];
+            !member.is_null() && *member == status["leader"]
+        }
+        Backend::ZooKeeper => four_letter_reply(at, b"srvr")
+            .await
+            .is_some_and(|reply| reply.contains("Mode: leader")),
+        Backend::Nacos => false,
+    }
+}
+
+/// The whole reply (head and body) to an HTTP/1.1 request to `at`.
+async fn http_reply(at: Endpoint, method: &str, path: &str, body: &str) -> Option<String> {
+    let mut stream = TcpStream::connect((at.address, at.port)).await.ok()?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        at.address,
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).await.ok()?;
+    String::from_utf8(reply).ok()
+}
+
+/// ZooKeeper's reply to the four-letter `word`.
+async fn four_letter_reply(at: Endpoint, word: &[u8]) -> Option<String> {
+    let mut stream = TcpStream::connect((at.address, at.port)).await.ok()?;
+    stream.write_all(word).await.ok()?;
+    let mut reply = Vec::new();
+    let _ = stream.read_to_end(&mut reply).await;
+    String::from_utf8(reply).ok()
+}
+
 /// Whether an HTTP/1.1 request to `at` is answered with a 200.
 async fn http_ok(at: Endpoint, method: &str, path: &str, body: &str) -> bool {
     let Ok(mut stream) = TcpStream::connect((at.address, at.port)).await else {

@@ -21,26 +21,23 @@
 //! ```
 
 mod checks;
+mod command;
 
 use std::io;
 use std::net::{Ipv4Addr, TcpListener};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::netlab::Host;
-use checks::{Endpoint, answers, log_tail};
+use checks::{Endpoint, answers, is_leader, log_tail};
+use command::{Membership, Spec};
 
 /// How long a server may take to answer after it was spawned (ZooKeeper's JVM is the
 /// slowest, a few seconds on a busy machine).
 pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Where ZooKeeper's classes are (Debian's `zookeeper` package), unless
-/// `ZOOKEEPER_CLASSPATH` says otherwise.
-const ZOOKEEPER_CLASSPATH: &str =
-    "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar";
 
 /// Which registry server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,6 +85,8 @@ pub struct RegistryServer {
     port: u16,
     /// etcd's peer port; Nacos's gRPC port (`port + 1000`, as nacos-sdk expects).
     second_port: u16,
+    /// Its place in a cluster; `None`: a server on its own.
+    membership: Option<Membership>,
     child: Option<Child>,
 }
 
@@ -103,7 +102,9 @@ impl RegistryServer {
             Backend::Nacos => free_port_pair(1000)?,
             _ => (free_port()?, free_port()?),
         };
-        Self::spawn(backend, None, Ipv4Addr::LOCALHOST, (port, second_port)).await
+        let mut server = Self::new(backend, None, Ipv4Addr::LOCALHOST, (port, second_port))?;
+        server.restart().await?;
+        Ok(server)
     }
 
     /// Starts a server of `backend` inside `host` of a lab, on the host's address and the
@@ -112,27 +113,100 @@ impl RegistryServer {
     /// # Errors
     /// As [`RegistryServer::start`].
     pub async fn start_in(backend: Backend, host: &Host) -> io::Result<Self> {
-        let address = host.address();
-        Self::spawn(backend, Some(host.clone()), address, backend.usual_ports()).await
+        let mut server = Self::new(
+            backend,
+            Some(host.clone()),
+            host.address(),
+            backend.usual_ports(),
+        )?;
+        server.restart().await?;
+        Ok(server)
     }
 
-    async fn spawn(
+    /// Starts a cluster of `backend`, one member inside each of `hosts` (an etcd cluster,
+    /// a ZooKeeper ensemble), each on its host's address and the usual ports, and waits
+    /// until every member answers (a member answers once the cluster has a leader).
+    ///
+    /// # Errors
+    /// As [`RegistryServer::start`]; `Unsupported` for Nacos.
+    pub async fn start_cluster(backend: Backend, hosts: &[Host]) -> io::Result<Vec<Self>> {
+        let addresses: Vec<Ipv4Addr> = hosts.iter().map(Host::address).collect();
+        let mut members = Vec::with_capacity(hosts.len());
+        for (index, host) in hosts.iter().enumerate() {
+            let mut member = Self::new(
+                backend,
+                Some(host.clone()),
+                host.address(),
+                backend.usual_ports(),
+            )?;
+            member.membership = Some(Membership {
+                index,
+                addresses: addresses.clone(),
+            });
+            // Every member runs before any is waited on: none answers without a quorum.
+            member.spawn_process()?;
+            members.push(member);
+        }
+        for member in &mut members {
+            member.wait_ready().await?;
+        }
+        Ok(members)
+    }
+
+    /// The URL a client of the cluster `members` connects with: every member's address.
+    pub fn cluster_url(members: &[Self]) -> String {
+        let scheme = members.first().map_or("etcd", |m| m.backend.scheme());
+        let addresses: Vec<String> = members
+            .iter()
+            .map(|member| format!("{}:{}", member.address, member.port))
+            .collect();
+        format!("{scheme}://{}", addresses.join(","))
+    }
+
+    /// Whether this member leads its cluster now (as it answers itself; false when it
+    /// does not answer).
+    pub async fn is_leader(&self) -> bool {
+        let (backend, at) = (self.backend, self.endpoint());
+        let check = async move {
+            tokio::time::timeout(Duration::from_secs(1), is_leader(backend, at))
+                .await
+                .unwrap_or(false)
+        };
+        match &self.host {
+            None => check.await,
+            Some(host) => host.run(move || check).await,
+        }
+    }
+
+    /// The lab host it runs in, if any.
+    pub fn host(&self) -> Option<&Host> {
+        self.host.as_ref()
+    }
+
+    fn new(
         backend: Backend,
         host: Option<Host>,
         address: Ipv4Addr,
         (port, second_port): (u16, u16),
     ) -> io::Result<Self> {
-        let mut server = Self {
+        Ok(Self {
             backend,
             dir: tempfile::Builder::new().prefix("rpc-registry-").tempdir()?,
             host,
             address,
             port,
             second_port,
+            membership: None,
             child: None,
-        };
-        server.restart().await?;
-        Ok(server)
+        })
+    }
+
+    fn endpoint(&self) -> Endpoint {
+        Endpoint {
+            address: self.address,
+            port: self.port,
+            second_port: self.second_port,
+        }
     }
 
     /// The URL a client connects with (`etcd://127.0.0.1:PORT`, ...; the host's address
@@ -167,12 +241,27 @@ impl RegistryServer {
     /// As [`RegistryServer::start`]; a port another process took in the meantime shows
     /// as a server that exits during start-up.
     pub async fn restart(&mut self) -> io::Result<()> {
+        self.spawn_process()?;
+        self.wait_ready().await
+    }
+
+    /// Runs the server's process (stopping a running one first), without waiting.
+    fn spawn_process(&mut self) -> io::Result<()> {
         self.stop();
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.log_path())?;
-        let mut command = self.in_host(self.command()?);
+        let mut command = Spec {
+            backend: self.backend,
+            dir: self.dir.path(),
+            host: self.host.as_ref(),
+            address: self.address,
+            port: self.port,
+            second_port: self.second_port,
+            membership: self.membership.as_ref(),
+        }
+        .command()?;
         command
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -183,7 +272,7 @@ impl RegistryServer {
                 format!("cannot run the {} server: {error}", self.backend.scheme()),
             )
         })?);
-        self.wait_ready().await
+        Ok(())
     }
 
     /// Starts the process again on the same ports but with no data, as a server
@@ -204,84 +293,6 @@ impl RegistryServer {
 
     fn log_path(&self) -> PathBuf {
         self.dir.path().join("server.log")
-    }
-
-    /// `command`, run inside the server's lab host when it has one (`ip netns exec`
-    /// execs the program, so the child's pid is the server's).
-    fn in_host(&self, command: Command) -> Command {
-        let Some(host) = &self.host else {
-            return command;
-        };
-        let mut inside = Command::new("ip");
-        inside
-            .args(["netns", "exec", host.namespace()])
-            .arg(command.get_program())
-            .args(command.get_args());
-        for (key, value) in command.get_envs() {
-            if let Some(value) = value {
-                inside.env(key, value);
-            }
-        }
-        inside
-    }
-
-    fn command(&self) -> io::Result<Command> {
-        let dir = self.dir.path();
-        let address = self.address;
-        let command = match self.backend {
-            Backend::Etcd => {
-                let client = format!("http://{address}:{}", self.port);
-                let peer = format!("http://{address}:{}", self.second_port);
-                let mut command = Command::new("etcd");
-                command
-                    .args(["--name", "rpc-test", "--data-dir"])
-                    .arg(dir.join("etcd-data"))
-                    .args(["--listen-client-urls", &client])
-                    .args(["--advertise-client-urls", &client])
-                    .args(["--listen-peer-urls", &peer])
-                    .args(["--initial-advertise-peer-urls", &peer])
-                    .args(["--initial-cluster", &format!("rpc-test={peer}")]);
-                command
-            }
-            Backend::ZooKeeper => {
-                let config = dir.join("zoo.cfg");
-                std::fs::create_dir_all(dir.join("zookeeper-data"))?;
-                std::fs::write(
-                    &config,
-                    format!(
-                        "tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir={}\nclientPort={}\n\
-                         clientPortAddress={address}\nadmin.enableServer=false\n\
-                         4lw.commands.whitelist=ruok,isro\n",
-                        dir.join("zookeeper-data").display(),
-                        self.port
-                    ),
-                )?;
-                let classpath = std::env::var("ZOOKEEPER_CLASSPATH")
-                    .unwrap_or_else(|_| ZOOKEEPER_CLASSPATH.to_owned());
-                let mut command = Command::new("java");
-                command
-                    .arg(format!("-Dzookeeper.log.dir={}", dir.display()))
-                    .args(["-cp", &classpath])
-                    .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
-                    .arg(config);
-                command
-            }
-            Backend::Nacos => {
-                let mut command = Command::new(rnacos()?);
-                command
-                    .env("RNACOS_SDK_HOST", address.to_string())
-                    .env("RNACOS_HTTP_PORT", self.port.to_string())
-                    .env("RNACOS_GRPC_PORT", self.second_port.to_string())
-                    .env("RNACOS_HTTP_CONSOLE_PORT", "0")
-                    .env("RNACOS_DATA_DIR", dir.join("nacos-data"))
-                    .env(
-                        "RNACOS_RAFT_NODE_ADDR",
-                        format!("{address}:{}", self.second_port),
-                    );
-                command
-            }
-        };
-        Ok(command)
     }
 
     /// Polls the server's own health check every 100 ms until it passes, the process
@@ -317,14 +328,7 @@ impl RegistryServer {
     /// One health check, bounded by a second; made from inside the server's lab host
     /// when it has one (its address is reachable only there).
     async fn answers(&self) -> bool {
-        let (backend, at) = (
-            self.backend,
-            Endpoint {
-                address: self.address,
-                port: self.port,
-                second_port: self.second_port,
-            },
-        );
+        let (backend, at) = (self.backend, self.endpoint());
         let check = async move {
             tokio::time::timeout(Duration::from_secs(1), answers(backend, at))
                 .await
@@ -341,33 +345,6 @@ impl Drop for RegistryServer {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-/// The rnacos binary: `RNACOS`, then PATH, then `~/.cargo/bin`.
-fn rnacos() -> io::Result<PathBuf> {
-    if let Some(path) = std::env::var_os("RNACOS") {
-        return Ok(path.into());
-    }
-    let on_path = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-        .map(|dir| dir.join("rnacos"))
-        .find(|path| path.is_file());
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cargo")));
-    on_path
-        .or_else(|| {
-            cargo_home
-                .map(|home| home.join("bin/rnacos"))
-                .filter(|path| path.is_file())
-        })
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                "rnacos not found on PATH nor in ~/.cargo/bin (cargo install rnacos --locked, or set RNACOS)",
-            )
-        })
 }
 
 /// A loopback port nobody listens on now (bound, then released).

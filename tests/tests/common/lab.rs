@@ -2,19 +2,21 @@
 //! providers and a consumer inside hosts, on the in-process registry or a registry
 //! server of the lab, and a fixed-rate load whose every call is counted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
+use rpc::cluster::Directory;
 use rpc::config::RegistryConfig;
 use rpc::registry::MemoryHub;
 use rpc::{Application, ApplicationBuilder, Config};
 use rpc_testkit::netlab::Host;
 use rpc_testkit::services::EchoProvider;
 use tokio::sync::{oneshot, watch};
-use tokio::time::Instant;
+use tokio::time::{Instant, timeout};
 
 /// Calls a second of the load: 500, each 20 ms of work.
 pub const RATE: u32 = 500;
@@ -32,6 +34,8 @@ pub struct Tally {
 
 /// Bound on a provider's start and stop.
 const BOUND: Duration = Duration::from_secs(60);
+/// Bound on each wait for a consumer's directory to change.
+const CONVERGE: Duration = Duration::from_secs(60);
 
 /// Where the lab's programs register and discover: the in-process hub (shared by every
 /// host's program, not on the lab's network), or a registry server's URL.
@@ -39,7 +43,7 @@ const BOUND: Duration = Duration::from_secs(60);
 pub enum Discovery {
     /// The in-process registry.
     Hub(MemoryHub),
-    /// A registry server (`etcd://10.77.0.1:2379?ttl=2s`, ...).
+    /// A registry server (`etcd://10.77.0.1:2379?ttl=2s`, …).
     Url(String),
 }
 
@@ -198,4 +202,77 @@ async fn load(
         }
     }
     tallies
+}
+
+/// The addresses the consumer's directory lists now (removed invokers left out).
+pub fn listed(directory: &Directory) -> BTreeSet<String> {
+    directory
+        .list()
+        .invokers()
+        .iter()
+        .filter(|invoker| !invoker.is_removed())
+        .map(|invoker| invoker.authority().to_owned())
+        .collect()
+}
+
+/// Waits until the consumer's directory lists exactly `expected`; how long that took.
+pub async fn until_listed(directory: &Directory, expected: &[&str]) -> Duration {
+    let expected: BTreeSet<String> = expected.iter().map(|a| (*a).to_owned()).collect();
+    let started = Instant::now();
+    timeout(CONVERGE, async {
+        while listed(directory) != expected {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "the directory lists {:?}, not {expected:?}",
+            listed(directory)
+        )
+    });
+    started.elapsed()
+}
+
+/// A consumer on `host`, sending its load from the start; its directory,
+/// the sender of the script's phase, and the load's end (the tally of each phase).
+pub async fn consumer_on(
+    host: &Host,
+    discovery: &Discovery,
+) -> (
+    Arc<Directory>,
+    watch::Sender<usize>,
+    impl std::future::Future<Output = Vec<Tally>>,
+) {
+    let (phase, phase_rx) = watch::channel(0);
+    let (directory_tx, directory) = oneshot::channel();
+    let discovery = discovery.clone();
+    let load = tokio::spawn(host.run(move || async move {
+        let (client, app) = consumer(discovery).await;
+        let _ = directory_tx.send(app.references()[0].directory().clone());
+        let tallies = phases(&client, phase_rx).await;
+        let _ = app.before_shutdown().await;
+        tallies
+    }));
+    let directory = timeout(CONVERGE, directory)
+        .await
+        .expect("the consumer starts in time")
+        .expect("the consumer starts");
+    let end = async move { load.await.expect("the load ends") };
+    (directory, phase, end)
+}
+
+pub fn answered_by(tally: &Tally, address: &str) -> usize {
+    tally.answered.get(address).copied().unwrap_or(0)
+}
+
+pub fn assert_none_failed(test: &str, tallies: &[Tally]) {
+    for (phase, tally) in tallies.iter().enumerate() {
+        assert!(
+            tally.failed.is_empty(),
+            "{test}: phase {phase}: {} failed: {:?}",
+            tally.failed.len(),
+            tally.failed
+        );
+    }
 }
