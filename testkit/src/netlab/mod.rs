@@ -9,8 +9,9 @@
 //!
 //! Faults are nftables rules in a host's namespace (`faults.rs`): cut it off entirely
 //! without a reset (blackhole), or cut only its traffic with one other host, and restore
-//! it. The kernels of these machines have no `netem` qdisc, so the lab adds no delay;
-//! loss is a `numgen random` rule.
+//! it; loss is a `numgen random` rule. The kernels of these machines have no `netem`
+//! qdisc (nor nftables' `queue`), so delay is a TCP relay of the lab's own on a host
+//! ([`Relay`]), which programs dial instead of their peer.
 //!
 //! A lab removes its namespaces when dropped, also while a panic unwinds; namespaces of
 //! a run that was killed (named `rpclab-<pid>-<n>-…` for a pid no longer alive) are removed
@@ -18,6 +19,7 @@
 
 mod faults;
 mod host;
+mod relay;
 
 use std::net::Ipv4Addr;
 use std::process::Command;
@@ -25,6 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use faults::Fault;
 pub use host::Host;
+pub use relay::Relay;
 
 /// Prefix of every namespace a lab makes.
 pub const PREFIX: &str = "rpclab-";

@@ -80,6 +80,15 @@ pub struct Provider {
 impl Provider {
     /// Starts one on `host`, registered in `discovery`; returns once it is registered.
     pub async fn start(host: &Host, discovery: impl Into<Discovery>) -> Self {
+        Self::start_with(host, discovery, |_| {}).await
+    }
+
+    /// As [`Provider::start`], its configuration changed by `tweak` first.
+    pub async fn start_with(
+        host: &Host,
+        discovery: impl Into<Discovery>,
+        tweak: impl FnOnce(&mut Config) + Send + 'static,
+    ) -> Self {
         let (ready, address) = oneshot::channel();
         let (stop, stopped) = oneshot::channel::<()>();
         let (discovery, host_address) = (discovery.into(), host.address());
@@ -87,6 +96,7 @@ impl Provider {
             let mut config = super::config("provider");
             config.protocol.host = host_address.to_string();
             config.admin.enabled = false;
+            tweak(&mut config);
             let mut builder = discovery.builder(config);
             builder.service(EchoServer::new(EchoProvider { work_ms: WORK_MS }));
             let app = builder.start().await.expect("the provider starts");
@@ -148,7 +158,7 @@ pub fn consumer_config() -> rpc::Config {
 /// `RATE` calls a second for `length`, each awaited; how they ended.
 pub async fn phase(client: &EchoClient<rpc::ReferenceChannel>, length: Duration) -> Tally {
     let end = Instant::now() + length;
-    let mut tallies = load(client, || (Instant::now() < end).then_some(0)).await;
+    let mut tallies = load(client, RATE, || (Instant::now() < end).then_some(0)).await;
     tallies.pop().unwrap_or_default()
 }
 
@@ -158,20 +168,30 @@ pub async fn phases(
     client: &EchoClient<rpc::ReferenceChannel>,
     phases: watch::Receiver<usize>,
 ) -> Vec<Tally> {
-    load(client, || {
+    phases_at(client, RATE, phases).await
+}
+
+/// As [`phases`], `rate` calls a second.
+pub async fn phases_at(
+    client: &EchoClient<rpc::ReferenceChannel>,
+    rate: u32,
+    phases: watch::Receiver<usize>,
+) -> Vec<Tally> {
+    load(client, rate, || {
         phases.has_changed().is_ok().then(|| *phases.borrow())
     })
     .await
 }
 
-/// `RATE` calls a second while `current` gives the phase of the next call; how the calls
+/// `rate` calls a second while `current` gives the phase of the next call; how the calls
 /// of each phase ended.
 async fn load(
     client: &EchoClient<rpc::ReferenceChannel>,
+    rate: u32,
     current: impl Fn() -> Option<usize>,
 ) -> Vec<Tally> {
     let mut calls = tokio::task::JoinSet::new();
-    let mut ticker = tokio::time::interval(Duration::from_secs(1) / RATE);
+    let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate);
     loop {
         ticker.tick().await;
         let Some(phase) = current() else {
@@ -234,11 +254,25 @@ pub async fn until_listed(directory: &Directory, expected: &[&str]) -> Duration 
     started.elapsed()
 }
 
-/// A consumer on `host`, sending its load from the start; its directory,
-/// the sender of the script's phase, and the load's end (the tally of each phase).
+/// A consumer on `host`, sending its load (`RATE` calls a second) from the start; its
+/// directory, the sender of the script's phase, and the load's end (the tally of each
+/// phase).
 pub async fn consumer_on(
     host: &Host,
     discovery: &Discovery,
+) -> (
+    Arc<Directory>,
+    watch::Sender<usize>,
+    impl std::future::Future<Output = Vec<Tally>>,
+) {
+    consumer_on_at(host, discovery, RATE).await
+}
+
+/// As [`consumer_on`], `rate` calls a second.
+pub async fn consumer_on_at(
+    host: &Host,
+    discovery: &Discovery,
+    rate: u32,
 ) -> (
     Arc<Directory>,
     watch::Sender<usize>,
@@ -250,7 +284,7 @@ pub async fn consumer_on(
     let load = tokio::spawn(host.run(move || async move {
         let (client, app) = consumer(discovery).await;
         let _ = directory_tx.send(app.references()[0].directory().clone());
-        let tallies = phases(&client, phase_rx).await;
+        let tallies = phases_at(&client, rate, phase_rx).await;
         let _ = app.before_shutdown().await;
         tallies
     }));
