@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::lab::{Provider, Tally, consumer, phase};
+use common::lab::{Provider, Tally, consumer_config, consumer_with, phase};
 
 use std::time::Duration;
 
@@ -29,13 +29,19 @@ const BOUND: Duration = Duration::from_secs(60);
 
 /// Runs the load from host 0 in three phases, applying `fault` to host `faulty`
 /// between the first and the last; the tally of each phase.
-async fn run_through(lab: &Lab, hub: &MemoryHub, faulty: usize, fault: Fault) -> [Tally; 3] {
+async fn run_through(
+    lab: &Lab,
+    hub: &MemoryHub,
+    config: rpc::Config,
+    faulty: usize,
+    fault: Fault,
+) -> [Tally; 3] {
     let (switch_to_fault, fault_now) = oneshot::channel::<()>();
     let (switch_back, restore_now) = oneshot::channel::<()>();
     let load = lab.host(0).run({
         let hub = hub.clone();
         move || async move {
-            let (client, app) = consumer(&hub).await;
+            let (client, app) = consumer_with(&hub, config).await;
             let before = phase(&client, BEFORE).await;
             let _ = switch_to_fault.send(());
             let during = phase(&client, DURING).await;
@@ -73,7 +79,7 @@ async fn check(test: &str, fault: impl FnOnce(&Lab) -> Fault) {
     ];
     let addresses: Vec<String> = providers.iter().map(|p| p.address.clone()).collect();
     let fault = fault(&lab);
-    let [before, during, after] = run_through(&lab, &hub, 1, fault).await;
+    let [before, during, after] = run_through(&lab, &hub, consumer_config(), 1, fault).await;
     for provider in providers {
         provider.stop().await;
     }
@@ -117,6 +123,61 @@ async fn a_consumer_cut_off_from_one_listed_provider_loses_no_idempotent_call() 
         |lab| Fault::CutFrom(lab.host(0).address()),
     )
     .await;
+}
+
+/// A provider's host vanishes under non-idempotent calls: those may have run, so none
+/// is re-sent; the calls that fail are at most those sent to it before the consumer's
+/// PINGs went unanswered (keep-alive every 200 ms, 400 ms to answer), and no call to
+/// the healthy provider, nor any after the fault, fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_host_that_vanishes_fails_only_the_non_idempotent_calls_it_held() {
+    let test = "a_provider_host_that_vanishes_fails_only_the_non_idempotent_calls_it_held";
+    common::logs();
+    let Some(lab) = Lab::for_test(test, 3) else {
+        return;
+    };
+    let hub = MemoryHub::new();
+    let providers = [
+        Provider::start(lab.host(1), &hub).await,
+        Provider::start(lab.host(2), &hub).await,
+    ];
+    let mut config = consumer_config();
+    for reference in config.consumer.references.values_mut() {
+        reference.idempotent = false;
+    }
+    let [before, during, after] = run_through(&lab, &hub, config, 1, Fault::Blackhole).await;
+    let vanished = providers[0].address.clone();
+    for provider in providers {
+        provider.stop().await;
+    }
+    println!("{test}: before {before:?}\n during {during:?}\n after {after:?}");
+    assert!(before.failed.is_empty(), "{:?}", before.failed);
+    assert!(after.failed.is_empty(), "{:?}", after.failed);
+    // Each failure is a call that was on the vanished host's connection when the
+    // consumer dropped it (its PINGs unanswered): sent, maybe run, not re-sent.
+    for failure in &during.failed {
+        assert!(
+            failure.contains("connection failed after the request was sent"),
+            "only calls held by the vanished host fail: {failure}"
+        );
+    }
+    // At most the calls sent in the time the PINGs take to find the silent host.
+    let detection = Duration::from_millis(200 + 400);
+    let bound = (f64::from(common::lab::RATE) * detection.as_secs_f64()) as usize;
+    println!(
+        "{test}: {} of {} failed during the fault (bound {bound}), all held by {vanished}",
+        during.failed.len(),
+        during.failed.len() + during.answered.values().sum::<usize>()
+    );
+    assert!(
+        during.failed.len() <= bound,
+        "{} failed",
+        during.failed.len()
+    );
+    assert!(
+        answered_by(&after, &vanished) > 0,
+        "once its network is back, the provider takes traffic again"
+    );
 }
 
 /// The namespaces `ip netns list` shows now.

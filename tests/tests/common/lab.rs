@@ -130,7 +130,15 @@ impl Provider {
 pub async fn consumer(
     discovery: impl Into<Discovery>,
 ) -> (EchoClient<rpc::ReferenceChannel>, rpc::Application) {
-    let mut builder = discovery.into().builder(consumer_config());
+    consumer_with(discovery, consumer_config()).await
+}
+
+/// As [`consumer`], with `config`.
+pub async fn consumer_with(
+    discovery: impl Into<Discovery>,
+    config: Config,
+) -> (EchoClient<rpc::ReferenceChannel>, rpc::Application) {
+    let mut builder = discovery.into().builder(config);
     let client = EchoClient::new(builder.reference("echo.Echo"));
     let app = builder.start().await.expect("the consumer starts");
     (client, app)
