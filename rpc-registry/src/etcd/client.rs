@@ -46,7 +46,7 @@ use crate::etcd::proto::etcdserverpb::watch_client::WatchClient;
 use crate::etcd::proto::etcdserverpb::{
     AuthenticateRequest, DeleteRangeRequest, LeaseGrantRequest, LeaseKeepAliveRequest,
     LeaseKeepAliveResponse, LeaseRevokeRequest, PutRequest, RangeRequest, RangeResponse,
-    WatchCreateRequest, WatchRequest, WatchResponse, watch_request,
+    WatchCreateRequest, WatchProgressRequest, WatchRequest, WatchResponse, watch_request,
 };
 use crate::remote::NetworkSettings;
 
@@ -236,18 +236,25 @@ impl EtcdClient {
                 },
             )),
         };
-        let responses = self
+        let (requests, responses) = self
             .authorized(|channel, token| {
-                // One watch per stream, so nothing is ever sent after the create request;
-                // the request half stays open (pending) until the watch is dropped, which
-                // resets the stream and ends the watch in etcd.
-                let stream = tokio_stream::once(create.clone()).chain(tokio_stream::pending());
+                // One watch per stream: the create request goes out with the call, and
+                // later only progress requests (`Watch::request_progress`). The request
+                // half stays open until the watch is dropped, which resets the stream
+                // and ends the watch in etcd.
+                let (requests, queued) = mpsc::channel(1);
+                let stream = tokio_stream::once(create.clone()).chain(ReceiverStream::new(queued));
                 let request = with_token(stream, token);
-                async move { WatchClient::new(channel).watch(request).await }
+                async move {
+                    let responses = WatchClient::new(channel).watch(request).await?.into_inner();
+                    Ok((requests, responses))
+                }
             })
-            .await?
-            .into_inner();
-        Ok(Watch { responses })
+            .await?;
+        Ok(Watch {
+            requests,
+            responses,
+        })
     }
 
     /// Runs `send` with the current token on a member that answers; when etcd refuses
@@ -348,10 +355,26 @@ impl LeaseKeepAlive {
 
 /// A watch of a prefix; dropping it cancels it.
 pub(super) struct Watch {
+    requests: mpsc::Sender<WatchRequest>,
     responses: Streaming<WatchResponse>,
 }
 
 impl Watch {
+    /// Asks the member for a progress notification (etcd answers with an empty
+    /// response carrying its current revision): the proof that a quiet watch is still
+    /// followed by a member that answers. A member cut off without a reset answers
+    /// nothing, and nothing else would tell before HTTP/2's keep-alive (10 s + the
+    /// request timeout).
+    pub(super) fn request_progress(&self) {
+        let progress = WatchRequest {
+            request_union: Some(watch_request::RequestUnion::ProgressRequest(
+                WatchProgressRequest {},
+            )),
+        };
+        // Full: a check is already on its way, and one answer covers both.
+        let _ = self.requests.try_send(progress);
+    }
+
     /// etcd's next watch response (the first says `created`); `None` when etcd ended the
     /// stream.
     pub(super) async fn message(&mut self) -> Result<Option<WatchResponse>, EtcdError> {

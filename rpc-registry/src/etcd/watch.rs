@@ -25,6 +25,15 @@ use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::{Backoff, Failure};
 use crate::remote::snapshots::{SnapshotPublisher, to_revision};
 
+/// How long a watch may stay quiet before its member is asked for a progress
+/// notification, which it must answer within the request timeout: a member cut off
+/// without a reset (its host gone, a partition) is left within `QUIET` + the request
+/// timeout, and the consumer reads the service again from a member that answers. Seen
+/// in the lab (tests/tests/lab_cluster.rs) before this check: a consumer whose watch was
+/// on a partitioned etcd leader kept a stale list until HTTP/2's keep-alive gave up
+/// (10 s + 3 s), long enough for a rolling deploy to replace every provider it knew.
+const QUIET: Duration = Duration::from_secs(1);
+
 /// The instances of one service by their key, as last read or watched.
 pub(super) type InstancesByKey = BTreeMap<Vec<u8>, Instance>;
 
@@ -139,6 +148,20 @@ impl ServiceWatch {
             let message = tokio::select! {
                 () = publisher.closed() => return None,
                 message = watch.message() => message,
+                // Quiet for a while: is the member still there? (See `QUIET`.)
+                () = tokio::time::sleep(QUIET) => {
+                    watch.request_progress();
+                    tokio::select! {
+                        () = publisher.closed() => return None,
+                        message = tokio::time::timeout(self.request_timeout, watch.message()) => match message {
+                            Ok(message) => message,
+                            Err(_) => return Some(format!(
+                                "the member did not answer the watch's progress check within {:?}",
+                                self.request_timeout
+                            ).into()),
+                        },
+                    }
+                }
             };
             let response = match message {
                 Ok(Some(response)) => response,

@@ -40,11 +40,27 @@ pub(super) struct SessionKeeper {
 pub(super) async fn open_session(config: &ZooKeeperConfig) -> Result<Client, ZkError> {
     let mut connector = Client::connector()
         .with_session_timeout(config.session_timeout)
+        .with_connection_timeout(connection_timeout(config))
         .with_fail_eagerly();
     if let Some((user, password)) = &config.network.credentials {
         connector = connector.with_auth("digest", format!("{user}:{password}").as_bytes());
     }
     connector.connect(&config.network.endpoints.join(",")).await
+}
+
+/// How long the library waits on one server before it tries the next (and, in a session,
+/// how long a silent connection is given before it is concluded lost): the library's
+/// own default, 2/5 of the session timeout, but no more than the connect timeout shared
+/// among the servers — else a server that is silently gone (a partition, a host that
+/// vanished) takes the whole connect timeout when it is tried first, and a provider
+/// cannot start although the others answer (seen in the lab, tests/tests/lab_cluster.rs:
+/// 9 s sessions, so 3.6 s per server, against a 3 s connect timeout).
+fn connection_timeout(config: &ZooKeeperConfig) -> Duration {
+    let servers = u32::try_from(config.network.endpoints.len().max(1)).unwrap_or(u32::MAX);
+    let shared = config.network.connect_timeout / servers;
+    (config.session_timeout * 2 / 5)
+        .min(shared)
+        .max(Duration::from_millis(100))
 }
 
 impl SessionKeeper {
