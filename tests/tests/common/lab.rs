@@ -293,6 +293,8 @@ pub async fn consumer_on_at(
         let (client, app) = consumer(discovery).await;
         let _ = directory_tx.send(app.references()[0].directory().clone());
         let tallies = phases_at(&client, rate, phase_rx).await;
+        // What the cluster layer did for those calls (retries by kind, ejections).
+        println!("consumer: {:?}", app.references()[0].stats());
         let _ = app.before_shutdown().await;
         tallies
     }));
