@@ -87,16 +87,8 @@ async fn leader_lost_during_a_rolling_deploy(test: &str, backend: Backend, loss:
         return;
     };
     let hosts = [0, 1, 2].map(|index| lab.host(index).clone());
-    let mut members = match RegistryServer::start_cluster(backend, &hosts).await {
-        Ok(members) => members,
-        Err(error) => {
-            assert!(
-                std::env::var_os("RPC_TEST_REQUIRE_REGISTRIES").is_none(),
-                "{test}: {error} (RPC_TEST_REQUIRE_REGISTRIES is set)"
-            );
-            println!("SKIPPED {test}: {error}");
-            return;
-        }
+    let Some(mut members) = common::lab::registry_cluster_in(test, backend, &hosts).await else {
+        return;
     };
     let discovery = Discovery::Url(url(backend, &members));
     let old = [

@@ -67,16 +67,22 @@ fn answered_by(tally: &Tally, address: &str) -> usize {
     tally.answered.get(address).copied().unwrap_or(0)
 }
 
-async fn check(test: &str, fault: impl FnOnce(&Lab) -> Fault) {
-    common::logs();
-    let Some(lab) = Lab::for_test(test, 3) else {
-        return;
-    };
+/// A hub, and a provider on each of hosts 1 and 2 registered in it.
+async fn two_providers(lab: &Lab) -> (MemoryHub, [Provider; 2]) {
     let hub = MemoryHub::new();
     let providers = [
         Provider::start(lab.host(1), &hub).await,
         Provider::start(lab.host(2), &hub).await,
     ];
+    (hub, providers)
+}
+
+async fn check(test: &str, fault: impl FnOnce(&Lab) -> Fault) {
+    common::logs();
+    let Some(lab) = Lab::for_test(test, 3) else {
+        return;
+    };
+    let (hub, providers) = two_providers(&lab).await;
     let addresses: Vec<String> = providers.iter().map(|p| p.address.clone()).collect();
     let fault = fault(&lab);
     let [before, during, after] = run_through(&lab, &hub, consumer_config(), 1, fault).await;
@@ -136,11 +142,7 @@ async fn a_provider_host_that_vanishes_fails_only_the_non_idempotent_calls_it_he
     let Some(lab) = Lab::for_test(test, 3) else {
         return;
     };
-    let hub = MemoryHub::new();
-    let providers = [
-        Provider::start(lab.host(1), &hub).await,
-        Provider::start(lab.host(2), &hub).await,
-    ];
+    let (hub, providers) = two_providers(&lab).await;
     let mut config = consumer_config();
     for reference in config.consumer.references.values_mut() {
         reference.idempotent = false;

@@ -59,17 +59,8 @@ async fn lab_with_registry(
 ) -> Option<(Lab, RegistryServer)> {
     common::logs();
     let lab = Lab::for_test(test, hosts)?;
-    match RegistryServer::start_in(backend, lab.host(0)).await {
-        Ok(server) => Some((lab, server)),
-        Err(error) => {
-            assert!(
-                std::env::var_os("RPC_TEST_REQUIRE_REGISTRIES").is_none(),
-                "{test}: {error} (RPC_TEST_REQUIRE_REGISTRIES is set)"
-            );
-            println!("SKIPPED {test}: {error}");
-            None
-        }
-    }
+    let server = common::lab::registry_in(test, backend, lab.host(0)).await?;
+    Some((lab, server))
 }
 
 /// Scenario 3: provider A (host 1) is cut off from the registry (host 0) while the

@@ -46,8 +46,9 @@ use crate::etcd::proto::etcdserverpb::watch_client::WatchClient;
 use crate::etcd::proto::etcdserverpb::{
     AuthenticateRequest, DeleteRangeRequest, LeaseGrantRequest, LeaseKeepAliveRequest,
     LeaseKeepAliveResponse, LeaseRevokeRequest, PutRequest, RangeRequest, RangeResponse,
-    WatchCreateRequest, WatchProgressRequest, WatchRequest, WatchResponse, watch_request,
+    WatchCreateRequest, WatchRequest, watch_request,
 };
+use crate::etcd::watch_stream::Watch;
 use crate::remote::NetworkSettings;
 
 /// Interval of the HTTP/2 keep-alive pings.
@@ -251,10 +252,7 @@ impl EtcdClient {
                 }
             })
             .await?;
-        Ok(Watch {
-            requests,
-            responses,
-        })
+        Ok(Watch::new(requests, responses))
     }
 
     /// Runs `send` with the current token on a member that answers; when etcd refuses
@@ -349,35 +347,6 @@ impl LeaseKeepAlive {
     /// etcd's next answer (its `ttl` is 0 when etcd no longer knows the lease); `None`
     /// when etcd ended the stream.
     pub(super) async fn message(&mut self) -> Result<Option<LeaseKeepAliveResponse>, EtcdError> {
-        Ok(self.responses.message().await?)
-    }
-}
-
-/// A watch of a prefix; dropping it cancels it.
-pub(super) struct Watch {
-    requests: mpsc::Sender<WatchRequest>,
-    responses: Streaming<WatchResponse>,
-}
-
-impl Watch {
-    /// Asks the member for a progress notification (etcd answers with an empty
-    /// response carrying its current revision): the proof that a quiet watch is still
-    /// followed by a member that answers. A member cut off without a reset answers
-    /// nothing, and nothing else would tell before HTTP/2's keep-alive (10 s + the
-    /// request timeout).
-    pub(super) fn request_progress(&self) {
-        let progress = WatchRequest {
-            request_union: Some(watch_request::RequestUnion::ProgressRequest(
-                WatchProgressRequest {},
-            )),
-        };
-        // Full: a check is already on its way, and one answer covers both.
-        let _ = self.requests.try_send(progress);
-    }
-
-    /// etcd's next watch response (the first says `created`); `None` when etcd ended the
-    /// stream.
-    pub(super) async fn message(&mut self) -> Result<Option<WatchResponse>, EtcdError> {
         Ok(self.responses.message().await?)
     }
 }

@@ -63,6 +63,7 @@ mod lease;
 mod members;
 mod proto;
 mod watch;
+mod watch_stream;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -23,6 +23,7 @@
 mod checks;
 mod command;
 
+use std::future::Future;
 use std::io;
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::PathBuf;
@@ -167,14 +168,20 @@ impl RegistryServer {
     /// does not answer).
     pub async fn is_leader(&self) -> bool {
         let (backend, at) = (self.backend, self.endpoint());
-        let check = async move {
-            tokio::time::timeout(Duration::from_secs(1), is_leader(backend, at))
+        self.ask(async move { is_leader(backend, at).await }).await
+    }
+
+    /// `check`, bounded by a second (false past it), made from inside the server's lab
+    /// host when it has one (its address is reachable only there).
+    async fn ask(&self, check: impl Future<Output = bool> + Send + 'static) -> bool {
+        let bounded = async move {
+            tokio::time::timeout(Duration::from_secs(1), check)
                 .await
                 .unwrap_or(false)
         };
         match &self.host {
-            None => check.await,
-            Some(host) => host.run(move || check).await,
+            None => bounded.await,
+            Some(host) => host.run(move || bounded).await,
         }
     }
 
@@ -325,19 +332,10 @@ impl RegistryServer {
         }
     }
 
-    /// One health check, bounded by a second; made from inside the server's lab host
-    /// when it has one (its address is reachable only there).
+    /// One health check (see [`RegistryServer::ask`]).
     async fn answers(&self) -> bool {
         let (backend, at) = (self.backend, self.endpoint());
-        let check = async move {
-            tokio::time::timeout(Duration::from_secs(1), answers(backend, at))
-                .await
-                .unwrap_or(false)
-        };
-        match &self.host {
-            None => check.await,
-            Some(host) => host.run(move || check).await,
-        }
+        self.ask(async move { answers(backend, at).await }).await
     }
 }
 

@@ -14,6 +14,7 @@ use rpc::config::RegistryConfig;
 use rpc::registry::MemoryHub;
 use rpc::{Application, ApplicationBuilder, Config};
 use rpc_testkit::netlab::Host;
+use rpc_testkit::registry_server::{Backend, RegistryServer};
 use rpc_testkit::services::EchoProvider;
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, timeout};
@@ -36,6 +37,35 @@ pub struct Tally {
 const BOUND: Duration = Duration::from_secs(60);
 /// Bound on each wait for a consumer's directory to change.
 const CONVERGE: Duration = Duration::from_secs(60);
+
+/// A registry server of `backend` inside `host`, or `None` after one `SKIPPED` line when
+/// it cannot run here — a failure when `RPC_TEST_REQUIRE_REGISTRIES` is set, as in CI.
+pub async fn registry_in(test: &str, backend: Backend, host: &Host) -> Option<RegistryServer> {
+    or_skip(test, RegistryServer::start_in(backend, host).await)
+}
+
+/// As [`registry_in`], a cluster of `backend`, one member on each of `hosts`.
+pub async fn registry_cluster_in(
+    test: &str,
+    backend: Backend,
+    hosts: &[Host],
+) -> Option<Vec<RegistryServer>> {
+    or_skip(test, RegistryServer::start_cluster(backend, hosts).await)
+}
+
+fn or_skip<T>(test: &str, started: std::io::Result<T>) -> Option<T> {
+    match started {
+        Ok(started) => Some(started),
+        Err(error) => {
+            assert!(
+                std::env::var_os("RPC_TEST_REQUIRE_REGISTRIES").is_none(),
+                "{test}: {error} (RPC_TEST_REQUIRE_REGISTRIES is set)"
+            );
+            println!("SKIPPED {test}: {error}");
+            None
+        }
+    }
+}
 
 /// Where the lab's programs register and discover: the in-process hub (shared by every
 /// host's program, not on the lab's network), or a registry server's URL.
