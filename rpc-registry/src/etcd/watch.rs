@@ -20,7 +20,9 @@ use tokio_util::sync::CancellationToken;
 use crate::etcd::client::EtcdClient;
 use crate::etcd::codec::decode;
 use crate::etcd::error::{EtcdError, call};
+use crate::etcd::proto::etcdserverpb::WatchResponse;
 use crate::etcd::proto::mvccpb::event::EventType;
+use crate::etcd::watch_stream::Watch;
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::{Backoff, Failure};
 use crate::remote::snapshots::{SnapshotPublisher, to_revision};
@@ -124,6 +126,28 @@ impl ServiceWatch {
         self.lifetime.subscriptions.forget(id);
     }
 
+    /// The watch's next message; after [`QUIET`] without one, the member is asked for a
+    /// progress notification, and a member that does not answer within the request
+    /// timeout is an error (the watch is left).
+    async fn next_message(
+        &self,
+        watch: &mut Watch,
+    ) -> Result<Result<Option<WatchResponse>, EtcdError>, BoxError> {
+        if let Ok(message) = tokio::time::timeout(QUIET, watch.message()).await {
+            return Ok(message);
+        }
+        watch.request_progress();
+        tokio::time::timeout(self.request_timeout, watch.message())
+            .await
+            .map_err(|_| {
+                format!(
+                    "the member did not answer the watch's progress check within {:?}",
+                    self.request_timeout
+                )
+                .into()
+            })
+    }
+
     /// Follows the watch of the prefix from `revision + 1`, publishing every change, until
     /// the watch breaks (its error) or the consumer drops its stream (`None`).
     async fn follow(
@@ -147,21 +171,10 @@ impl ServiceWatch {
         loop {
             let message = tokio::select! {
                 () = publisher.closed() => return None,
-                message = watch.message() => message,
-                // Quiet for a while: is the member still there? (See `QUIET`.)
-                () = tokio::time::sleep(QUIET) => {
-                    watch.request_progress();
-                    tokio::select! {
-                        () = publisher.closed() => return None,
-                        message = tokio::time::timeout(self.request_timeout, watch.message()) => match message {
-                            Ok(message) => message,
-                            Err(_) => return Some(format!(
-                                "the member did not answer the watch's progress check within {:?}",
-                                self.request_timeout
-                            ).into()),
-                        },
-                    }
-                }
+                message = self.next_message(&mut watch) => match message {
+                    Ok(message) => message,
+                    Err(silent) => return Some(silent),
+                },
             };
             let response = match message {
                 Ok(Some(response)) => response,

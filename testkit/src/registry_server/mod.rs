@@ -114,12 +114,7 @@ impl RegistryServer {
     /// # Errors
     /// As [`RegistryServer::start`].
     pub async fn start_in(backend: Backend, host: &Host) -> io::Result<Self> {
-        let mut server = Self::new(
-            backend,
-            Some(host.clone()),
-            host.address(),
-            backend.usual_ports(),
-        )?;
+        let mut server = Self::in_host(backend, host)?;
         server.restart().await?;
         Ok(server)
     }
@@ -134,12 +129,7 @@ impl RegistryServer {
         let addresses: Vec<Ipv4Addr> = hosts.iter().map(Host::address).collect();
         let mut members = Vec::with_capacity(hosts.len());
         for (index, host) in hosts.iter().enumerate() {
-            let mut member = Self::new(
-                backend,
-                Some(host.clone()),
-                host.address(),
-                backend.usual_ports(),
-            )?;
+            let mut member = Self::in_host(backend, host)?;
             member.membership = Some(Membership {
                 index,
                 addresses: addresses.clone(),
@@ -188,6 +178,16 @@ impl RegistryServer {
     /// The lab host it runs in, if any.
     pub fn host(&self) -> Option<&Host> {
         self.host.as_ref()
+    }
+
+    /// A server of `backend` in `host`, on the host's address and the usual ports.
+    fn in_host(backend: Backend, host: &Host) -> io::Result<Self> {
+        Self::new(
+            backend,
+            Some(host.clone()),
+            host.address(),
+            backend.usual_ports(),
+        )
     }
 
     fn new(
