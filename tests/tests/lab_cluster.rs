@@ -24,10 +24,11 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use common::lab::{
-    Discovery, Provider, answered_by, assert_none_failed, consumer_on, listed, until_listed,
+    Discovery, Provider, answered_by, assert_none_failed, consumer_on, until_listed,
 };
 use rpc_testkit::netlab::{Fault, Lab};
 use rpc_testkit::registry_server::{Backend, RegistryServer};
+use rpc_tests::lab_load::listed;
 use tokio::time::{Instant, timeout};
 
 /// Lease time-to-live (etcd) and session timeout (ZooKeeper) of every program.

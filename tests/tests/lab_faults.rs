@@ -10,7 +10,8 @@
 
 mod common;
 
-use common::lab::{Provider, Tally, consumer_config, consumer_with, phase};
+use common::lab::{Provider, consumer_config, consumer_with};
+use rpc_tests::lab_load::{RATE, Tally, phase};
 
 use std::time::Duration;
 
@@ -165,7 +166,7 @@ async fn a_provider_host_that_vanishes_fails_only_the_non_idempotent_calls_it_he
     }
     // At most the calls sent in the time the PINGs take to find the silent host.
     let detection = Duration::from_millis(200 + 400);
-    let bound = (f64::from(common::lab::RATE) * detection.as_secs_f64()) as usize;
+    let bound = (f64::from(RATE) * detection.as_secs_f64()) as usize;
     println!(
         "{test}: {} of {} failed during the fault (bound {bound}), all held by {vanished}",
         during.failed.len(),

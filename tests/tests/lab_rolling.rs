@@ -10,9 +10,10 @@ mod common;
 
 use std::time::Duration;
 
-use common::lab::{Provider, Tally, consumer, phase};
+use common::lab::{Provider, consumer};
 use rpc::registry::MemoryHub;
 use rpc_testkit::netlab::{Fault, Lab};
+use rpc_tests::lab_load::{Tally, phase};
 use tokio::time::timeout;
 
 /// The load runs this long; the first restart begins after `SETTLE`, the second once

@@ -10,14 +10,14 @@
 
 mod common;
 
-use std::process::Stdio;
 use std::time::Duration;
 
-use common::lab::{Discovery, Tally, consumer, phases};
+use common::lab::{Discovery, consumer, phases};
+use common::lab_process::Program;
 use rpc::cluster::FailureKind;
 use rpc_testkit::netlab::{Host, Lab};
 use rpc_testkit::registry_server::Backend;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use rpc_tests::lab_load::Tally;
 use tokio::sync::{oneshot, watch};
 use tokio::time::timeout;
 
@@ -33,68 +33,6 @@ const ADMIN_PORT: u16 = 22_222;
 const STEP: Duration = Duration::from_secs(60);
 /// Nothing in this test may take longer.
 const BOUND: Duration = Duration::from_secs(240);
-
-/// The provider's process group (every generation joins it: a successor is its
-/// parent's child): killed when dropped, whatever the test did.
-struct ProviderGroup {
-    group: u32,
-}
-
-impl Drop for ProviderGroup {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", self.group)])
-            .status();
-    }
-}
-
-/// Starts the provider on `host`; its group and the lines it prints.
-async fn start_provider(
-    host: &Host,
-    config: &std::path::Path,
-) -> (ProviderGroup, tokio::sync::mpsc::UnboundedReceiver<String>) {
-    let mut child = tokio::process::Command::new("ip")
-        .args(["netns", "exec", host.namespace()])
-        .arg(env!("CARGO_BIN_EXE_lab_echo_provider"))
-        .arg(config)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .kill_on_drop(false)
-        .spawn()
-        .expect("the provider process starts");
-    let group = ProviderGroup {
-        group: child.id().expect("a running child has a pid"),
-    };
-    let stdout = child.stdout.take().expect("piped");
-    let (lines_tx, lines) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let mut reader = BufReader::new(stdout).lines();
-        while let Ok(Some(line)) = reader.next_line().await {
-            println!("provider: {line}");
-            let _ = lines_tx.send(line);
-        }
-        let _ = child.wait().await;
-    });
-    (group, lines)
-}
-
-/// Waits for the next line of the provider that starts with `prefix`; the rest of it.
-async fn line_starting(
-    lines: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
-    prefix: &str,
-) -> String {
-    timeout(STEP, async {
-        while let Some(line) = lines.recv().await {
-            if let Some(rest) = line.strip_prefix(prefix) {
-                return rest.to_owned();
-            }
-        }
-        panic!("the provider's output ended before `{prefix}`");
-    })
-    .await
-    .unwrap_or_else(|_| panic!("no `{prefix}` from the provider in time"))
-}
 
 /// Runs one hot upgrade of the provider on `host` through its admin endpoint. A refusal
 /// because the previous upgrade is not over yet — the new generation refuses while its
@@ -149,8 +87,13 @@ async fn hot_upgrades_with_the_consumer_on_another_host_lose_and_refuse_nothing(
         ),
     )
     .expect("the provider's configuration is written");
-    let (_group, mut lines) = start_provider(lab.host(1), &config).await;
-    line_starting(&mut lines, "pid ").await;
+    let mut provider = Program::start(
+        "provider",
+        lab.host(1),
+        env!("CARGO_BIN_EXE_lab_echo_provider"),
+        &[config.to_str().expect("a UTF-8 path")],
+    );
+    provider.line_starting("pid ").await;
 
     let (phase, phase_rx) = watch::channel(0);
     let (stats_tx, stats) = oneshot::channel();
@@ -169,8 +112,8 @@ async fn hot_upgrades_with_the_consumer_on_another_host_lose_and_refuse_nothing(
         for _ in 0..UPGRADES {
             upgrade(lab.host(1)).await;
             // The new generation serves; the old one drains, hands over and exits.
-            line_starting(&mut lines, "pid ").await;
-            handed_over.push(line_starting(&mut lines, "shutdown ").await);
+            provider.line_starting("pid ").await;
+            handed_over.push(provider.line_starting("shutdown ").await);
         }
         phase.send_replace(2);
         tokio::time::sleep(STEADY).await;

@@ -88,6 +88,8 @@ pub struct RegistryServer {
     second_port: u16,
     /// Its place in a cluster; `None`: a server on its own.
     membership: Option<Membership>,
+    /// Added to the server's environment.
+    env: Vec<(String, String)>,
     child: Option<Child>,
 }
 
@@ -114,7 +116,25 @@ impl RegistryServer {
     /// # Errors
     /// As [`RegistryServer::start`].
     pub async fn start_in(backend: Backend, host: &Host) -> io::Result<Self> {
+        Self::start_in_with(backend, host, &[]).await
+    }
+
+    /// As [`RegistryServer::start_in`], with `env` added to the server's environment —
+    /// where rnacos reads its settings (`RNACOS_GRPC_DETECTION_TIMEOUT_SECOND`: how long
+    /// a silent client's connection lasts before the server probes it, 15 s by default).
+    ///
+    /// # Errors
+    /// As [`RegistryServer::start`].
+    pub async fn start_in_with(
+        backend: Backend,
+        host: &Host,
+        env: &[(&str, &str)],
+    ) -> io::Result<Self> {
         let mut server = Self::in_host(backend, host)?;
+        server.env = env
+            .iter()
+            .map(|(key, value)| ((*key).to_owned(), (*value).to_owned()))
+            .collect();
         server.restart().await?;
         Ok(server)
     }
@@ -204,6 +224,7 @@ impl RegistryServer {
             port,
             second_port,
             membership: None,
+            env: Vec::new(),
             child: None,
         })
     }
@@ -269,6 +290,7 @@ impl RegistryServer {
             membership: self.membership.as_ref(),
         }
         .command()?;
+        command.envs(self.env.iter().map(|(key, value)| (key, value)));
         command
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)

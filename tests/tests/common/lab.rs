@@ -2,11 +2,10 @@
 //! providers and a consumer inside hosts, on the in-process registry or a registry
 //! server of the lab, and a fixed-rate load whose every call is counted.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
 use rpc::cluster::Directory;
@@ -16,22 +15,9 @@ use rpc::{Application, ApplicationBuilder, Config};
 use rpc_testkit::netlab::Host;
 use rpc_testkit::registry_server::{Backend, RegistryServer};
 use rpc_testkit::services::EchoProvider;
+use rpc_tests::lab_load::{RATE, Tally, WORK_MS, listed, phases_at};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, timeout};
-
-/// Calls a second of the load: 500, each 20 ms of work.
-pub const RATE: u32 = 500;
-/// Milliseconds of work per call.
-pub const WORK_MS: u32 = 20;
-
-/// How the calls of one phase of the run ended.
-#[derive(Debug, Default)]
-pub struct Tally {
-    /// Answers by the provider that gave them (host:port).
-    pub answered: BTreeMap<String, usize>,
-    /// The status of each call that failed.
-    pub failed: Vec<String>,
-}
 
 /// Bound on a provider's start and stop.
 const BOUND: Duration = Duration::from_secs(60);
@@ -41,7 +27,21 @@ const CONVERGE: Duration = Duration::from_secs(60);
 /// A registry server of `backend` inside `host`, or `None` after one `SKIPPED` line when
 /// it cannot run here — a failure when `RPC_TEST_REQUIRE_REGISTRIES` is set, as in CI.
 pub async fn registry_in(test: &str, backend: Backend, host: &Host) -> Option<RegistryServer> {
-    or_skip(test, RegistryServer::start_in(backend, host).await)
+    registry_in_with(test, backend, host, &[]).await
+}
+
+/// As [`registry_in`], with `env` added to the server's environment
+/// ([`RegistryServer::start_in_with`]).
+pub async fn registry_in_with(
+    test: &str,
+    backend: Backend,
+    host: &Host,
+    env: &[(&str, &str)],
+) -> Option<RegistryServer> {
+    or_skip(
+        test,
+        RegistryServer::start_in_with(backend, host, env).await,
+    )
 }
 
 /// As [`registry_in`], a cluster of `backend`, one member on each of `hosts`.
@@ -193,13 +193,6 @@ pub fn consumer_config() -> rpc::Config {
     config
 }
 
-/// `RATE` calls a second for `length`, each awaited; how they ended.
-pub async fn phase(client: &EchoClient<rpc::ReferenceChannel>, length: Duration) -> Tally {
-    let end = Instant::now() + length;
-    let mut tallies = load(client, RATE, || (Instant::now() < end).then_some(0)).await;
-    tallies.pop().unwrap_or_default()
-}
-
 /// `RATE` calls a second until `phases`' sender is dropped, each tallied under the
 /// phase `phases` held when it was sent; the tally of each phase, by index.
 pub async fn phases(
@@ -207,70 +200,6 @@ pub async fn phases(
     phases: watch::Receiver<usize>,
 ) -> Vec<Tally> {
     phases_at(client, RATE, phases).await
-}
-
-/// As [`phases`], `rate` calls a second.
-pub async fn phases_at(
-    client: &EchoClient<rpc::ReferenceChannel>,
-    rate: u32,
-    phases: watch::Receiver<usize>,
-) -> Vec<Tally> {
-    load(client, rate, || {
-        phases.has_changed().is_ok().then(|| *phases.borrow())
-    })
-    .await
-}
-
-/// `rate` calls a second while `current` gives the phase of the next call; how the calls
-/// of each phase ended.
-async fn load(
-    client: &EchoClient<rpc::ReferenceChannel>,
-    rate: u32,
-    current: impl Fn() -> Option<usize>,
-) -> Vec<Tally> {
-    let mut calls = tokio::task::JoinSet::new();
-    let mut ticker = tokio::time::interval(Duration::from_secs(1) / rate);
-    loop {
-        ticker.tick().await;
-        let Some(phase) = current() else {
-            break;
-        };
-        let mut client = client.clone();
-        calls.spawn(async move {
-            let answer = client
-                .echo(EchoRequest {
-                    payload: bytes::Bytes::from_static(b"x"),
-                    delay_ms: None,
-                })
-                .await
-                .map(|reply| reply.into_inner().provider);
-            (phase, answer)
-        });
-    }
-    let mut tallies: Vec<Tally> = Vec::new();
-    while let Some(done) = calls.join_next().await {
-        let (phase, answer) = done.expect("a call task does not panic");
-        if tallies.len() <= phase {
-            tallies.resize_with(phase + 1, Tally::default);
-        }
-        let tally = &mut tallies[phase];
-        match answer {
-            Ok(provider) => *tally.answered.entry(provider).or_default() += 1,
-            Err(status) => tally.failed.push(status.to_string()),
-        }
-    }
-    tallies
-}
-
-/// The addresses the consumer's directory lists now (removed invokers left out).
-pub fn listed(directory: &Directory) -> BTreeSet<String> {
-    directory
-        .list()
-        .invokers()
-        .iter()
-        .filter(|invoker| !invoker.is_removed())
-        .map(|invoker| invoker.authority().to_owned())
-        .collect()
 }
 
 /// Waits until the consumer's directory lists exactly `expected`; how long that took.
@@ -349,4 +278,58 @@ pub fn assert_none_failed(test: &str, tallies: &[Tally]) {
             tally.failed
         );
     }
+}
+
+/// What scenario 3 must show, from the tallies of its five phases (before the cut; cut,
+/// until the registry removed A; removed; the link back, until A is listed again; listed
+/// again): no call failed, A served before the cut, took no call once removed, and
+/// serves again once it registered again by itself.
+pub fn assert_drained_and_back(test: &str, tallies: &[Tally], a_address: &str) {
+    assert_none_failed(test, tallies);
+    assert_eq!(tallies.len(), 5, "every phase sent calls");
+    assert!(
+        answered_by(&tallies[0], a_address) > 0,
+        "A serves before the cut"
+    );
+    assert_eq!(
+        answered_by(&tallies[2], a_address),
+        0,
+        "no call goes to A once the registry removed it"
+    );
+    assert!(
+        answered_by(&tallies[4], a_address) > 0,
+        "A registered again by itself and serves"
+    );
+}
+
+/// What scenario 5 must show, from the tallies of its four phases (before the cut; the
+/// consumer cut off while B stops and C starts; the link back, until it converged;
+/// converged) and what the consumer listed at the end of the cut: no call failed, the
+/// consumer served from the set it knew and had not heard of C, then used C and dropped
+/// B.
+pub fn assert_served_on_and_converged(
+    test: &str,
+    tallies: &[Tally],
+    known_in_the_cut: &BTreeSet<String>,
+    [a, b, c]: [&str; 3],
+) {
+    assert_none_failed(test, tallies);
+    assert_eq!(tallies.len(), 4, "every phase sent calls");
+    assert!(
+        !known_in_the_cut.contains(c),
+        "cut off, the consumer cannot have heard of C"
+    );
+    assert!(
+        answered_by(&tallies[1], a) > 0,
+        "cut off, the consumer serves from the set it knew"
+    );
+    assert!(
+        answered_by(&tallies[3], c) > 0,
+        "once converged, C takes calls"
+    );
+    assert_eq!(
+        answered_by(&tallies[3], b),
+        0,
+        "B, stopped meanwhile, is dropped"
+    );
 }

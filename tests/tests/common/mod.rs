@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod lab;
+pub mod lab_process;
 
 use std::sync::Arc;
 use std::time::Duration;
