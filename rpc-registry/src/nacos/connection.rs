@@ -1,31 +1,20 @@
 //! The keeper of a Nacos client's liveness: the SDK's connection (its `NamingService`,
-//! its disk cache), the registrations written through it, and the probe that notices when
-//! the connection comes back.
-//!
-//! The server drops a connection's instances when the connection closes or stops
-//! answering its health checks, and the SDK registers everything again after a
-//! reconnection; but it notices a broken connection only when a request needs it, and
-//! re-registers on a 3 s tick. So while this client has registrations or subscriptions, a
-//! probe (one small request every [`PROBE_INTERVAL`]) keeps the SDK trying; when a probe
-//! succeeds after a failure (or after waiting longer than the interval: it waited for a
-//! reconnection), every registration is written again and every subscription is told to
-//! read again at once (see "Presence" in the module documentation).
+//! its disk cache) and the registrations written through it; the probe that notices
+//! when the connection comes back or falls silent is in `presence.rs`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use nacos_sdk::api::naming::{NamingService, NamingServiceBuilder, ServiceInstance};
-use nacos_sdk::api::props::ClientProps;
+use nacos_sdk::api::naming::{NamingService, ServiceInstance};
 use rpc_core::{InstanceId, RegistryError};
 use tokio::sync::{Mutex, watch};
+use tokio::time::Instant;
 
 use crate::nacos::config::NacosConfig;
-use crate::nacos::error::is_refusal;
-use crate::nacos::login::HttpLogin;
+use crate::nacos::{presence, sdk, servers};
 use crate::remote::lifetime::ClientLifetime;
-use crate::remote::probe::refine_unreachable;
 use crate::remote::retry::bounded;
 
 /// How often a client with registrations or subscriptions checks its connection.
@@ -39,16 +28,19 @@ pub(super) struct ConnectionKeeper {
     group: String,
     /// Bound on each request.
     request_timeout: Duration,
-    /// The SDK's connection; `None` once closed.
-    naming: parking_lot::Mutex<Option<NamingService>>,
+    /// What an SDK connection is started from (again, at a failover).
+    config: NacosConfig,
+    /// The SDK's connection and its generation; `None` once closed.
+    naming: parking_lot::Mutex<Option<(u64, NamingService)>>,
     /// `service name#instance id` -> (service name, what was registered).
     registered: Mutex<BTreeMap<String, (String, ServiceInstance)>>,
     /// Bumped when the connection came back: every subscription reads again.
     resync: watch::Sender<u64>,
     /// Set when closing starts: the withdrawal runs once, and no call starts after it.
     closing: AtomicBool,
-    /// The SDK's disk cache; removed with the client.
-    _cache_dir: tempfile::TempDir,
+    /// The SDK's disk cache (a folder per SDK connection after the first); removed with
+    /// the client.
+    cache_dir: tempfile::TempDir,
 }
 
 /// The key of a registration in `ConnectionKeeper::registered`.
@@ -69,7 +61,8 @@ impl ConnectionKeeper {
         lifetime: Arc<ClientLifetime>,
         config: &NacosConfig,
     ) -> Result<Arc<Self>, RegistryError> {
-        let network = &config.network;
+        // The whole connect, the choice of servers included, within `connect_timeout`.
+        let deadline = Instant::now() + config.network.connect_timeout;
         let cache_dir = tempfile::Builder::new()
             .prefix("rpc-nacos-cache-")
             .tempdir()
@@ -79,64 +72,52 @@ impl ConnectionKeeper {
                     format!("cannot create the SDK cache directory: {error}"),
                 )
             })?;
-        let mut props = ClientProps::new()
-            .server_addr(network.endpoints.join(","))
-            .namespace(config.namespace.clone())
-            .app_name("rpc")
-            .naming_push_empty_protection(false)
-            .naming_load_cache_at_start(false)
-            .cache_dir(cache_dir.path())
-            // The URL is the whole configuration: no NACOS_* environment overrides.
-            .env_first(false);
-        if let Some(port) = config.grpc_port {
-            props = props.remote_grpc_port(port);
-        }
-        let mut builder = NamingServiceBuilder::new(props);
-        if let Some((user, password)) = &network.credentials {
-            builder = builder.with_auth_plugin(Arc::new(HttpLogin::new(
-                user.clone(),
-                password.clone(),
-                network.connect_timeout,
-            )));
-        }
-        let deadline = tokio::time::Instant::now() + network.connect_timeout;
-        let (url, timeout) = (&lifetime.url, network.connect_timeout);
-        // `build` checks the connection with a health request and logs in; whatever fails
-        // there, no server accepted a connection.
-        let naming = match bounded(timeout, builder.build()).await {
-            Ok(naming) => naming,
-            Err(failure) => {
-                // nacos-sdk retries a refused connection until the bound: ask the sockets.
-                let error = failure.into_connect_error(url, timeout, |_| false);
-                return Err(refine_unreachable(error, &network.endpoints).await);
-            }
-        };
-        // A read proves the credentials (and the namespace) are accepted.
-        let left = deadline
-            .saturating_duration_since(tokio::time::Instant::now())
-            .max(Duration::from_millis(100));
-        bounded(
-            left,
-            naming.get_service_list(1, 1, Some(config.group.clone())),
-        )
-        .await
-        .map_err(|failure| failure.into_connect_error(url, timeout, is_refusal))?;
+        let servers = servers::for_the_sdk(config).await;
+        let naming =
+            sdk::start(&lifetime.url, config, &servers, cache_dir.path(), deadline).await?;
         tracing::debug!(url = %lifetime.url, "connected to Nacos");
         let keeper = Arc::new(Self {
             lifetime,
             group: config.group.clone(),
-            request_timeout: network.request_timeout,
-            naming: parking_lot::Mutex::new(Some(naming.clone())),
+            request_timeout: config.network.request_timeout,
+            config: config.clone(),
+            naming: parking_lot::Mutex::new(Some((0, naming.clone()))),
             registered: Mutex::new(BTreeMap::new()),
             resync: watch::channel(0).0,
             closing: AtomicBool::new(false),
-            _cache_dir: cache_dir,
+            cache_dir,
         });
         keeper
             .lifetime
             .tasks
-            .spawn(probe_connection(Arc::downgrade(&keeper), naming));
+            .spawn(presence::probe(Arc::downgrade(&keeper), naming));
         Ok(keeper)
+    }
+
+    /// Its client's URL (credentials redacted), for logs.
+    pub(super) fn url(&self) -> &str {
+        &self.lifetime.url
+    }
+
+    /// Group of every service of this client.
+    pub(super) fn group(&self) -> &str {
+        &self.group
+    }
+
+    /// Cancelled when the client closes.
+    pub(super) fn closed(&self) -> tokio_util::sync::CancellationToken {
+        self.lifetime.closed.clone()
+    }
+
+    /// Whether the client has registrations or subscriptions (the probe runs for those).
+    pub(super) async fn is_busy(&self) -> bool {
+        !self.registered.lock().await.is_empty() || self.lifetime.subscriptions.len() > 0
+    }
+
+    /// Tells every subscription to read again (the connection came back or was replaced).
+    pub(super) fn resync_subscriptions(&self) {
+        self.resync
+            .send_modify(|count| *count = count.wrapping_add(1));
     }
 
     /// Bound on each request.
@@ -149,8 +130,17 @@ impl ConnectionKeeper {
     /// # Errors
     /// [`RegistryError::Closed`] once closing has started.
     pub(super) fn naming(&self) -> Result<NamingService, RegistryError> {
+        self.current().map(|(_, naming)| naming)
+    }
+
+    /// As [`ConnectionKeeper::naming`], with its generation: 0 for the first SDK
+    /// connection, one more for each that replaced it ([`ConnectionKeeper::fail_over`]).
+    ///
+    /// # Errors
+    /// [`RegistryError::Closed`] once closing has started.
+    pub(super) fn current(&self) -> Result<(u64, NamingService), RegistryError> {
         match &*self.naming.lock() {
-            Some(naming) if !self.is_closing() => Ok(naming.clone()),
+            Some(current) if !self.is_closing() => Ok(current.clone()),
             _ => Err(self.lifetime.closed_error()),
         }
     }
@@ -232,7 +222,7 @@ impl ConnectionKeeper {
 
     /// The SDK's connection, taken for the withdrawal: no call gets it afterwards.
     pub(super) fn take_naming(&self) -> Option<NamingService> {
-        self.naming.lock().take()
+        self.naming.lock().take().map(|(_, naming)| naming)
     }
 
     /// Deregisters every registration.
@@ -252,8 +242,72 @@ impl ConnectionKeeper {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// Replaces the SDK's connection `failed` (one that stopped answering) by a new one
+    /// on the servers that accept a connection now, when some do not — nacos-sdk itself
+    /// notices a silent server only after its health checks (5 s idle, then three tries
+    /// of 3 s), about as late as a Nacos cluster drops the instances of a silent member's
+    /// clients (15 s), so a provider whose member was partitioned lost its registration.
+    /// The new connection registers everything again (and so owns the instances, as
+    /// Nacos gives an address to the connection that registered it last), then the old
+    /// one is told to deregister them (queued until its server answers, if ever: it no
+    /// longer owns them). The new connection and its generation; `None` when there was
+    /// nothing to leave (one server, every one accepting, or none) or it failed.
+    pub(super) async fn fail_over(&self, failed: &NamingService) -> Option<(u64, NamingService)> {
+        let endpoints = &self.config.network.endpoints;
+        if endpoints.len() < 2 || self.is_closing() {
+            return None;
+        }
+        let deadline = Instant::now() + self.config.network.connect_timeout;
+        let servers = servers::for_the_sdk(&self.config).await;
+        if servers.len() == endpoints.len() {
+            return None;
+        }
+        let generation = self.naming.lock().as_ref()?.0 + 1;
+        let cache = self
+            .cache_dir
+            .path()
+            .join(format!("connection-{generation}"));
+        let url = &self.lifetime.url;
+        let started = match std::fs::create_dir_all(&cache) {
+            Ok(()) => sdk::start(url, &self.config, &servers, &cache, deadline).await,
+            Err(error) => Err(self.lifetime.failed("connect", error.to_string())),
+        };
+        let naming = match started {
+            Ok(naming) => naming,
+            Err(error) => {
+                tracing::warn!(%url, %error, "Nacos failover: no new connection");
+                return None;
+            }
+        };
+        self.register_again(&naming).await;
+        {
+            let mut current = self.naming.lock();
+            if current.is_none() || self.is_closing() {
+                return None;
+            }
+            *current = Some((generation, naming.clone()));
+        }
+        tracing::warn!(%url, ?servers, "Nacos server silent: this client moved to a new connection");
+        self.let_go(failed.clone()).await;
+        Some((generation, naming))
+    }
+
+    /// Tells the replaced connection `old` to deregister every instance (in the
+    /// background: its server does not answer; the SDK keeps what times out queued).
+    async fn let_go(&self, old: NamingService) {
+        let (group, bound) = (self.group.clone(), self.request_timeout);
+        let registered: Vec<(String, ServiceInstance)> =
+            self.registered.lock().await.values().cloned().collect();
+        tokio::spawn(async move {
+            for (name, nacos) in registered {
+                let deregister = old.deregister_instance(name, Some(group.clone()), nacos);
+                let _ = bounded(bound, deregister).await;
+            }
+        });
+    }
+
     /// Writes every registration again (after the connection came back; idempotent).
-    async fn register_again(&self, naming: &NamingService) {
+    pub(super) async fn register_again(&self, naming: &NamingService) {
         let registered = self.registered.lock().await;
         for (name, nacos) in registered.values() {
             let register =
@@ -262,49 +316,5 @@ impl ConnectionKeeper {
                 tracing::warn!(url = %self.lifetime.url, service = %name, error = %failure.into_source(), "registering again failed; the SDK retries");
             }
         }
-    }
-}
-
-/// The probe task (see the file's documentation). Holds the keeper weakly so that dropping
-/// the client ends it.
-async fn probe_connection(keeper: Weak<ConnectionKeeper>, naming: NamingService) {
-    let Some(cancel) = keeper
-        .upgrade()
-        .map(|keeper| keeper.lifetime.closed.clone())
-    else {
-        return;
-    };
-    let mut failing = false;
-    loop {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            () = tokio::time::sleep(PROBE_INTERVAL) => {}
-        }
-        let Some(keeper) = keeper.upgrade() else {
-            return;
-        };
-        let busy =
-            !keeper.registered.lock().await.is_empty() || keeper.lifetime.subscriptions.len() > 0;
-        if !busy {
-            continue;
-        }
-        let probe = naming.get_service_list(1, 1, Some(keeper.group.clone()));
-        let started = tokio::time::Instant::now();
-        let answered = tokio::select! {
-            () = cancel.cancelled() => return,
-            answered = bounded(keeper.request_timeout, probe) => answered.is_ok(),
-        };
-        // A probe that waited for the SDK to reconnect answers late, not with an error.
-        let reconnected = failing || started.elapsed() > PROBE_INTERVAL;
-        if answered && reconnected {
-            tracing::info!(url = %keeper.lifetime.url, "Nacos answers again; registering and reading again");
-            keeper.register_again(&naming).await;
-            keeper
-                .resync
-                .send_modify(|count| *count = count.wrapping_add(1));
-        } else if !answered && !failing {
-            tracing::warn!(url = %keeper.lifetime.url, "Nacos does not answer; keeping the last known instances");
-        }
-        failing = !answered;
     }
 }

@@ -23,6 +23,18 @@
 //! after waiting longer than the interval: it waited for a reconnection), every
 //! registration is written again and every subscription reads again at once.
 //!
+//! # Several servers (a Nacos cluster)
+//! nacos-sdk starts at a random server of the URL's list and does not leave a bad one
+//! within our bounds (no connect timeout on a silent server; retries on a refusing one),
+//! and notices a silent server only after its health checks (about 15 s) — as late as
+//! the cluster drops the instances of a silent member's clients (15 s). So: at start,
+//! only the servers whose gRPC port accepts a connection (tried at once, for a third of
+//! `connect_timeout`) are handed to the SDK; and when a probe fails while some servers
+//! no longer accept, the client starts a new SDK connection on the others, registers
+//! everything through it (the instances become the new connection's), subscribes again
+//! there, and tells the old connection to deregister (see `servers.rs`, `presence.rs`).
+//! A server left out is one the client never fails over to; it is logged.
+//!
 //! # Hot upgrade
 //! Nacos identifies an instance by its address, and an ephemeral instance belongs to the
 //! connection that registered it. Measured against rnacos (tests/tests/upgrade_registry.rs
@@ -61,8 +73,10 @@
 //! SDK, which applies it when the server returns.
 //!
 //! # Files
-//! `config.rs` (the URL's parameters), `connection.rs` (the SDK's connection, the
-//! registrations written through it and the probe: presence), `watch.rs` (one
+//! `config.rs` (the URL's parameters), `connection.rs` (the SDK's connection and the
+//! registrations written through it), `presence.rs` (the probe, and the failover to
+//! another server), `sdk.rs` (starting one SDK connection), `servers.rs` (the servers
+//! it is given), `watch.rs` (one
 //! subscription's read-on-change loop and the SDK listeners they share), `codec.rs` (an
 //! instance and a Nacos instance), `error.rs` (what the SDK's errors mean), `login.rs` (the
 //! HTTP login); this file connects and answers the [`Registry`](rpc_core::Registry) calls with them.
@@ -72,6 +86,9 @@ mod config;
 mod connection;
 mod error;
 mod login;
+mod presence;
+mod sdk;
+mod servers;
 mod watch;
 
 use std::sync::Arc;
@@ -209,14 +226,9 @@ impl RemoteBackend for NacosBackend {
         lifetime: &Arc<ClientLifetime>,
         service: &ServiceKey,
     ) -> Result<Subscription, RegistryError> {
-        let naming = self.connection.naming()?;
-        let (watch, first) = ServiceWatch::open(
-            self.group.clone(),
-            self.connection.clone(),
-            naming,
-            service.clone(),
-        )
-        .await?;
+        let (watch, first) =
+            ServiceWatch::open(self.group.clone(), self.connection.clone(), service.clone())
+                .await?;
         let follow = |id, cancel, publisher| watch.run(id, cancel, publisher);
         Ok(lifetime.start_subscription(service, self.group.next_revision(), first, follow))
     }

@@ -32,9 +32,17 @@ pub(super) struct GroupWatch {
     /// Bound on each request.
     request_timeout: Duration,
     /// One SDK subscription per service name, shared by this client's subscriptions.
-    listeners: Mutex<HashMap<String, ServiceListener>>,
+    listeners: Mutex<Listeners>,
     /// The revision of the next snapshot.
     revision: AtomicU64,
+}
+
+/// The SDK subscriptions of one client, and the generation of the SDK connection they
+/// were made on (`ConnectionKeeper::current`).
+#[derive(Default)]
+struct Listeners {
+    generation: u64,
+    by_name: HashMap<String, ServiceListener>,
 }
 
 /// The SDK subscription of one service and how many of this client's subscriptions use it.
@@ -66,7 +74,7 @@ impl GroupWatch {
             lifetime,
             group,
             request_timeout,
-            listeners: Mutex::new(HashMap::new()),
+            listeners: Mutex::new(Listeners::default()),
             revision: AtomicU64::new(1),
         }
     }
@@ -74,6 +82,32 @@ impl GroupWatch {
     /// The revision of the next snapshot of any subscription of this client.
     pub(super) fn next_revision(&self) -> u64 {
         self.revision.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The SDK connection to read through now. After a failover (a new generation), every
+    /// SDK subscription of this client is first made again on the new connection (the
+    /// old connection's are left to it: its server does not answer).
+    ///
+    /// # Errors
+    /// [`RegistryError::Closed`] once the client is closing.
+    async fn naming(&self, connection: &ConnectionKeeper) -> Result<NamingService, RegistryError> {
+        let (generation, naming) = connection.current()?;
+        let mut listeners = self.listeners.lock().await;
+        if listeners.generation != generation {
+            for (name, listener) in &listeners.by_name {
+                let subscribe = naming.subscribe(
+                    name.clone(),
+                    Some(self.group.clone()),
+                    Vec::new(),
+                    listener.signal.clone() as Arc<dyn NamingEventListener>,
+                );
+                if let Err(failure) = bounded(self.request_timeout, subscribe).await {
+                    tracing::warn!(url = %self.lifetime.url, service = %name, error = %failure.into_source(), "Nacos subscribe on the new connection failed; reads go on");
+                }
+            }
+            listeners.generation = generation;
+        }
+        Ok(naming)
     }
 
     /// The server's current instances of `service`, named `name` in Nacos (enabled and
@@ -105,7 +139,7 @@ impl GroupWatch {
         name: &str,
     ) -> Result<watch::Receiver<u64>, RegistryError> {
         let mut listeners = self.listeners.lock().await;
-        if let Some(listener) = listeners.get_mut(name) {
+        if let Some(listener) = listeners.by_name.get_mut(name) {
             listener.users += 1;
             return Ok(listener.signal.changes.subscribe());
         }
@@ -122,21 +156,23 @@ impl GroupWatch {
         bounded(self.request_timeout, subscribe)
             .await
             .map_err(|failure| failure.into_operation(&self.lifetime.url, "subscribe"))?;
-        listeners.insert(name.to_owned(), ServiceListener { signal, users: 1 });
+        listeners
+            .by_name
+            .insert(name.to_owned(), ServiceListener { signal, users: 1 });
         Ok(changes)
     }
 
     /// Gives back a change signal; the SDK subscription ends with its last user.
     async fn unlisten(&self, naming: &NamingService, name: &str) {
         let mut listeners = self.listeners.lock().await;
-        let Some(listener) = listeners.get_mut(name) else {
+        let Some(listener) = listeners.by_name.get_mut(name) else {
             return;
         };
         listener.users -= 1;
         if listener.users > 0 {
             return;
         }
-        let Some(listener) = listeners.remove(name) else {
+        let Some(listener) = listeners.by_name.remove(name) else {
             return;
         };
         let unsubscribe = naming.unsubscribe(
@@ -153,7 +189,14 @@ impl GroupWatch {
     /// Gives back every change signal still held (after the subscriptions' loops were
     /// stopped, at close).
     pub(super) async fn unlisten_all(&self, naming: &NamingService) {
-        let leftover: Vec<String> = self.listeners.lock().await.keys().cloned().collect();
+        let leftover: Vec<String> = self
+            .listeners
+            .lock()
+            .await
+            .by_name
+            .keys()
+            .cloned()
+            .collect();
         for name in leftover {
             self.unlisten(naming, &name).await;
         }
@@ -165,8 +208,9 @@ impl GroupWatch {
 pub(super) struct ServiceWatch {
     /// Reads, revisions, and the listener to give back when the loop ends.
     group: Arc<GroupWatch>,
-    /// Tells when the connection came back.
+    /// Tells when the connection came back, and gives the one to read through.
     connection: Arc<ConnectionKeeper>,
+    /// The SDK connection of the last read (its listener is given back there).
     naming: NamingService,
     /// The Nacos service name.
     name: String,
@@ -185,9 +229,9 @@ impl ServiceWatch {
     pub(super) async fn open(
         group: Arc<GroupWatch>,
         connection: Arc<ConnectionKeeper>,
-        naming: NamingService,
         service: ServiceKey,
     ) -> Result<(Self, Vec<Instance>), RegistryError> {
+        let naming = group.naming(&connection).await?;
         let name = service_name(&service);
         let changes = group.listen(&naming, &name).await?;
         let first = match group.read(&naming, &name, &service).await {
@@ -233,6 +277,10 @@ impl ServiceWatch {
             // Reports that arrive during the read cause one more read.
             self.changes.borrow_and_update();
             resync.borrow_and_update();
+            match self.group.naming(&self.connection).await {
+                Ok(naming) => self.naming = naming,
+                Err(_) => break,
+            }
             let read = tokio::select! {
                 () = cancel.cancelled() => break,
                 read = self.group.read(&self.naming, name, &self.service) => read,

@@ -1,4 +1,5 @@
-//! Why a connect failed, when the client library does not say: ask the socket.
+//! Why a connect failed, when the client library does not say: ask the socket. And
+//! which servers answer at all, for a library that would wait minutes on a silent one.
 //!
 //! The etcd client (tonic) keeps the socket error (`Connection refused`) in its error
 //! chain, but zookeeper-client reports only `NoHosts` after trying every server, and nacos-sdk
@@ -43,6 +44,22 @@ pub(crate) async fn refine_unreachable(
         }
         other => other,
     }
+}
+
+/// Those of `endpoints` (`host:port`) that do not accept a TCP connection within
+/// `bound` — refused, or silent (a host that drops packets) — in their order; every
+/// endpoint is tried at once, so this takes at most `bound` (less when every one answers
+/// sooner).
+pub(crate) async fn not_accepting(endpoints: &[String], bound: Duration) -> Vec<String> {
+    let attempts = endpoints.iter().map(|endpoint| async move {
+        let attempt = tokio::time::timeout(bound, tokio::net::TcpStream::connect(endpoint)).await;
+        (!matches!(attempt, Ok(Ok(_)))).then(|| endpoint.clone())
+    });
+    futures_util::future::join_all(attempts)
+        .await
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// Whether every endpoint refuses a TCP connection (false for none).
