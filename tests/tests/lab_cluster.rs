@@ -15,55 +15,36 @@
 //! 3. the consumer's directory lists exactly the two new providers, they take calls,
 //!    and no call failed in any phase.
 //!
-//! No Nacos cluster: rnacos can form one (raft), but the lab cannot run nacos-sdk's
-//! programs in-process (see `lab_registry.rs`).
+//! And the same on a 3-member rnacos cluster (raft for its own state; each member
+//! answers for the instances its clients registered and shares them with the others),
+//! with every program a process of its own (`common::lab_process`: nacos-sdk keeps one
+//! set of connections per process). There the registrations must outlive the loss for
+//! as long as rnacos takes to declare a silent member invalid (15 s) and drop the
+//! instances its clients held, and a check more.
 
 mod common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::lab::{
-    Discovery, Provider, answered_by, assert_none_failed, consumer_on, until_listed,
-};
-use rpc_testkit::netlab::{Fault, Lab};
+use common::cluster::{Loss, a_survivor_leads, assert_rolled_through_the_loss};
+use common::lab::{Discovery, Provider, consumer_config, consumer_on, until_listed};
+use common::lab_process::{ConsumerProcess, ProviderProcess, with_registry};
+use rpc_testkit::netlab::Lab;
 use rpc_testkit::registry_server::{Backend, RegistryServer};
-use rpc_tests::lab_load::listed;
+use rpc_tests::lab_load::{RATE, listed};
 use tokio::time::{Instant, timeout};
 
 /// Lease time-to-live (etcd) and session timeout (ZooKeeper) of every program.
 const LIVENESS: Duration = Duration::from_secs(9);
+/// How long the registrations must outlive a lost rnacos member: its peers declare it
+/// invalid after 15 s of silence (and drop its clients' instances then), checked every
+/// 3 s.
+const NACOS_QUIET: Duration = Duration::from_secs(20);
 /// How long each steady phase of the script lasts.
 const STEADY: Duration = Duration::from_secs(2);
-/// Bound on finding the cluster's leader.
-const ELECTION: Duration = Duration::from_secs(30);
 /// Nothing in these tests may take longer.
 const BOUND: Duration = Duration::from_secs(240);
-
-/// How the leader is lost.
-#[derive(Clone, Copy, Debug)]
-enum Loss {
-    /// Its process is killed.
-    Killed,
-    /// Its host drops every packet, in and out.
-    Partitioned,
-}
-
-/// The index of the member that leads now.
-async fn leader(members: &[RegistryServer]) -> usize {
-    timeout(ELECTION, async {
-        loop {
-            for (index, member) in members.iter().enumerate() {
-                if member.is_leader().await {
-                    return index;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    })
-    .await
-    .expect("the cluster has a leader")
-}
 
 /// The cluster's URL for the lab's programs: leases and sessions of [`LIVENESS`], with
 /// the default request timeout (3 s) — the shipped defaults' proportion (10 s and 3 s),
@@ -102,11 +83,7 @@ async fn leader_lost_during_a_rolling_deploy(test: &str, backend: Backend, loss:
         until_listed(&directory, &[&old[0].address, &old[1].address]).await;
         tokio::time::sleep(STEADY).await;
         // 1: the leader is lost; the registrations must outlive it.
-        let lost = leader(&members).await;
-        match loss {
-            Loss::Killed => members[lost].stop(),
-            Loss::Partitioned => lab.host(lost).apply(Fault::Blackhole),
-        }
+        let lost = loss.inflict(&lab, &mut members).await;
         phase.send_replace(1);
         let before: BTreeSet<String> = old_addresses.iter().cloned().collect();
         let quiet_until = Instant::now() + LIVENESS + STEADY;
@@ -118,18 +95,7 @@ async fn leader_lost_during_a_rolling_deploy(test: &str, backend: Backend, loss:
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let survivors: Vec<&RegistryServer> = members
-            .iter()
-            .enumerate()
-            .filter_map(|(index, member)| (index != lost).then_some(member))
-            .collect();
-        let mut survivor_leads = false;
-        for member in &survivors {
-            if member.is_leader().await {
-                survivor_leads = true;
-                break;
-            }
-        }
+        let survivor_leads = a_survivor_leads(&members, lost).await;
         // 2: the rolling deploy, through the surviving members.
         phase.send_replace(2);
         let mut new = Vec::new();
@@ -151,9 +117,7 @@ async fn leader_lost_during_a_rolling_deploy(test: &str, backend: Backend, loss:
     for provider in new {
         provider.stop().await;
     }
-    if let Loss::Partitioned = loss {
-        lab.host(lost).restore();
-    }
+    loss.end(&lab, lost);
     println!(
         "{test}: member {lost} led and was {loss:?}; a surviving member led after: {}; \
          the directory listed the new providers {converged:?} after the roll",
@@ -162,22 +126,114 @@ async fn leader_lost_during_a_rolling_deploy(test: &str, backend: Backend, loss:
     for (phase, tally) in tallies.iter().enumerate() {
         println!("{test}: phase {phase}: {tally:?}");
     }
-    assert_none_failed(test, &tallies);
-    assert_eq!(tallies.len(), 4, "every phase sent calls");
-    assert!(survivor_leads, "the survivors elected a leader");
-    for address in &new_addresses {
-        assert!(
-            answered_by(&tallies[3], address) > 0,
-            "{address}, registered after the leader was lost, takes calls"
-        );
+    assert_rolled_through_the_loss(
+        test,
+        &tallies,
+        survivor_leads,
+        &old_addresses,
+        &new_addresses,
+    );
+}
+
+/// As [`leader_lost_during_a_rolling_deploy`], on an rnacos cluster, with every program
+/// a process.
+async fn nacos_leader_lost_during_a_rolling_deploy(test: &str, loss: Loss) {
+    common::logs();
+    let Some(lab) = Lab::for_test(test, 6) else {
+        return;
+    };
+    let hosts = [0, 1, 2].map(|index| lab.host(index).clone());
+    let Some(mut members) = common::lab::registry_cluster_in(test, Backend::Nacos, &hosts).await
+    else {
+        return;
+    };
+    let url = RegistryServer::cluster_url(&members);
+    let old = [
+        ProviderProcess::start(lab.host(3), &url).await,
+        ProviderProcess::start(lab.host(4), &url).await,
+    ];
+    let old_addresses: Vec<String> = old.iter().map(|p| p.address.clone()).collect();
+    let config = with_registry(consumer_config(), &url);
+    let mut consumer = ConsumerProcess::start(lab.host(5), &config, RATE).await;
+    let script = async {
+        consumer
+            .until_listed(&[&old[0].address, &old[1].address])
+            .await;
+        tokio::time::sleep(STEADY).await;
+        // 1: the leader is lost; the registrations must outlive it.
+        let lost = loss.inflict(&lab, &mut members).await;
+        consumer.phase(1).await;
+        let before: BTreeSet<String> = old_addresses.iter().cloned().collect();
+        let quiet_until = Instant::now() + NACOS_QUIET;
+        while Instant::now() < quiet_until {
+            assert_eq!(
+                consumer.listed(),
+                before,
+                "the registrations outlive the leader"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let survivor_leads = a_survivor_leads(&members, lost).await;
+        // 2: the rolling deploy, through the surviving members.
+        consumer.phase(2).await;
+        let mut new = Vec::new();
+        for (provider, host) in old.into_iter().zip([3, 4]) {
+            new.push(ProviderProcess::start(lab.host(host), &url).await);
+            let report = provider.stop().await;
+            assert!(
+                report.contains("clean"),
+                "the old provider stops clean: {report}"
+            );
+        }
+        let converged = consumer
+            .until_listed(&[&new[0].address, &new[1].address])
+            .await;
+        // 3: the new providers serve.
+        consumer.phase(3).await;
+        tokio::time::sleep(STEADY).await;
+        (lost, survivor_leads, converged, new)
+    };
+    let (lost, survivor_leads, converged, new) = timeout(BOUND, script)
+        .await
+        .expect("the run ends within its bound");
+    let tallies = consumer.end().await;
+    let new_addresses: Vec<String> = new.iter().map(|p| p.address.clone()).collect();
+    for provider in new {
+        provider.stop().await;
     }
-    for address in &old_addresses {
-        assert_eq!(
-            answered_by(&tallies[3], address),
-            0,
-            "{address}, stopped, is gone"
-        );
+    loss.end(&lab, lost);
+    println!(
+        "{test}: member {lost} led and was {loss:?}; a surviving member led after: \
+         {survivor_leads}; the directory listed the new providers {converged:?} after the roll"
+    );
+    for (phase, tally) in tallies.iter().enumerate() {
+        println!("{test}: phase {phase}: {tally:?}");
     }
+    assert_rolled_through_the_loss(
+        test,
+        &tallies,
+        survivor_leads,
+        &old_addresses,
+        &new_addresses,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nacos_cluster_leader_killed_during_a_rolling_deploy_loses_no_call() {
+    nacos_leader_lost_during_a_rolling_deploy(
+        "nacos_cluster_leader_killed_during_a_rolling_deploy_loses_no_call",
+        Loss::Killed,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nacos_cluster_leader_partitioned_during_a_rolling_deploy_loses_no_call() {
+    nacos_leader_lost_during_a_rolling_deploy(
+        "nacos_cluster_leader_partitioned_during_a_rolling_deploy_loses_no_call",
+        Loss::Partitioned,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -43,7 +43,8 @@ pub(super) async fn answers(backend: Backend, at: Endpoint) -> bool {
 }
 
 /// Whether `backend`'s server at `at` says it leads its cluster: etcd's status names
-/// itself as the leader, ZooKeeper's `srvr` says `Mode: leader`.
+/// itself as the leader, ZooKeeper's `srvr` says `Mode: leader`, rnacos's raft metrics
+/// name itself as the current leader.
 pub(super) async fn is_leader(backend: Backend, at: Endpoint) -> bool {
     match backend {
         Backend::Etcd => {
@@ -62,8 +63,26 @@ pub(super) async fn is_leader(backend: Backend, at: Endpoint) -> bool {
         Backend::ZooKeeper => four_letter_reply(at, b"srvr")
             .await
             .is_some_and(|reply| reply.contains("Mode: leader")),
-        Backend::Nacos => false,
+        Backend::Nacos => raft_metrics(at).await.is_some_and(|metrics| {
+            !metrics["id"].is_null() && metrics["id"] == metrics["current_leader"]
+        }),
     }
+}
+
+/// How many voting members rnacos's raft lists now (as the member at `at` knows them).
+pub(super) async fn raft_members(at: Endpoint) -> usize {
+    raft_metrics(at).await.map_or(0, |metrics| {
+        metrics["membership_config"]["members"]
+            .as_array()
+            .map_or(0, Vec::len)
+    })
+}
+
+/// rnacos's raft metrics (`GET /nacos/v1/raft/metrics`: `id`, `state`, `current_leader`,
+/// `membership_config`).
+async fn raft_metrics(at: Endpoint) -> Option<serde_json::Value> {
+    let reply = http_reply(at, "GET", "/nacos/v1/raft/metrics", "").await?;
+    serde_json::from_str(reply.split("\r\n\r\n").nth(1)?).ok()
 }
 
 /// The whole reply (head and body) to an HTTP/1.1 request to `at`.

@@ -114,12 +114,6 @@ impl Spec<'_> {
     }
 
     fn nacos(&self) -> io::Result<Command> {
-        if self.membership.is_some() {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "no rnacos cluster in the test kit (etcd and ZooKeeper only)",
-            ));
-        }
         let mut command = Command::new(rnacos()?);
         command
             .env("RNACOS_SDK_HOST", self.address.to_string())
@@ -131,6 +125,19 @@ impl Spec<'_> {
                 "RNACOS_RAFT_NODE_ADDR",
                 format!("{}:{}", self.address, self.second_port),
             );
+        // A cluster: the first member founds it, each other one asks the first to join
+        // (as a voter) once it runs; rnacos's raft admits one joining member at a time.
+        if let Some(membership) = self.membership {
+            command.env("RNACOS_RAFT_NODE_ID", (membership.index + 1).to_string());
+            if membership.index == 0 {
+                command.env("RNACOS_RAFT_AUTO_INIT", "true");
+            } else {
+                command.env("RNACOS_RAFT_AUTO_INIT", "false").env(
+                    "RNACOS_RAFT_JOIN_ADDR",
+                    format!("{}:{}", membership.addresses[0], self.second_port),
+                );
+            }
+        }
         Ok(command)
     }
 

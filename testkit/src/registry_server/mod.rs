@@ -21,6 +21,7 @@
 //! ```
 
 mod checks;
+mod cluster;
 mod command;
 
 use std::future::Future;
@@ -33,7 +34,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::netlab::Host;
-use checks::{Endpoint, answers, is_leader, log_tail};
+use checks::{Endpoint, answers, log_tail};
 use command::{Membership, Spec};
 
 /// How long a server may take to answer after it was spawned (ZooKeeper's JVM is the
@@ -139,55 +140,17 @@ impl RegistryServer {
         Ok(server)
     }
 
-    /// Starts a cluster of `backend`, one member inside each of `hosts` (an etcd cluster,
-    /// a ZooKeeper ensemble), each on its host's address and the usual ports, and waits
-    /// until every member answers (a member answers once the cluster has a leader).
-    ///
-    /// # Errors
-    /// As [`RegistryServer::start`]; `Unsupported` for Nacos.
-    pub async fn start_cluster(backend: Backend, hosts: &[Host]) -> io::Result<Vec<Self>> {
-        let addresses: Vec<Ipv4Addr> = hosts.iter().map(Host::address).collect();
-        let mut members = Vec::with_capacity(hosts.len());
-        for (index, host) in hosts.iter().enumerate() {
-            let mut member = Self::in_host(backend, host)?;
-            member.membership = Some(Membership {
-                index,
-                addresses: addresses.clone(),
-            });
-            // Every member runs before any is waited on: none answers without a quorum.
-            member.spawn_process()?;
-            members.push(member);
-        }
-        for member in &mut members {
-            member.wait_ready().await?;
-        }
-        Ok(members)
-    }
-
-    /// The URL a client of the cluster `members` connects with: every member's address.
-    pub fn cluster_url(members: &[Self]) -> String {
-        let scheme = members.first().map_or("etcd", |m| m.backend.scheme());
-        let addresses: Vec<String> = members
-            .iter()
-            .map(|member| format!("{}:{}", member.address, member.port))
-            .collect();
-        format!("{scheme}://{}", addresses.join(","))
-    }
-
-    /// Whether this member leads its cluster now (as it answers itself; false when it
-    /// does not answer).
-    pub async fn is_leader(&self) -> bool {
-        let (backend, at) = (self.backend, self.endpoint());
-        self.ask(async move { is_leader(backend, at).await }).await
-    }
-
-    /// `check`, bounded by a second (false past it), made from inside the server's lab
-    /// host when it has one (its address is reachable only there).
-    async fn ask(&self, check: impl Future<Output = bool> + Send + 'static) -> bool {
+    /// `check`, bounded by a second (the default answer — false, 0 — past it), made from
+    /// inside the server's lab host when it has one (its address is reachable only
+    /// there).
+    async fn ask<T: Default + Send + 'static>(
+        &self,
+        check: impl Future<Output = T> + Send + 'static,
+    ) -> T {
         let bounded = async move {
             tokio::time::timeout(Duration::from_secs(1), check)
                 .await
-                .unwrap_or(false)
+                .unwrap_or_default()
         };
         match &self.host {
             None => bounded.await,

@@ -1,0 +1,90 @@
+//! Registry servers as a cluster, one member inside each of several lab hosts: a 3-member
+//! etcd cluster, a ZooKeeper ensemble, or rnacos's raft cluster.
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::checks::{is_leader, raft_members};
+use super::command::Membership;
+use super::{Backend, READY_TIMEOUT, RegistryServer};
+use crate::netlab::Host;
+
+impl RegistryServer {
+    /// Starts a cluster of `backend`, one member inside each of `hosts` (an etcd cluster,
+    /// a ZooKeeper ensemble, an rnacos raft cluster), each on its host's address and the
+    /// usual ports, and waits until every member answers — etcd and ZooKeeper members
+    /// answer once the cluster has a leader; rnacos's are waited on one at a time, each
+    /// until the first member counts it among the raft's voters.
+    ///
+    /// # Errors
+    /// As [`RegistryServer::start`]; for rnacos also a member that did not join within
+    /// [`READY_TIMEOUT`].
+    pub async fn start_cluster(backend: Backend, hosts: &[Host]) -> io::Result<Vec<Self>> {
+        let addresses: Vec<Ipv4Addr> = hosts.iter().map(Host::address).collect();
+        let mut members = Vec::with_capacity(hosts.len());
+        for (index, host) in hosts.iter().enumerate() {
+            let mut member = Self::in_host(backend, host)?;
+            member.membership = Some(Membership {
+                index,
+                addresses: addresses.clone(),
+            });
+            member.spawn_process()?;
+            if backend == Backend::Nacos {
+                // rnacos's raft takes one joining member at a time (two at once: one
+                // is left a non-voter), and a member asks to join only once, at start.
+                member.wait_ready().await?;
+                members.push(member);
+                wait_joined(&members).await?;
+            } else {
+                // Every member runs before any is waited on: none answers without a
+                // quorum.
+                members.push(member);
+            }
+        }
+        for member in &mut members {
+            member.wait_ready().await?;
+        }
+        Ok(members)
+    }
+
+    /// The URL a client of the cluster `members` connects with: every member's address.
+    pub fn cluster_url(members: &[Self]) -> String {
+        let scheme = members.first().map_or("etcd", |m| m.backend.scheme());
+        let addresses: Vec<String> = members
+            .iter()
+            .map(|member| format!("{}:{}", member.address, member.port))
+            .collect();
+        format!("{scheme}://{}", addresses.join(","))
+    }
+
+    /// Whether this member leads its cluster now (as it answers itself; false when it
+    /// does not answer).
+    pub async fn is_leader(&self) -> bool {
+        let (backend, at) = (self.backend, self.endpoint());
+        self.ask(async move { is_leader(backend, at).await }).await
+    }
+}
+
+/// Waits until the first of `members` counts every one of them among rnacos's raft
+/// voters, polling every 100 ms, for at most [`READY_TIMEOUT`].
+async fn wait_joined(members: &[RegistryServer]) -> io::Result<()> {
+    let first = &members[0];
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        let at = first.endpoint();
+        let count = first.ask(async move { raft_members(at).await }).await;
+        if count >= members.len() {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(io::Error::other(format!(
+                "rnacos member {} did not join the cluster in time (the first member counts {count} voters)",
+                members.len()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
