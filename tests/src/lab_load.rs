@@ -55,6 +55,24 @@ impl Tally {
     }
 }
 
+impl Tally {
+    /// Calls tallied: answered and failed.
+    pub fn sent(&self) -> usize {
+        self.answered.values().sum::<usize>() + self.failed.len()
+    }
+}
+
+/// Prints the tally of each phase of `test`, then one line of totals (`sent N, failed
+/// F`): the figures the README's tables quote.
+pub fn print_tallies(test: &str, tallies: &[Tally]) {
+    for (phase, tally) in tallies.iter().enumerate() {
+        println!("{test}: phase {phase}: {tally:?}");
+    }
+    let sent: usize = tallies.iter().map(Tally::sent).sum();
+    let failed: usize = tallies.iter().map(|tally| tally.failed.len()).sum();
+    println!("{test}: sent {sent}, failed {failed}");
+}
+
 /// `RATE` calls a second for `length`, each awaited; how they ended.
 pub async fn phase(client: &EchoClient<rpc::ReferenceChannel>, length: Duration) -> Tally {
     let end = Instant::now() + length;

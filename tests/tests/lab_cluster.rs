@@ -27,7 +27,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use common::cluster::{Loss, a_survivor_leads, assert_rolled_through_the_loss};
+use common::cluster::{Loss, Outcome, a_survivor_leads};
 use common::lab::{Discovery, Provider, consumer_config, consumer_on, until_listed};
 use common::lab_process::{ConsumerProcess, ProviderProcess, with_registry};
 use rpc_testkit::netlab::Lab;
@@ -118,21 +118,15 @@ async fn leader_lost_during_a_rolling_deploy(test: &str, backend: Backend, loss:
         provider.stop().await;
     }
     loss.end(&lab, lost);
-    println!(
-        "{test}: member {lost} led and was {loss:?}; a surviving member led after: {}; \
-         the directory listed the new providers {converged:?} after the roll",
-        survivor_leads
-    );
-    for (phase, tally) in tallies.iter().enumerate() {
-        println!("{test}: phase {phase}: {tally:?}");
-    }
-    assert_rolled_through_the_loss(
-        test,
-        &tallies,
+    let outcome = Outcome {
+        lost: (lost, loss),
         survivor_leads,
-        &old_addresses,
-        &new_addresses,
-    );
+        converged,
+        tallies,
+        old: old_addresses,
+        new: new_addresses,
+    };
+    outcome.check(test);
 }
 
 /// As [`leader_lost_during_a_rolling_deploy`], on an rnacos cluster, with every program
@@ -202,20 +196,15 @@ async fn nacos_leader_lost_during_a_rolling_deploy(test: &str, loss: Loss) {
         provider.stop().await;
     }
     loss.end(&lab, lost);
-    println!(
-        "{test}: member {lost} led and was {loss:?}; a surviving member led after: \
-         {survivor_leads}; the directory listed the new providers {converged:?} after the roll"
-    );
-    for (phase, tally) in tallies.iter().enumerate() {
-        println!("{test}: phase {phase}: {tally:?}");
-    }
-    assert_rolled_through_the_loss(
-        test,
-        &tallies,
+    let outcome = Outcome {
+        lost: (lost, loss),
         survivor_leads,
-        &old_addresses,
-        &new_addresses,
-    );
+        converged,
+        tallies,
+        old: old_addresses,
+        new: new_addresses,
+    };
+    outcome.check(test);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,6 +18,7 @@ use std::time::Duration;
 use common::lab::{Discovery, Provider, assert_none_failed, consumer_on_at, until_listed};
 use rpc_testkit::netlab::{Host, Lab, Relay};
 use rpc_testkit::registry_server::Backend;
+use rpc_tests::lab_load::print_tallies;
 use tokio::time::timeout;
 
 /// The delay of each link, each way.
@@ -117,9 +118,7 @@ async fn a_rolling_deploy_across_delayed_links_on_etcd_loses_no_call() {
     for relayed in running {
         relayed.stop().await;
     }
-    for (phase, tally) in tallies.iter().enumerate() {
-        println!("{test}: phase {phase}: {tally:?}");
-    }
+    print_tallies(test, &tallies);
     let sent: usize = tallies
         .iter()
         .map(|t| t.answered.values().sum::<usize>() + t.failed.len())

@@ -11,7 +11,7 @@
 mod common;
 
 use common::lab::{Provider, consumer_config, consumer_with};
-use rpc_tests::lab_load::{RATE, Tally, phase};
+use rpc_tests::lab_load::{RATE, Tally, phase, print_tallies};
 
 use std::time::Duration;
 
@@ -86,11 +86,12 @@ async fn check(test: &str, fault: impl FnOnce(&Lab) -> Fault) {
     let (hub, providers) = two_providers(&lab).await;
     let addresses: Vec<String> = providers.iter().map(|p| p.address.clone()).collect();
     let fault = fault(&lab);
-    let [before, during, after] = run_through(&lab, &hub, consumer_config(), 1, fault).await;
+    let tallies = run_through(&lab, &hub, consumer_config(), 1, fault).await;
     for provider in providers {
         provider.stop().await;
     }
-    println!("{test}: before {before:?}\n during {during:?}\n after {after:?}");
+    print_tallies(test, &tallies);
+    let [before, during, after] = tallies;
     for (name, tally) in [("before", &before), ("during", &during), ("after", &after)] {
         assert!(
             tally.failed.is_empty(),
@@ -148,12 +149,13 @@ async fn a_provider_host_that_vanishes_fails_only_the_non_idempotent_calls_it_he
     for reference in config.consumer.references.values_mut() {
         reference.idempotent = false;
     }
-    let [before, during, after] = run_through(&lab, &hub, config, 1, Fault::Blackhole).await;
+    let tallies = run_through(&lab, &hub, config, 1, Fault::Blackhole).await;
     let vanished = providers[0].address.clone();
     for provider in providers {
         provider.stop().await;
     }
-    println!("{test}: before {before:?}\n during {during:?}\n after {after:?}");
+    print_tallies(test, &tallies);
+    let [before, during, after] = tallies;
     assert!(before.failed.is_empty(), "{:?}", before.failed);
     assert!(after.failed.is_empty(), "{:?}", after.failed);
     // Each failure is a call that was on the vanished host's connection when the

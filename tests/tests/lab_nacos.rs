@@ -28,7 +28,7 @@ use common::lab::{
 use common::lab_process::{ConsumerProcess, ProviderProcess, with_registry};
 use rpc_testkit::netlab::{Fault, Lab};
 use rpc_testkit::registry_server::{Backend, RegistryServer};
-use rpc_tests::lab_load::RATE;
+use rpc_tests::lab_load::{RATE, print_tallies};
 use tokio::time::{Instant, timeout};
 
 /// How long each steady phase of the script lasts.
@@ -49,19 +49,31 @@ async fn lab_with_nacos(test: &str, hosts: usize) -> Option<(Lab, RegistryServer
     Some((lab, server))
 }
 
+/// A lab of `hosts` hosts with rnacos on host 0 (see [`lab_with_nacos`]), providers A
+/// and B on hosts 1 and 2, and the consumer on host 3 sending its load; or `None` after
+/// one line saying why the test is skipped.
+async fn two_providers_and_a_consumer(
+    test: &str,
+    hosts: usize,
+) -> Option<(Lab, RegistryServer, [ProviderProcess; 2], ConsumerProcess)> {
+    let (lab, server) = lab_with_nacos(test, hosts).await?;
+    let url = server.url();
+    let a = ProviderProcess::start(lab.host(1), &url).await;
+    let b = ProviderProcess::start(lab.host(2), &url).await;
+    let config = with_registry(consumer_config(), &url);
+    let consumer = ConsumerProcess::start(lab.host(3), &config, RATE).await;
+    Some((lab, server, [a, b], consumer))
+}
+
 /// Scenario 3: provider A (host 1) is cut off from Nacos (host 0) while the consumer
 /// (host 3) still reaches it; B (host 2) serves throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nacos_a_provider_cut_off_from_the_registry_is_drained_and_comes_back() {
     let test = "nacos_a_provider_cut_off_from_the_registry_is_drained_and_comes_back";
-    let Some((lab, server)) = lab_with_nacos(test, 4).await else {
+    let Some((lab, _server, [a, b], mut consumer)) = two_providers_and_a_consumer(test, 4).await
+    else {
         return;
     };
-    let url = server.url();
-    let a = ProviderProcess::start(lab.host(1), &url).await;
-    let b = ProviderProcess::start(lab.host(2), &url).await;
-    let config = with_registry(consumer_config(), &url);
-    let mut consumer = ConsumerProcess::start(lab.host(3), &config, RATE).await;
     let script = async {
         consumer.until_listed(&[&a.address, &b.address]).await;
         tokio::time::sleep(STEADY).await;
@@ -91,9 +103,7 @@ async fn nacos_a_provider_cut_off_from_the_registry_is_drained_and_comes_back() 
     println!(
         "{test}: removed {removed:?} after the cut, listed again {back:?} after the link returned"
     );
-    for (phase, tally) in tallies.iter().enumerate() {
-        println!("{test}: phase {phase}: {tally:?}");
-    }
+    print_tallies(test, &tallies);
     assert_drained_and_back(test, &tallies, &a_address);
     for report in stopped {
         assert!(
@@ -108,14 +118,11 @@ async fn nacos_a_provider_cut_off_from_the_registry_is_drained_and_comes_back() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nacos_a_consumer_cut_off_from_the_registry_serves_on_and_converges() {
     let test = "nacos_a_consumer_cut_off_from_the_registry_serves_on_and_converges";
-    let Some((lab, server)) = lab_with_nacos(test, 5).await else {
+    let Some((lab, server, [a, b], mut consumer)) = two_providers_and_a_consumer(test, 5).await
+    else {
         return;
     };
     let url = server.url();
-    let a = ProviderProcess::start(lab.host(1), &url).await;
-    let b = ProviderProcess::start(lab.host(2), &url).await;
-    let config = with_registry(consumer_config(), &url);
-    let mut consumer = ConsumerProcess::start(lab.host(3), &config, RATE).await;
     let (a_address, b_address) = (a.address.clone(), b.address.clone());
     let script = async {
         consumer.until_listed(&[&a.address, &b.address]).await;
@@ -146,9 +153,7 @@ async fn nacos_a_consumer_cut_off_from_the_registry_serves_on_and_converges() {
     println!(
         "{test}: listed at the end of the cut {known_in_the_cut:?}; converged {converged:?} after the link returned"
     );
-    for (phase, tally) in tallies.iter().enumerate() {
-        println!("{test}: phase {phase}: {tally:?}");
-    }
+    print_tallies(test, &tallies);
     let addresses = [a_address.as_str(), &b_address, &c_address];
     assert_served_on_and_converged(test, &tallies, &known_in_the_cut, addresses);
     for report in stopped {

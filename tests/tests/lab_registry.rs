@@ -26,7 +26,7 @@ use common::lab::{
 };
 use rpc_testkit::netlab::{Fault, Lab};
 use rpc_testkit::registry_server::{Backend, RegistryServer};
-use rpc_tests::lab_load::listed;
+use rpc_tests::lab_load::{listed, print_tallies};
 use tokio::time::{Instant, timeout};
 
 /// How long each steady phase of the script lasts.
@@ -100,9 +100,7 @@ async fn provider_cut_off_from_the_registry(test: &str, backend: Backend) {
     println!(
         "{test}: removed {removed:?} after the cut, listed again {back:?} after the link returned"
     );
-    for (phase, tally) in tallies.iter().enumerate() {
-        println!("{test}: phase {phase}: {tally:?}");
-    }
+    print_tallies(test, &tallies);
     assert_drained_and_back(test, &tallies, &a_address);
 }
 
@@ -147,9 +145,7 @@ async fn consumer_cut_off_from_the_registry(test: &str, backend: Backend) {
     println!(
         "{test}: listed at the end of the cut {known_in_the_cut:?}; converged {converged:?} after the link returned"
     );
-    for (phase, tally) in tallies.iter().enumerate() {
-        println!("{test}: phase {phase}: {tally:?}");
-    }
+    print_tallies(test, &tallies);
     assert_served_on_and_converged(
         test,
         &tallies,

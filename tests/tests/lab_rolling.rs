@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::lab::{Provider, consumer};
 use rpc::registry::MemoryHub;
 use rpc_testkit::netlab::{Fault, Lab};
-use rpc_tests::lab_load::{Tally, phase};
+use rpc_tests::lab_load::{Tally, phase, print_tallies};
 use tokio::time::timeout;
 
 /// The load runs this long; the first restart begins after `SETTLE`, the second once
@@ -64,7 +64,7 @@ async fn a_rolling_restart_across_lossy_links_loses_no_call() {
     for provider in running {
         provider.stop().await;
     }
-    println!("{test}: {tally:?}");
+    print_tallies(test, std::slice::from_ref(&tally));
     assert!(
         tally.failed.is_empty(),
         "{} failed: {:?}",

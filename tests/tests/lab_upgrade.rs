@@ -17,7 +17,7 @@ use common::lab_process::Program;
 use rpc::cluster::FailureKind;
 use rpc_testkit::netlab::{Host, Lab};
 use rpc_testkit::registry_server::Backend;
-use rpc_tests::lab_load::Tally;
+use rpc_tests::lab_load::{Tally, print_tallies};
 use tokio::sync::{oneshot, watch};
 use tokio::time::timeout;
 
@@ -125,9 +125,7 @@ async fn hot_upgrades_with_the_consumer_on_another_host_lose_and_refuse_nothing(
             .await
             .expect("the run ends within its bound");
     let stats = stats.await.expect("the consumer reports its counts");
-    for (phase, tally) in tallies.iter().enumerate() {
-        println!("{test}: phase {phase}: {tally:?}");
-    }
+    print_tallies(test, &tallies);
     println!(
         "{test}: {} upgrades; consumer retries: not sent {}, rejected {}, broken {}",
         handed_over.len(),

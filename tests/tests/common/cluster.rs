@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rpc_testkit::netlab::{Fault, Lab};
 use rpc_testkit::registry_server::RegistryServer;
-use rpc_tests::lab_load::Tally;
+use rpc_tests::lab_load::{Tally, print_tallies};
 use tokio::time::timeout;
 
 use super::lab::{answered_by, assert_none_failed};
@@ -68,31 +68,49 @@ pub async fn a_survivor_leads(members: &[RegistryServer], lost: usize) -> bool {
     false
 }
 
-/// What the scenario must show, from the tallies of its four phases (before the loss;
-/// after it, nothing else happening; the rolling deploy; the new providers serving):
-/// no call failed, the survivors elected a leader, the providers registered after the
-/// loss take calls and the stopped ones none.
-pub fn assert_rolled_through_the_loss(
-    test: &str,
-    tallies: &[Tally],
-    survivor_leads: bool,
-    old: &[String],
-    new: &[String],
-) {
-    assert_none_failed(test, tallies);
-    assert_eq!(tallies.len(), 4, "every phase sent calls");
-    assert!(survivor_leads, "the survivors elected a leader");
-    for address in new {
-        assert!(
-            answered_by(&tallies[3], address) > 0,
-            "{address}, registered after the leader was lost, takes calls"
+/// What one run of the scenario showed.
+pub struct Outcome {
+    /// The index of the member lost, and how.
+    pub lost: (usize, Loss),
+    /// Whether a surviving member led after the loss.
+    pub survivor_leads: bool,
+    /// How long after the roll the consumer's directory listed the new providers.
+    pub converged: Duration,
+    /// The tallies of its four phases: before the loss; after it, nothing else
+    /// happening; the rolling deploy; the new providers serving.
+    pub tallies: Vec<Tally>,
+    /// The providers' addresses before and after the roll.
+    pub old: Vec<String>,
+    pub new: Vec<String>,
+}
+
+impl Outcome {
+    /// Prints the run, then checks what the scenario must show: no call failed, the
+    /// survivors elected a leader, the providers registered after the loss take calls
+    /// and the stopped ones none.
+    pub fn check(&self, test: &str) {
+        let ((lost, loss), tallies) = (self.lost, &self.tallies);
+        println!(
+            "{test}: member {lost} led and was {loss:?}; a surviving member led after: {}; \
+             the directory listed the new providers {:?} after the roll",
+            self.survivor_leads, self.converged
         );
-    }
-    for address in old {
-        assert_eq!(
-            answered_by(&tallies[3], address),
-            0,
-            "{address}, stopped, is gone"
-        );
+        print_tallies(test, tallies);
+        assert_none_failed(test, tallies);
+        assert_eq!(tallies.len(), 4, "every phase sent calls");
+        assert!(self.survivor_leads, "the survivors elected a leader");
+        for address in &self.new {
+            assert!(
+                answered_by(&tallies[3], address) > 0,
+                "{address}, registered after the leader was lost, takes calls"
+            );
+        }
+        for address in &self.old {
+            assert_eq!(
+                answered_by(&tallies[3], address),
+                0,
+                "{address}, stopped, is gone"
+            );
+        }
     }
 }
