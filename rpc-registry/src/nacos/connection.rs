@@ -13,12 +13,9 @@ use tokio::sync::{Mutex, watch};
 use tokio::time::Instant;
 
 use crate::nacos::config::NacosConfig;
-use crate::nacos::{presence, sdk, servers};
+use crate::nacos::{sdk, servers};
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::bounded;
-
-/// How often a client with registrations or subscriptions checks its connection.
-pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The SDK's connection of one Nacos client and the registrations written through it.
 pub(super) struct ConnectionKeeper {
@@ -49,9 +46,9 @@ fn registration_key(name: &str, id: &InstanceId) -> String {
 }
 
 impl ConnectionKeeper {
-    /// Connects the SDK to the servers of `config` (logging in when it has credentials),
-    /// checks with a read that they accept this client, and starts the probe on
-    /// `lifetime`'s tracker.
+    /// Connects the SDK to the servers of `config` (logging in when it has credentials)
+    /// and checks with a read that they accept this client; the caller starts the probe
+    /// (`presence::probe`).
     ///
     /// # Errors
     /// [`RegistryError::Unreachable`] when no server answers within `connect_timeout`;
@@ -87,10 +84,6 @@ impl ConnectionKeeper {
             closing: AtomicBool::new(false),
             cache_dir,
         });
-        keeper
-            .lifetime
-            .tasks
-            .spawn(presence::probe(Arc::downgrade(&keeper), naming));
         Ok(keeper)
     }
 

@@ -105,7 +105,7 @@ use watch::{GroupWatch, ServiceWatch};
 
 pub use codec::{INSTANCE_METADATA_KEY, service_name};
 pub use config::{DEFAULT_CLUSTER, DEFAULT_GROUP, DEFAULT_NAMESPACE, DEFAULT_PORT, NacosConfig};
-pub use connection::PROBE_INTERVAL;
+pub use presence::PROBE_INTERVAL;
 
 /// A registry client backed by Nacos through nacos-sdk (see the module documentation).
 ///
@@ -145,6 +145,10 @@ impl NacosRegistry {
     pub async fn with_config(url: String, config: NacosConfig) -> Result<Self, RegistryError> {
         let lifetime = Arc::new(ClientLifetime::new(url));
         let connection = ConnectionKeeper::connect(lifetime.clone(), &config).await?;
+        let naming = connection.naming()?;
+        lifetime
+            .tasks
+            .spawn(presence::probe(Arc::downgrade(&connection), naming));
         let group = GroupWatch::new(
             lifetime.clone(),
             config.group,

@@ -14,11 +14,15 @@
 //! through it.
 
 use std::sync::Weak;
+use std::time::Duration;
 
 use nacos_sdk::api::naming::NamingService;
 
-use crate::nacos::connection::{ConnectionKeeper, PROBE_INTERVAL};
+use crate::nacos::connection::ConnectionKeeper;
 use crate::remote::retry::bounded;
+
+/// How often a client with registrations or subscriptions checks its connection.
+pub const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The probe task. Holds the keeper weakly so that dropping the client ends it.
 pub(super) async fn probe(keeper: Weak<ConnectionKeeper>, mut naming: NamingService) {
