@@ -170,9 +170,18 @@ async fn nacos_leader_lost_during_a_rolling_deploy(test: &str, loss: Loss) {
         let survivor_leads = a_survivor_leads(&members, lost).await;
         // 2: the rolling deploy, through the surviving members.
         consumer.phase(2).await;
+        // Each old provider is taken offline first and must leave the directory while
+        // it still runs: an unregistration through a client that failed over away from
+        // the lost member must hold (the connection it left would write it again).
         let mut new = Vec::new();
+        let mut serving = old_addresses.clone();
         for (provider, host) in old.into_iter().zip([3, 4]) {
             new.push(ProviderProcess::start(lab.host(host), &url).await);
+            provider.offline().await;
+            serving.retain(|address| *address != provider.address);
+            serving.push(new[new.len() - 1].address.clone());
+            let expected: Vec<&str> = serving.iter().map(String::as_str).collect();
+            consumer.until_listed(&expected).await;
             let report = provider.stop().await;
             assert!(
                 report.contains("clean"),

@@ -13,6 +13,7 @@ use tokio::sync::{Mutex, watch};
 use tokio::time::Instant;
 
 use crate::nacos::config::NacosConfig;
+use crate::nacos::retired::{Registrations, RetiredConnections};
 use crate::nacos::{sdk, servers};
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::bounded;
@@ -29,8 +30,12 @@ pub(super) struct ConnectionKeeper {
     config: NacosConfig,
     /// The SDK's connection and its generation; `None` once closed.
     naming: parking_lot::Mutex<Option<(u64, NamingService)>>,
-    /// `service name#instance id` -> (service name, what was registered).
-    registered: Mutex<BTreeMap<String, (String, ServiceInstance)>>,
+    /// `service name#instance id` -> (service name, what was registered). Taken before
+    /// the connection is, by every call that writes through it: a failover (which holds
+    /// it while it moves every registration) and a call never cross.
+    registered: Mutex<Registrations>,
+    /// Connections a failover replaced, until they withdrew what they held.
+    retired: RetiredConnections,
     /// Bumped when the connection came back: every subscription reads again.
     resync: watch::Sender<u64>,
     /// Set when closing starts: the withdrawal runs once, and no call starts after it.
@@ -80,6 +85,7 @@ impl ConnectionKeeper {
             config: config.clone(),
             naming: parking_lot::Mutex::new(Some((0, naming.clone()))),
             registered: Mutex::new(BTreeMap::new()),
+            retired: RetiredConnections::default(),
             resync: watch::channel(0).0,
             closing: AtomicBool::new(false),
             cache_dir,
@@ -150,14 +156,15 @@ impl ConnectionKeeper {
     /// # Errors
     /// [`RegistryError::Operation`] when the server fails the request or does not answer
     /// in time; the registration is recorded all the same, since the SDK keeps retrying it.
+    /// [`RegistryError::Closed`] once closing has started.
     pub(super) async fn register(
         &self,
-        naming: &NamingService,
         id: &InstanceId,
         name: String,
         nacos: ServiceInstance,
     ) -> Result<(), RegistryError> {
         let mut registered = self.registered.lock().await;
+        let naming = self.naming()?;
         let register =
             naming.register_instance(name.clone(), Some(self.group.clone()), nacos.clone());
         let result = bounded(self.request_timeout, register).await;
@@ -173,14 +180,15 @@ impl ConnectionKeeper {
     ///
     /// # Errors
     /// [`RegistryError::Operation`] when the server fails the request or does not answer
-    /// in time (the SDK keeps it queued and applies it when the server returns).
+    /// in time (the SDK does not retry it: the instance stays until this client's
+    /// connection ends); [`RegistryError::Closed`] once closing has started.
     pub(super) async fn unregister(
         &self,
-        naming: &NamingService,
         id: &InstanceId,
         name: &str,
     ) -> Result<bool, RegistryError> {
         let mut registered = self.registered.lock().await;
+        let naming = self.naming()?;
         let Some((name, nacos)) = registered.remove(&registration_key(name, id)) else {
             return Ok(false);
         };
@@ -240,14 +248,15 @@ impl ConnectionKeeper {
     /// notices a silent server only after its health checks (5 s idle, then three tries
     /// of 3 s), about as late as a Nacos cluster drops the instances of a silent member's
     /// clients (15 s), so a provider whose member was partitioned lost its registration.
-    /// The new connection registers everything again (and so owns the instances, as
-    /// Nacos gives an address to the connection that registered it last), then the old
-    /// one is told to deregister them (queued until its server answers, if ever: it no
-    /// longer owns them). The new connection and its generation; `None` when there was
-    /// nothing to leave (one server, every one accepting, or none) or it failed.
+    /// The new connection writes every registration again (and so owns the instances:
+    /// Nacos gives an address to the connection that wrote it last); the old one is kept
+    /// until it has withdrawn them (`retired.rs`). One failover at a time: none while a
+    /// replaced connection still holds instances. The new connection and its generation;
+    /// `None` when there was nothing to leave (one server, every one accepting, or none),
+    /// another failover is not done yet, or it failed.
     pub(super) async fn fail_over(&self, failed: &NamingService) -> Option<(u64, NamingService)> {
         let endpoints = &self.config.network.endpoints;
-        if endpoints.len() < 2 || self.is_closing() {
+        if endpoints.len() < 2 || self.is_closing() || !self.retired.is_empty().await {
             return None;
         }
         let deadline = Instant::now() + self.config.network.connect_timeout;
@@ -272,37 +281,67 @@ impl ConnectionKeeper {
                 return None;
             }
         };
-        self.register_again(&naming).await;
-        {
+        let registered = self.registered.lock().await;
+        self.write_all(&naming, &registered).await;
+        let replaced = {
             let mut current = self.naming.lock();
-            if current.is_none() || self.is_closing() {
-                return None;
+            let open = current.is_some() && !self.is_closing();
+            if open {
+                *current = Some((generation, naming.clone()));
             }
-            *current = Some((generation, naming.clone()));
+            open
+        };
+        if !replaced {
+            // Closing began meanwhile: the new connection lets go of what it just wrote.
+            for (name, nacos) in registered.values() {
+                let deregister = naming.deregister_instance(
+                    name.clone(),
+                    Some(self.group.clone()),
+                    nacos.clone(),
+                );
+                let _ = bounded(self.request_timeout, deregister).await;
+            }
+            return None;
         }
+        self.retired
+            .retire(failed.clone(), registered.clone())
+            .await;
         tracing::warn!(%url, ?servers, "Nacos server silent: this client moved to a new connection");
-        self.let_go(failed.clone()).await;
         Some((generation, naming))
     }
 
-    /// Tells the replaced connection `old` to deregister every instance (in the
-    /// background: its server does not answer; the SDK keeps what times out queued).
-    async fn let_go(&self, old: NamingService) {
-        let (group, bound) = (self.group.clone(), self.request_timeout);
-        let registered: Vec<(String, ServiceInstance)> =
-            self.registered.lock().await.values().cloned().collect();
-        tokio::spawn(async move {
-            for (name, nacos) in registered {
-                let deregister = old.deregister_instance(name, Some(group.clone()), nacos);
-                let _ = bounded(bound, deregister).await;
-            }
-        });
+    /// Asks the connections a failover replaced to withdraw what they hold, then writes
+    /// those instances this client still wants again through the current connection
+    /// (see `retired.rs`); at close, only the first.
+    pub(super) async fn withdraw_retired(&self) {
+        let withdrawn = self
+            .retired
+            .withdraw(&self.group, self.request_timeout)
+            .await;
+        if withdrawn.is_empty() {
+            return;
+        }
+        let registered = self.registered.lock().await;
+        let Ok(naming) = self.naming() else {
+            return;
+        };
+        let wanted: Registrations = withdrawn
+            .iter()
+            .filter_map(|key| Some((key.clone(), registered.get(key)?.clone())))
+            .collect();
+        self.write_all(&naming, &wanted).await;
     }
 
     /// Writes every registration again (after the connection came back; idempotent).
     pub(super) async fn register_again(&self, naming: &NamingService) {
         let registered = self.registered.lock().await;
-        for (name, nacos) in registered.values() {
+        self.write_all(naming, &registered).await;
+    }
+
+    /// Writes each of `registrations` through `naming` (a failure is logged: the SDK
+    /// retries it).
+    async fn write_all(&self, naming: &NamingService, registrations: &Registrations) {
+        for (name, nacos) in registrations.values() {
             let register =
                 naming.register_instance(name.clone(), Some(self.group.clone()), nacos.clone());
             if let Err(failure) = bounded(self.request_timeout, register).await {

@@ -31,9 +31,14 @@
 //! only the servers whose gRPC port accepts a connection (tried at once, for a third of
 //! `connect_timeout`) are handed to the SDK; and when a probe fails while some servers
 //! no longer accept, the client starts a new SDK connection on the others, registers
-//! everything through it (the instances become the new connection's), subscribes again
-//! there, and tells the old connection to deregister (see `servers.rs`, `presence.rs`).
-//! A server left out is one the client never fails over to; it is logged.
+//! everything through it (the instances become the new connection's) and subscribes again
+//! there; the old connection is kept, and asked at every probe to deregister what it
+//! held until it has (its own retries would write those again when its server answers),
+//! after which the instances still wanted are written again through the new one (see
+//! `servers.rs`, `presence.rs`, `retired.rs`). One failover at a time. A server left out
+//! of a connection is logged; a later failover tries every server again. A server that
+//! hangs but still accepts TCP connections is not detected this way (the SDK's health
+//! checks leave it after about 15 s).
 //!
 //! # Hot upgrade
 //! Nacos identifies an instance by its address, and an ephemeral instance belongs to the
@@ -69,8 +74,9 @@
 //! The SDK keeps a disk cache; it is put in a temporary directory removed with the client
 //! (never `$HOME/nacos`). Its connection lives until the last request it retries is done:
 //! `close` (and dropping the client) withdraws every registration and subscription so that
-//! nothing keeps it. A registration or unregistration that times out stays queued in the
-//! SDK, which applies it when the server returns.
+//! nothing keeps it. A registration that times out stays queued in the SDK, which
+//! applies it when the server returns; an unregistration that fails is not retried by
+//! the SDK (the instance stays until the connection ends).
 //!
 //! # Files
 //! `config.rs` (the URL's parameters), `connection.rs` (the SDK's connection and the
@@ -87,6 +93,7 @@ mod connection;
 mod error;
 mod login;
 mod presence;
+mod retired;
 mod sdk;
 mod servers;
 mod watch;
@@ -186,6 +193,8 @@ async fn withdraw(
         return Ok(());
     };
     let deregistered = connection.deregister_all(&naming).await;
+    // Connections a failover replaced let go of what they still hold, if they answer.
+    connection.withdraw_retired().await;
     group.unlisten_all(&naming).await;
     tracing::debug!(url = %lifetime.url, "Nacos registry closed");
     deregistered
@@ -201,21 +210,15 @@ impl RemoteBackend for NacosBackend {
         lifetime: &ClientLifetime,
         instance: &Instance,
     ) -> Result<(), RegistryError> {
-        let naming = self.connection.naming()?;
         let name = service_name(&instance.service);
         let nacos = to_nacos(instance, &name, &self.cluster)
             .map_err(|error| lifetime.failed("register", error))?;
-        self.connection
-            .register(&naming, &instance.id, name, nacos)
-            .await
+        self.connection.register(&instance.id, name, nacos).await
     }
 
     async fn unregister(&self, instance: &Instance) -> Result<bool, RegistryError> {
-        let naming = self.connection.naming()?;
         let name = service_name(&instance.service);
-        self.connection
-            .unregister(&naming, &instance.id, &name)
-            .await
+        self.connection.unregister(&instance.id, &name).await
     }
 
     /// See "Hot upgrade" above: the instance stays registered through the new process's

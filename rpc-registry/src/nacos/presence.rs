@@ -38,6 +38,7 @@ pub(super) async fn probe(keeper: Weak<ConnectionKeeper>, mut naming: NamingServ
         let Some(keeper) = keeper.upgrade() else {
             return;
         };
+        keeper.withdraw_retired().await;
         if !keeper.is_busy().await {
             continue;
         }

@@ -8,8 +8,8 @@
 //! of a Nacos cluster was down or cut off (seen in `tests/lab_cluster.rs`: 3 of 4 runs
 //! with a killed member). So when the URL names several servers, each one's gRPC port is
 //! dialled first, all at once, for a third of the connect timeout, and only those that
-//! accept are handed to the SDK. A server left out is one this client never fails over
-//! to, which is logged; when none accepts, the SDK gets every server, as before (and the
+//! accept are handed to the SDK. A server left out is logged (that SDK connection never
+//! uses it; a later failover, `connection.rs`, tries every server again); when none accepts, the SDK gets every server, as before (and the
 //! connect fails as it did, its cause told by `remote::probe`).
 
 use crate::nacos::config::NacosConfig;

@@ -85,15 +85,17 @@ impl GroupWatch {
     }
 
     /// The SDK connection to read through now. After a failover (a new generation), every
-    /// SDK subscription of this client is first made again on the new connection (the
-    /// old connection's are left to it: its server does not answer).
+    /// SDK subscription of this client is first made again on the new connection (until
+    /// every one succeeded; the old connection's are left to it: its server does not
+    /// answer, and a push through it only causes one more read).
     ///
     /// # Errors
     /// [`RegistryError::Closed`] once the client is closing.
     async fn naming(&self, connection: &ConnectionKeeper) -> Result<NamingService, RegistryError> {
-        let (generation, naming) = connection.current()?;
         let mut listeners = self.listeners.lock().await;
+        let (generation, naming) = connection.current()?;
         if listeners.generation != generation {
+            let mut all = true;
             for (name, listener) in &listeners.by_name {
                 let subscribe = naming.subscribe(
                     name.clone(),
@@ -102,10 +104,13 @@ impl GroupWatch {
                     listener.signal.clone() as Arc<dyn NamingEventListener>,
                 );
                 if let Err(failure) = bounded(self.request_timeout, subscribe).await {
-                    tracing::warn!(url = %self.lifetime.url, service = %name, error = %failure.into_source(), "Nacos subscribe on the new connection failed; reads go on");
+                    all = false;
+                    tracing::warn!(url = %self.lifetime.url, service = %name, error = %failure.into_source(), "Nacos subscribe on the new connection failed; tried again at the next read");
                 }
             }
-            listeners.generation = generation;
+            if all {
+                listeners.generation = generation;
+            }
         }
         Ok(naming)
     }

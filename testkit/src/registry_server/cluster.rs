@@ -34,10 +34,12 @@ impl RegistryServer {
             member.spawn_process()?;
             if backend == Backend::Nacos {
                 // rnacos's raft takes one joining member at a time (two at once: one
-                // is left a non-voter), and a member asks to join only once, at start.
+                // is left a non-voter), and a member asks to join only once, at start
+                // (a request lost then is not sent again): a member not counted in time
+                // is started again, and asks again.
                 member.wait_ready().await?;
                 members.push(member);
-                wait_joined(&members).await?;
+                join(&mut members).await?;
             } else {
                 // Every member runs before any is waited on: none answers without a
                 // quorum.
@@ -68,22 +70,39 @@ impl RegistryServer {
     }
 }
 
+/// How long a joining rnacos member is given before it is started again.
+const JOIN_WAIT: Duration = Duration::from_secs(10);
+
 /// Waits until the first of `members` counts every one of them among rnacos's raft
-/// voters, polling every 100 ms, for at most [`READY_TIMEOUT`].
-async fn wait_joined(members: &[RegistryServer]) -> io::Result<()> {
-    let first = &members[0];
+/// voters; the last one is started again without its data (it asks to join again)
+/// each [`JOIN_WAIT`] it is not counted, for at most [`READY_TIMEOUT`].
+async fn join(members: &mut [RegistryServer]) -> io::Result<()> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
-        let at = first.endpoint();
-        let count = first.ask(async move { raft_members(at).await }).await;
-        if count >= members.len() {
+        let counted = counted(members, Instant::now() + JOIN_WAIT).await;
+        if counted >= members.len() {
             return Ok(());
         }
         if Instant::now() >= deadline {
             return Err(io::Error::other(format!(
-                "rnacos member {} did not join the cluster in time (the first member counts {count} voters)",
+                "rnacos member {} did not join the cluster in time (the first member counts {counted} voters)",
                 members.len()
             )));
+        }
+        let joining = members.len() - 1;
+        members[joining].restart_without_data().await?;
+    }
+}
+
+/// How many voters the first of `members` counts, polled every 100 ms until it counts
+/// them all or `until` passes.
+async fn counted(members: &[RegistryServer], until: Instant) -> usize {
+    let first = &members[0];
+    loop {
+        let at = first.endpoint();
+        let count = first.ask(async move { raft_members(at).await }).await;
+        if count >= members.len() || Instant::now() >= until {
+            return count;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -1,7 +1,7 @@
 //! The provider process of the lab's tests (`tests/lab_upgrade.rs`, `tests/lab_nacos.rs`):
 //! an echo provider (20 ms of work per call) configured by the file its one argument
-//! names, run inside a host of the lab (`ip netns exec`). It prints `pid N` and `serving
-//! HOST:PORT` once serving and `shutdown REPORT` at its end, and exits with the report's
+//! names, run inside a host of the lab (`ip netns exec`). It prints `pid N`, `serving
+//! HOST:PORT` and (its admin endpoint enabled) `admin HOST:PORT` once serving and `shutdown REPORT` at its end, and exits with the report's
 //! code; SIGTERM stops it gracefully. SIGUSR2 or the admin endpoint's `POST /upgrade`
 //! replaces it in place by a new process of this binary (the hot upgrade), which
 //! inherits stdout.
@@ -42,6 +42,9 @@ async fn serve() -> i32 {
     say(&format!("pid {}", std::process::id()));
     if let Some(address) = app.local_addr() {
         say(&format!("serving {address}"));
+    }
+    if let Some(admin) = app.admin_addr() {
+        say(&format!("admin {admin}"));
     }
     let report = app.wait().await;
     say(&format!("shutdown {report}"));

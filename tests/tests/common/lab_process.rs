@@ -122,6 +122,10 @@ pub fn with_registry(mut config: Config, url: &str) -> Config {
 pub struct ProviderProcess {
     /// Where it serves (host:port), as its answers name it.
     pub address: String,
+    host: Host,
+    /// Its admin endpoint, on its host's loopback (any port: an old and a new provider
+    /// share a host during a roll).
+    admin: std::net::SocketAddr,
     pid: String,
     program: Program,
     _config: tempfile::TempDir,
@@ -133,7 +137,8 @@ impl ProviderProcess {
         assert_eq!(WORK_MS, 20, "the provider process works 20 ms a call");
         let mut config = with_registry(super::config("provider"), url);
         config.protocol.host = host.address().to_string();
-        config.admin.enabled = false;
+        config.admin.host = "127.0.0.1".to_owned();
+        config.admin.port = 0;
         config.graceful_shutdown.internal_signal = true;
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = config_file(dir.path(), "provider", &config);
@@ -145,12 +150,34 @@ impl ProviderProcess {
         );
         let pid = program.line_starting("pid ").await;
         let address = program.line_starting("serving ").await;
+        let admin = program
+            .line_starting("admin ")
+            .await
+            .parse()
+            .expect("an admin address");
         Self {
             address,
+            host: host.clone(),
+            admin,
             pid,
             program,
             _config: dir,
         }
+    }
+
+    /// Takes it offline without stopping it (`POST /offline` on its admin endpoint, from
+    /// inside its host, as an operator would): it unregisters and keeps serving.
+    pub async fn offline(&self) {
+        let admin = self.admin;
+        let answer = timeout(
+            STEP,
+            self.host
+                .run(move || async move { rpc_testkit::http::post(admin, "/offline", None).await }),
+        )
+        .await
+        .expect("the admin endpoint answers in time")
+        .expect("the admin endpoint answers");
+        assert_eq!(answer.status, 200, "offline: {}", answer.body);
     }
 
     /// Stops it gracefully (SIGTERM, as an init system would); its shutdown report.
