@@ -312,20 +312,44 @@ impl ConnectionKeeper {
 
     /// Asks the connections a failover replaced to withdraw what they hold, then writes
     /// those instances this client still wants again through the current connection
-    /// (see `retired.rs`); at close, only the first.
-    pub(super) async fn withdraw_retired(&self) {
+    /// (see `retired.rs`; at close, only the first). Whether they hold nothing any more.
+    pub(super) async fn withdraw_retired(&self) -> bool {
         let withdrawn = self
             .retired
             .withdraw(&self.group, self.request_timeout)
             .await;
-        if withdrawn.is_empty() {
+        self.write_wanted(&withdrawn).await;
+        self.retired.is_empty().await
+    }
+
+    /// After a close, goes on asking the connections a failover replaced to withdraw
+    /// what they hold (their own retries would write it again), every `every`, for at
+    /// most `bound`, in the background; logged when some is still held at the end.
+    pub(super) fn withdraw_retired_after_close(self: &Arc<Self>, every: Duration, bound: Duration) {
+        let keeper = self.clone();
+        tokio::spawn(async move {
+            let deadline = Instant::now() + bound;
+            while Instant::now() < deadline {
+                tokio::time::sleep(every).await;
+                if keeper.withdraw_retired().await {
+                    return;
+                }
+            }
+            tracing::warn!(url = %keeper.lifetime.url, "a Nacos connection replaced by a failover could not withdraw its instances: they stay listed until this process exits");
+        });
+    }
+
+    /// Writes again through the current connection those of `keys` this client still
+    /// wants (nothing once closing).
+    async fn write_wanted(&self, keys: &[String]) {
+        if keys.is_empty() {
             return;
         }
         let registered = self.registered.lock().await;
         let Ok(naming) = self.naming() else {
             return;
         };
-        let wanted: Registrations = withdrawn
+        let wanted: Registrations = keys
             .iter()
             .filter_map(|key| Some((key.clone(), registered.get(key)?.clone())))
             .collect();

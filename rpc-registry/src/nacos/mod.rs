@@ -35,7 +35,10 @@
 //! there; the old connection is kept, and asked at every probe to deregister what it
 //! held until it has (its own retries would write those again when its server answers),
 //! after which the instances still wanted are written again through the new one (see
-//! `servers.rs`, `presence.rs`, `retired.rs`). One failover at a time. A server left out
+//! `servers.rs`, `presence.rs`, `retired.rs`); a close that finds it still holding some
+//! asks it again in the background for up to a minute (logged). One failover at a time:
+//! while a replaced connection's server stays silent, no second failover happens, and
+//! the SDK's own checks are the fallback. A server left out
 //! of a connection is logged; a later failover tries every server again. A server that
 //! hangs but still accepts TCP connections is not detected this way (the SDK's health
 //! checks leave it after about 15 s).
@@ -114,6 +117,10 @@ pub use codec::{INSTANCE_METADATA_KEY, service_name};
 pub use config::{DEFAULT_CLUSTER, DEFAULT_GROUP, DEFAULT_NAMESPACE, DEFAULT_PORT, NacosConfig};
 pub use presence::PROBE_INTERVAL;
 
+/// How long a closed client goes on asking a connection replaced by a failover to
+/// withdraw what it holds.
+const RETIRED_AFTER_CLOSE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A registry client backed by Nacos through nacos-sdk (see the module documentation).
 ///
 /// Dropping it without [`Registry::close`](rpc_core::Registry::close) starts the same
@@ -178,7 +185,7 @@ impl NacosRegistry {
 /// The first deregistration that failed.
 async fn withdraw(
     lifetime: &ClientLifetime,
-    connection: &ConnectionKeeper,
+    connection: &Arc<ConnectionKeeper>,
     group: &GroupWatch,
 ) -> Result<(), RegistryError> {
     if !connection.start_closing() {
@@ -193,8 +200,12 @@ async fn withdraw(
         return Ok(());
     };
     let deregistered = connection.deregister_all(&naming).await;
-    // Connections a failover replaced let go of what they still hold, if they answer.
-    connection.withdraw_retired().await;
+    // Connections a failover replaced let go of what they still hold, if they answer;
+    // if not, they are asked again in the background for a while.
+    if !connection.withdraw_retired().await {
+        tracing::warn!(url = %lifetime.url, "a Nacos connection replaced by a failover still holds instances at close; asking it again in the background");
+        connection.withdraw_retired_after_close(PROBE_INTERVAL, RETIRED_AFTER_CLOSE);
+    }
     group.unlisten_all(&naming).await;
     tracing::debug!(url = %lifetime.url, "Nacos registry closed");
     deregistered

@@ -8,9 +8,11 @@
 //! therefore write its instances again once its server answers, and own them: an
 //! `unregister` or `close` through the current connection would then leave them listed
 //! until the process exits. So each replaced connection is kept and asked, at every
-//! probe, to deregister what it held, until it has; the keeper then writes those its
-//! client still wants again through the current connection (the replaced one may have
-//! written them in between).
+//! probe, to deregister what it held, until it has — and once more at the next probe,
+//! since the SDK's retry loop may have written an instance again between our
+//! deregistration's answer and the removal of its retry task; after each, the keeper
+//! writes those its client still wants again through the current connection (the
+//! replaced one may have written them in between).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,10 +31,12 @@ pub(super) struct RetiredConnections {
     list: Mutex<Vec<Retired>>,
 }
 
-/// One replaced connection and what it still holds.
+/// One replaced connection, what it still holds, and what it withdrew at the last probe
+/// (deregistered once more at the next one).
 struct Retired {
     naming: NamingService,
     holds: Registrations,
+    confirm: Registrations,
 }
 
 impl RetiredConnections {
@@ -44,32 +48,60 @@ impl RetiredConnections {
     /// Keeps `naming`, which holds `holds`, until it has withdrawn them.
     pub(super) async fn retire(&self, naming: NamingService, holds: Registrations) {
         if !holds.is_empty() {
-            self.list.lock().await.push(Retired { naming, holds });
+            self.list.lock().await.push(Retired {
+                naming,
+                holds,
+                confirm: Registrations::new(),
+            });
         }
     }
 
-    /// Asks each replaced connection to deregister what it holds, each request bounded
-    /// by `bound`, moving on from a connection at its first failure (its server still
-    /// does not answer: next time); drops those that hold nothing more. The keys
-    /// withdrawn.
+    /// Asks each replaced connection to deregister, once more, what it withdrew at the
+    /// last call, then what it still holds, each request bounded by `bound`, moving on
+    /// from a connection at its first failure (its server still does not answer: next
+    /// time); drops those left with nothing. The keys deregistered. Safe to cancel: an
+    /// entry is removed only once its deregistration succeeded.
     pub(super) async fn withdraw(&self, group: &str, bound: Duration) -> Vec<String> {
         let mut list = self.list.lock().await;
         let mut withdrawn = Vec::new();
         for retired in list.iter_mut() {
-            while let Some((key, (name, nacos))) = retired.holds.pop_first() {
-                let deregister = retired.naming.deregister_instance(
-                    name.clone(),
-                    Some(group.to_owned()),
-                    nacos.clone(),
-                );
-                if bounded(bound, deregister).await.is_err() {
-                    retired.holds.insert(key, (name, nacos));
-                    break;
-                }
-                withdrawn.push(key);
+            let confirmed = deregister_each(&retired.naming, &retired.confirm, group, bound).await;
+            for key in &confirmed {
+                retired.confirm.remove(key);
             }
+            withdrawn.extend(confirmed);
+            if !retired.confirm.is_empty() {
+                continue;
+            }
+            let done = deregister_each(&retired.naming, &retired.holds, group, bound).await;
+            for key in &done {
+                if let Some(registration) = retired.holds.remove(key) {
+                    retired.confirm.insert(key.clone(), registration);
+                }
+            }
+            withdrawn.extend(done);
         }
-        list.retain(|retired| !retired.holds.is_empty());
+        list.retain(|retired| !retired.holds.is_empty() || !retired.confirm.is_empty());
         withdrawn
     }
+}
+
+/// Deregisters `registrations` through `naming` in order, each bounded by `bound`,
+/// until one fails; the keys deregistered.
+async fn deregister_each(
+    naming: &NamingService,
+    registrations: &Registrations,
+    group: &str,
+    bound: Duration,
+) -> Vec<String> {
+    let mut done = Vec::new();
+    for (key, (name, nacos)) in registrations {
+        let deregister =
+            naming.deregister_instance(name.clone(), Some(group.to_owned()), nacos.clone());
+        if bounded(bound, deregister).await.is_err() {
+            break;
+        }
+        done.push(key.clone());
+    }
+    done
 }

@@ -140,13 +140,16 @@ impl GroupWatch {
     /// server does not answer in time.
     async fn listen(
         &self,
-        naming: &NamingService,
+        connection: &ConnectionKeeper,
         name: &str,
-    ) -> Result<watch::Receiver<u64>, RegistryError> {
+    ) -> Result<(NamingService, watch::Receiver<u64>), RegistryError> {
         let mut listeners = self.listeners.lock().await;
+        // The connection is taken under the lock, so a failover that moved the others
+        // meanwhile is not missed (a later failover moves this one with them).
+        let naming = connection.naming()?;
         if let Some(listener) = listeners.by_name.get_mut(name) {
             listener.users += 1;
-            return Ok(listener.signal.changes.subscribe());
+            return Ok((naming, listener.signal.changes.subscribe()));
         }
         let signal = Arc::new(ChangeSignal {
             changes: watch::channel(0).0,
@@ -164,7 +167,7 @@ impl GroupWatch {
         listeners
             .by_name
             .insert(name.to_owned(), ServiceListener { signal, users: 1 });
-        Ok(changes)
+        Ok((naming, changes))
     }
 
     /// Gives back a change signal; the SDK subscription ends with its last user.
@@ -236,9 +239,8 @@ impl ServiceWatch {
         connection: Arc<ConnectionKeeper>,
         service: ServiceKey,
     ) -> Result<(Self, Vec<Instance>), RegistryError> {
-        let naming = group.naming(&connection).await?;
         let name = service_name(&service);
-        let changes = group.listen(&naming, &name).await?;
+        let (naming, changes) = group.listen(&connection, &name).await?;
         let first = match group.read(&naming, &name, &service).await {
             Ok(first) => first,
             Err(failure) => {
@@ -305,7 +307,10 @@ impl ServiceWatch {
                 }
             }
         }
-        self.group.unlisten(&self.naming, name).await;
+        // Given back on the current connection (a failover may have moved it since the
+        // last read); the last one read through once closing.
+        let naming = self.connection.naming().unwrap_or(self.naming);
+        self.group.unlisten(&naming, name).await;
         self.group.lifetime.subscriptions.forget(id);
     }
 }
