@@ -13,7 +13,9 @@ use tokio::sync::{Mutex, watch};
 use tokio::time::Instant;
 
 use crate::nacos::config::NacosConfig;
-use crate::nacos::retired::{Registrations, RetiredConnections};
+use crate::nacos::retired::{
+    ASK_AFTER_CLOSE, RETRY_AFTER_CLOSE, Registrations, RetiredConnections,
+};
 use crate::nacos::{sdk, servers};
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::bounded;
@@ -254,7 +256,10 @@ impl ConnectionKeeper {
     /// replaced connection still holds instances. The new connection and its generation;
     /// `None` when there was nothing to leave (one server, every one accepting, or none),
     /// another failover is not done yet, or it failed.
-    pub(super) async fn fail_over(&self, failed: &NamingService) -> Option<(u64, NamingService)> {
+    pub(super) async fn fail_over(
+        self: &Arc<Self>,
+        failed: &NamingService,
+    ) -> Option<(u64, NamingService)> {
         let endpoints = &self.config.network.endpoints;
         if endpoints.len() < 2 || self.is_closing() || !self.retired.is_empty().await {
             return None;
@@ -292,15 +297,11 @@ impl ConnectionKeeper {
             open
         };
         if !replaced {
-            // Closing began meanwhile: the new connection lets go of what it just wrote.
-            for (name, nacos) in registered.values() {
-                let deregister = naming.deregister_instance(
-                    name.clone(),
-                    Some(self.group.clone()),
-                    nacos.clone(),
-                );
-                let _ = bounded(self.request_timeout, deregister).await;
-            }
+            // Closing began meanwhile: the new connection holds what it just wrote, and is
+            // withdrawn as every replaced one is (the close asks it, in the background
+            // if it must).
+            self.retired.retire(naming, registered.clone()).await;
+            self.withdraw_retired_after_close();
             return None;
         }
         self.retired
@@ -323,14 +324,15 @@ impl ConnectionKeeper {
     }
 
     /// After a close, goes on asking the connections a failover replaced to withdraw
-    /// what they hold (their own retries would write it again), every `every`, for at
-    /// most `bound`, in the background; logged when some is still held at the end.
-    pub(super) fn withdraw_retired_after_close(self: &Arc<Self>, every: Duration, bound: Duration) {
+    /// what they hold (their own retries would write it again), every
+    /// [`RETRY_AFTER_CLOSE`] for at most [`ASK_AFTER_CLOSE`], in the background; logged
+    /// when some is still held at the end.
+    pub(super) fn withdraw_retired_after_close(self: &Arc<Self>) {
         let keeper = self.clone();
         tokio::spawn(async move {
-            let deadline = Instant::now() + bound;
+            let deadline = Instant::now() + ASK_AFTER_CLOSE;
             while Instant::now() < deadline {
-                tokio::time::sleep(every).await;
+                tokio::time::sleep(RETRY_AFTER_CLOSE).await;
                 if keeper.withdraw_retired().await {
                     return;
                 }

@@ -117,10 +117,6 @@ pub use codec::{INSTANCE_METADATA_KEY, service_name};
 pub use config::{DEFAULT_CLUSTER, DEFAULT_GROUP, DEFAULT_NAMESPACE, DEFAULT_PORT, NacosConfig};
 pub use presence::PROBE_INTERVAL;
 
-/// How long a closed client goes on asking a connection replaced by a failover to
-/// withdraw what it holds.
-const RETIRED_AFTER_CLOSE: std::time::Duration = std::time::Duration::from_secs(60);
-
 /// A registry client backed by Nacos through nacos-sdk (see the module documentation).
 ///
 /// Dropping it without [`Registry::close`](rpc_core::Registry::close) starts the same
@@ -204,7 +200,7 @@ async fn withdraw(
     // if not, they are asked again in the background for a while.
     if !connection.withdraw_retired().await {
         tracing::warn!(url = %lifetime.url, "a Nacos connection replaced by a failover still holds instances at close; asking it again in the background");
-        connection.withdraw_retired_after_close(PROBE_INTERVAL, RETIRED_AFTER_CLOSE);
+        connection.withdraw_retired_after_close();
     }
     group.unlisten_all(&naming).await;
     tracing::debug!(url = %lifetime.url, "Nacos registry closed");

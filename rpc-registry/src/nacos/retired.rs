@@ -22,6 +22,11 @@ use tokio::sync::Mutex;
 
 use crate::remote::retry::bounded;
 
+/// How often a closed client asks a replaced connection again to withdraw what it holds.
+pub(super) const RETRY_AFTER_CLOSE: Duration = Duration::from_secs(1);
+/// For how long a closed client goes on asking.
+pub(super) const ASK_AFTER_CLOSE: Duration = Duration::from_secs(60);
+
 /// Registrations by key (`service name#instance id`): service name, what was registered.
 pub(super) type Registrations = BTreeMap<String, (String, ServiceInstance)>;
 
