@@ -14,6 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             &[
                 "proto/greeter.proto",
                 "proto/echo.proto",
+                "proto/feed.proto",
                 "proto/interop/test.proto",
             ],
             &["proto"],

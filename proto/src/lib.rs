@@ -18,6 +18,13 @@ pub mod echo {
     tonic::include_proto!("echo");
 }
 
+/// `feed.Feed`: server-streaming `Subscribe`, numbered events at an interval (the long
+/// stream carried through deploys).
+#[allow(missing_docs)]
+pub mod feed {
+    tonic::include_proto!("feed");
+}
+
 /// `grpc.testing`: gRPC's interoperability test services (`TestService`,
 /// `UnimplementedService`) and their messages, for the interop server and client.
 #[allow(missing_docs)]

@@ -60,6 +60,7 @@ mod last_resort;
 pub mod loadbalance;
 mod reference;
 mod replay;
+pub mod resume;
 mod retry_budget;
 mod rng;
 mod stack;

@@ -11,6 +11,7 @@ use crate::inflight::InflightCounter;
 use crate::offline_services::OfflineServices;
 use crate::phase::PhaseReader;
 use crate::rejections::RejectionCounter;
+use crate::stream_drain::StreamDrain;
 
 /// The provider filter's view of the lifecycle: each field is a handle to the same
 /// state the shutdown sequence reads, shared, not copied.
@@ -27,6 +28,9 @@ pub struct ProviderHandles {
     pub rejections: RejectionCounter,
     /// The services manually offline: their responses carry the closing mark too.
     pub offline: OfflineServices,
+    /// Tells stream handlers that the instance goes offline (a [`crate::DrainNotice`]
+    /// in every request's extensions), and counts the streams that ended as moved.
+    pub streams: StreamDrain,
 }
 
 /// The consumer filter's view of the lifecycle.

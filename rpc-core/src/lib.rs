@@ -11,6 +11,8 @@
 //!   what the shutdown sequence waits on and the request path writes.
 //! - [`ProviderHandles`], [`ConsumerHandles`]: the narrow view of the lifecycle the
 //!   request-path filters get.
+//! - [`StreamDrain`], [`DrainNotice`], [`moved`]: stream handlers told that their instance
+//!   goes offline, and the status that ends such a stream as moved.
 //! - [`GuardedBody`]: a response body that tells a guard how it ended.
 //! - [`metadata`]: the headers providers and consumers exchange (closing mark, ...).
 //! - [`Compression`]: how one side's messages are compressed (`none`, `gzip`, `zstd`).
@@ -31,6 +33,7 @@ mod phase;
 pub mod registry;
 mod rejections;
 mod service_key;
+mod stream_drain;
 
 pub use activity::RequestClock;
 pub use compression::Compression;
@@ -47,3 +50,4 @@ pub use registry::{
 };
 pub use rejections::RejectionCounter;
 pub use service_key::ServiceKey;
+pub use stream_drain::{DrainNotice, MOVED_MESSAGE, StreamDrain, is_reserved, moved};

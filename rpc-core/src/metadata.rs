@@ -39,6 +39,12 @@ pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 /// gRPC's deadline header on requests (`500m`, `3S`, ...).
 pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
+/// Trailer of a stream its handler ended because the instance is going offline
+/// (`rpc::stream::moved`, value `1`), with status `UNAVAILABLE`: "moved, not failed".
+/// Our consumers re-open such a stream of a method declared resumable on another
+/// instance; the stream's other trailers say where to resume.
+pub const STREAM_MOVED: HeaderName = HeaderName::from_static("rpc-stream-moved");
+
 /// The value of [`CLOSING`].
 pub const CLOSING_VALUE: HeaderValue = HeaderValue::from_static("1");
 

@@ -18,6 +18,7 @@ impl Lifecycle {
             requests: counters.requests.clone(),
             rejections: counters.rejections.clone(),
             offline: self.inner.registrations.offline().clone(),
+            streams: self.inner.streams.clone(),
         }
     }
 

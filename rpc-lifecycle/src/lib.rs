@@ -97,7 +97,7 @@ use counters::RequestCounters;
 use health_service::HealthStatus;
 use protocols::Protocols;
 use registrations::Registrations;
-use rpc_core::{InflightCounter, Instance, RequestClock};
+use rpc_core::{InflightCounter, Instance, RequestClock, StreamDrain};
 use rpc_transport::ServerHandle;
 use shutdown::ShutdownControl;
 use upgrade::UpgradeState;
@@ -122,6 +122,8 @@ struct LifecycleParts {
     counters: RequestCounters,
     health: HealthStatus,
     registrations: Registrations,
+    /// Tells stream handlers that this instance goes offline; counts streams moved.
+    streams: StreamDrain,
     protocols: Protocols,
     callbacks: Callbacks,
     shutdown: ShutdownControl,
@@ -132,6 +134,8 @@ impl Lifecycle {
     /// A lifecycle in phase [`Phase::Created`] for the application `name` (used in logs).
     pub fn new(name: impl Into<String>, config: ShutdownConfig) -> Self {
         let name = name.into();
+        let registrations = Registrations::default();
+        let streams = StreamDrain::new(registrations.offline().clone());
         Self {
             inner: Arc::new(LifecycleParts {
                 phase: PhaseCell::new(name.clone()),
@@ -139,7 +143,8 @@ impl Lifecycle {
                 config,
                 counters: RequestCounters::default(),
                 health: HealthStatus::default(),
-                registrations: Registrations::default(),
+                registrations,
+                streams,
                 protocols: Protocols::default(),
                 callbacks: Callbacks::default(),
                 shutdown: ShutdownControl::default(),
@@ -176,6 +181,12 @@ impl Lifecycle {
     /// Inbound requests in flight on this application's providers (drained in step 4).
     pub fn inbound(&self) -> &InflightCounter {
         &self.inner.counters.inbound
+    }
+
+    /// Whether this application's stream handlers are told to end their streams as
+    /// moved, and how many did (see [`rpc_core::DrainNotice`]).
+    pub fn streams(&self) -> &StreamDrain {
+        &self.inner.streams
     }
 
     /// Outbound calls in flight on this application's references (drained in step 5).

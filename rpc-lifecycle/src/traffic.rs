@@ -200,6 +200,8 @@ impl Lifecycle {
         }
         let any_left = !names.is_empty();
         offline_set.set(names, provided);
+        // The streams of a service now offline are told to move.
+        self.inner.streams.services_changed();
         let status = if offline {
             ServingStatus::NotServing
         } else {

@@ -45,6 +45,7 @@ pub mod admin;
 mod application;
 pub mod config;
 pub mod observe;
+pub mod stream;
 pub mod systemd;
 pub mod upgrade;
 

@@ -34,6 +34,7 @@
 
 pub mod echo_calls;
 pub mod external;
+pub mod feed;
 pub mod http;
 pub mod interop;
 pub mod load;

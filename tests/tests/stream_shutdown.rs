@@ -16,6 +16,8 @@
 
 mod common;
 
+use common::backend::Backend;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,7 +30,7 @@ use proto::interop::{
 use rpc::config::RegistryConfig;
 use rpc::registry::MemoryHub;
 use rpc::transport::CUT_AT_SHUTDOWN;
-use rpc::{Application, ApplicationBuilder, Config, Phase, ReferenceChannel};
+use rpc::{Application, Phase, ReferenceChannel};
 use rpc_testkit::interop::server;
 use rpc_testkit::interop::service::{CallCounts, Method};
 use tokio::sync::mpsc;
@@ -50,52 +52,6 @@ const DRAIN_BOUND: Duration = Duration::from_secs(1);
 const BOUND: Duration = Duration::from_secs(30);
 /// Payload of each request and response message, in bytes.
 const MESSAGE: usize = 64;
-
-/// Where the applications of one test find each other.
-enum Backend {
-    Memory(MemoryHub),
-    Etcd(String),
-}
-
-impl Backend {
-    /// etcd at `RPC_TEST_ETCD_URL` under a key prefix of this test alone, or `None` (after
-    /// saying why) when the variable is not set.
-    fn etcd(test: &str) -> Option<Self> {
-        match std::env::var("RPC_TEST_ETCD_URL") {
-            Ok(url) if !url.trim().is_empty() => {
-                let prefix = format!("/stream-shutdown-{test}-{:08x}", fastrand::u32(..));
-                let separator = if url.contains('?') { '&' } else { '?' };
-                Some(Backend::Etcd(format!(
-                    "{}{separator}prefix={prefix}&ttl=5s",
-                    url.trim()
-                )))
-            }
-            _ => {
-                assert!(
-                    std::env::var_os("RPC_TEST_REQUIRE_REGISTRIES").is_none(),
-                    "RPC_TEST_ETCD_URL is not set but RPC_TEST_REQUIRE_REGISTRIES is"
-                );
-                eprintln!(
-                    "SKIPPED etcd::{test}: RPC_TEST_ETCD_URL is not set (scripts/test.sh sets it)"
-                );
-                None
-            }
-        }
-    }
-
-    fn builder(&self, config: Config) -> ApplicationBuilder {
-        match self {
-            Backend::Memory(hub) => common::builder_with(config, hub, Duration::ZERO),
-            Backend::Etcd(url) => {
-                let mut config = config;
-                config
-                    .registries
-                    .insert("default".to_owned(), RegistryConfig { url: url.clone() });
-                Application::builder(config)
-            }
-        }
-    }
-}
 
 /// A provider of the interop service whose drain steps are bounded by [`DRAIN_BOUND`].
 async fn provider(backend: &Backend, name: &str) -> (Application, Arc<CallCounts>) {

@@ -39,6 +39,7 @@ use tonic::body::Body as TonicBody;
 use self::headers::RequestHeaders;
 use crate::classify::Failure;
 use crate::replay::RequestBody;
+use crate::resume::ResumeAttempt;
 use crate::stack::ReferenceStack;
 use crate::strategy::Plan;
 
@@ -81,6 +82,8 @@ pub(crate) struct Call {
     overload_reroutes: u8,
     /// The failure to report if the call ends with no better one.
     last_failure: Option<Failure>,
+    /// A resumable stream's call (`resume`): its response tells which instance served it.
+    reports_instance: bool,
     rng: SmallRng,
 }
 
@@ -112,6 +115,15 @@ impl Call {
             .and_then(|name| parts.headers.get(name))
             .map(|value| Bytes::copy_from_slice(value.as_bytes()));
         let headers = RequestHeaders::new(std::mem::take(&mut parts.headers));
+        let resume = parts.extensions.remove::<ResumeAttempt>();
+        let mut tried = SmallVec::new();
+        if let Some(avoid) = resume.as_ref().and_then(|resume| resume.avoid.clone())
+            && lists_another(&stack, &avoid)
+        {
+            // A stream re-opened after it moved: not back to the instance that moved it,
+            // unless it is the only one (a hot upgrade's, reached on a new connection).
+            tried.push(avoid);
+        }
         Self {
             body: RequestBody::capture(body, config.max_replay_bytes),
             headers,
@@ -125,8 +137,9 @@ impl Call {
             retries_allowed,
             attempts: 0,
             sent: 0,
-            tried: SmallVec::new(),
+            tried,
             last_failure: None,
+            reports_instance: resume.is_some(),
             unsent_resends: 0,
             overload_reroutes: 0,
         }
@@ -155,6 +168,16 @@ impl Call {
         *request.extensions_mut() = std::mem::take(&mut self.parts.extensions);
         request
     }
+}
+
+/// Whether the directory lists a live instance other than `avoid`.
+fn lists_another(stack: &ReferenceStack, avoid: &InstanceId) -> bool {
+    stack
+        .directory
+        .current()
+        .invokers()
+        .iter()
+        .any(|invoker| invoker.id() != avoid && !invoker.is_removed())
 }
 
 /// Channels and calls for the tests of the call's steps.

@@ -27,6 +27,7 @@ use crate::classify::{Failure, FailureKind, Outcome};
 use crate::error::ClusterError;
 use crate::failback_queue::{Retried, RetryJob};
 use crate::invoker::Invoker;
+use crate::resume::ServedBy;
 use crate::rng;
 use crate::strategy::{CallFacts, Decision, Failed, Plan};
 
@@ -173,6 +174,17 @@ impl Call {
         true
     }
 
+    /// `response`, told which instance served it when the call asked (a resumable
+    /// stream's: `resume`).
+    fn answered(&self, mut response: Response<TonicBody>) -> Response<TonicBody> {
+        if self.reports_instance
+            && let Some(id) = self.tried.last()
+        {
+            response.extensions_mut().insert(ServedBy(id.clone()));
+        }
+        response
+    }
+
     /// Makes every instance eligible again (a background retry starts afresh).
     fn forget_tried(&mut self) {
         self.tried.clear();
@@ -213,7 +225,9 @@ async fn one_at_a_time(mut call: Call, route: Route) -> Answer {
     call.earn_retries();
     loop {
         let failure = match call.send(route).await {
-            Some(Outcome::Success(response) | Outcome::AppError(response)) => return Ok(response),
+            Some(Outcome::Success(response) | Outcome::AppError(response)) => {
+                return Ok(call.answered(response));
+            }
             Some(Outcome::Failure(failure)) => Some(failure),
             None => None,
         };

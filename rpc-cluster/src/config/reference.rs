@@ -24,6 +24,12 @@ pub struct MethodConfig {
     /// Overrides the reference's `timeout` for this method.
     #[serde(with = "humantime_serde::option")]
     pub timeout: Option<Duration>,
+    /// Whether this server-streaming method's stream is re-opened on another instance
+    /// when its provider moves it (ends it with `rpc::stream::moved` as it goes
+    /// offline), with the original request and the moved stream's trailers as metadata.
+    /// A rule given in code (`ApplicationBuilder::resume_rule`) replaces that request.
+    /// Default false.
+    pub resumable: bool,
 }
 
 /// Settings of one reference, under `consumer.references.<service>`.

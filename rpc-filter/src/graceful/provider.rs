@@ -8,8 +8,8 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
-use rpc_core::metadata::{CLOSING, CLOSING_VALUE, HEALTH_PATH_PREFIX};
-use rpc_core::{GuardedBody, InflightGuard, ProviderHandles};
+use rpc_core::metadata::{CLOSING, CLOSING_VALUE, HEALTH_PATH_PREFIX, STREAM_MOVED};
+use rpc_core::{BodyEnd, BodyGuard, GuardedBody, InflightGuard, ProviderHandles, StreamDrain};
 use tonic::body::Body as TonicBody;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -79,7 +79,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: Request<B>) -> Self::Future {
         let handles = &*self.handles;
         let offline = handles.offline.covers(request.uri().path());
         // Health checks are answered during shutdown (NOT_SERVING), and neither count as
@@ -93,7 +93,10 @@ where
                 offline,
             };
         }
-        let guard = handles.inbound.acquire();
+        let guard = ServedCall {
+            inflight: handles.inbound.acquire(),
+            streams: handles.streams.clone(),
+        };
         handles.requests.touch();
         if handles.phase.get().rejects_inbound() {
             drop(guard);
@@ -102,6 +105,9 @@ where
                 refusal: NotExecuted::Closing.refuse(request.into_body()),
             };
         }
+        // The handler's way to learn that this instance goes offline (`DrainNotice::of`).
+        let notice = handles.streams.notice(request.uri().path_and_query());
+        request.extensions_mut().insert(notice);
         ResponseFuture::Admitted {
             inner: self.inner.call(request),
             guard: Some(guard),
@@ -121,7 +127,7 @@ pin_project! {
         Admitted {
             #[pin]
             inner: F,
-            guard: Option<InflightGuard>,
+            guard: Option<ServedCall>,
             handles: Arc<ProviderHandles>,
             // Its service was manually offline when the request arrived.
             offline: bool,
@@ -163,6 +169,26 @@ where
             }
             Projection::Refused { refusal } => refusal.poll(cx).map(Ok),
         }
+    }
+}
+
+/// What an admitted call holds until its response ends: its place in the inbound count,
+/// and the count of streams moved, told when the trailers say so.
+#[derive(Debug)]
+pub struct ServedCall {
+    inflight: InflightGuard,
+    streams: StreamDrain,
+}
+
+impl BodyGuard for ServedCall {
+    fn body_ended(self, end: BodyEnd<'_>) -> Option<Self> {
+        if let BodyEnd::Trailers(trailers) = end
+            && trailers.contains_key(STREAM_MOVED)
+        {
+            self.streams.note_moved();
+        }
+        drop(self.inflight);
+        None
     }
 }
 

@@ -113,6 +113,9 @@ impl Lifecycle {
 
         // 1. Withdraw every registration, so no consumer learns of this instance anew.
         //    Subscriptions stay: this process's own references still need updates.
+        //    Stream handlers are told now, so that a long stream moves to another
+        //    instance within the drain instead of being cut at its bound.
+        parts.streams.tell_all();
         let unregister =
             steps::unregister(&parts.registrations, &parts.health, &bounds, &mut report);
         sequence.run(Step::Unregister, unregister).await;
@@ -191,6 +194,7 @@ impl Lifecycle {
         let refused = report.refused_streams as u64;
         report.rejected = self.rejected().saturating_sub(refused);
         report.interrupted_by = self.inner.shutdown.interrupted_by();
+        report.streams_moved = self.inner.streams.moved();
         self.advance(Phase::Stopped);
         tracing::info!(app = %self.name(), %report, "graceful shutdown finished");
         self.inner.shutdown.publish(report)

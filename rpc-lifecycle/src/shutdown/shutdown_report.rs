@@ -57,6 +57,10 @@ pub struct ShutdownReport {
     /// `UNAVAILABLE`, "provider shut down before the stream ended".
     #[serde(default)]
     pub streams_cut: usize,
+    /// Streams whose handlers ended them as moved (`rpc::stream::moved`) once told that
+    /// this instance goes offline: their consumers resume them elsewhere. Not forced.
+    #[serde(default)]
+    pub streams_moved: usize,
     /// Callbacks that panicked or did not finish in time.
     pub callbacks_failed: usize,
     /// Set when a second signal skipped the rest of the sequence.
@@ -138,6 +142,9 @@ impl fmt::Display for ShutdownReport {
         )?;
         if self.streams_cut > 0 {
             write!(f, " streams_cut={}", self.streams_cut)?;
+        }
+        if self.streams_moved > 0 {
+            write!(f, " streams_moved={}", self.streams_moved)?;
         }
         Ok(())
     }

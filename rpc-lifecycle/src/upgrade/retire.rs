@@ -61,8 +61,12 @@ impl Lifecycle {
     ) -> StepOutcome {
         let counters = &self.inner.counters;
         let opened = self.inner.protocols.take();
+        // Streams are told as their connections get GOAWAY: a stream their handler ends
+        // as moved is re-opened by its consumer on a new connection — to the new process.
+        self.inner.streams.tell_all();
         let tally = close_connections(&opened.servers, &counters.inbound, bounds).await;
         report.count_connections(tally);
+        report.streams_moved = self.inner.streams.moved();
         report.inbound_left = counters.inbound.current();
         let outbound = bounds
             .wait(counters.outbound.wait_idle(), bounds.step_end())

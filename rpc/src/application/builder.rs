@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use rpc_cluster::loadbalance::{LoadBalance, LoadBalances, UnknownLoadBalance};
+use rpc_cluster::resume::{ResumableMethods, ResumeRule, SameRequest, StreamResumeLayer};
 use rpc_cluster::{ClusterChannel, Directory};
 use rpc_core::{BoxError, Registry, ServiceKey};
 use rpc_filter::access_log::{AccessLogLayer, AccessLogSink};
@@ -67,6 +68,8 @@ pub struct ApplicationBuilder {
     /// The encoded `FileDescriptorSet`s gRPC server reflection serves
     /// (`provider.reflection`).
     pub(super) descriptor_sets: Vec<&'static [u8]>,
+    /// The references' resumable methods (configuration and [`Self::resume_rule`]).
+    pub(super) resumable: ResumableMethods,
 }
 
 impl ApplicationBuilder {
@@ -94,6 +97,7 @@ impl ApplicationBuilder {
             provider_layers: Vec::new(),
             upgrade: UpgradeStart::read(),
             descriptor_sets: Vec::new(),
+            resumable: ResumableMethods::default(),
         }
     }
 
@@ -251,6 +255,12 @@ impl ApplicationBuilder {
                 Arc::new(rpc_cluster::loadbalance::P2c)
             }
         };
+        for (method, settings) in &config.methods {
+            if settings.resumable {
+                let path = format!("/{interface}/{method}");
+                self.resumable.insert_if_absent(path, Arc::new(SameRequest));
+            }
+        }
         let blacklist = consumer.blacklist.clone();
         // Compressed once, in front of the cluster: a retry replays the compressed bytes.
         let compression = ConsumerCompressionLayer::new(
@@ -261,12 +271,33 @@ impl ApplicationBuilder {
             .with_attempt_spans(self.config.tracing.enabled);
         let channel = self.metrics.observe_reference(channel);
         self.references.push((channel.clone(), check));
+        // Above compression, so that a resumed stream's messages are read decompressed;
+        // below the graceful filter, so that the whole stream counts as one call in flight.
+        let resume = StreamResumeLayer::new(self.resumable.clone());
         let graceful = ConsumerGracefulLayer::new(self.lifecycle.consumer_handles())
-            .layer(compression.layer(channel));
+            .layer(resume.layer(compression.layer(channel)));
         let access_log = self
             .access_log_layer(Side::Client)
             .unwrap_or_else(AccessLogLayer::disabled);
         observe::reference_channel(graceful, &self.metrics, &self.config.tracing, access_log)
+    }
+
+    /// Declares the server-streaming method `method` of `interface` (`feed.Feed`,
+    /// `Subscribe`) resumable with `rule`: a stream of it that its provider moves (ends
+    /// with [`crate::stream::moved`] as it goes offline) is re-opened on another instance
+    /// with the request `rule` derives, and the caller's stream goes on. Replaces the
+    /// default rule of `methods.<M>.resumable: true` (the original request again). Applies
+    /// to every reference of `interface`, made before or after this call. Build `rule`
+    /// with [`crate::stream::typed`] over the generated message types.
+    pub fn resume_rule(
+        &mut self,
+        interface: &str,
+        method: &str,
+        rule: impl ResumeRule,
+    ) -> &mut Self {
+        self.resumable
+            .insert(format!("/{interface}/{method}"), Arc::new(rule));
+        self
     }
 
     /// The access-log filter of `side`, if the access log is on (and could be opened).

@@ -42,6 +42,8 @@ pub struct Application {
     pub(super) metrics: Metrics,
     /// When systemd has been told every phase (see [`crate::systemd`]).
     pub(super) systemd: NotifierFinished,
+    /// The references' resumable methods, and what their streams did.
+    pub(super) resumable: rpc_cluster::resume::ResumableMethods,
 }
 
 impl Application {
@@ -78,6 +80,18 @@ impl Application {
     /// The application's metrics: [`Metrics::encode`] is what `GET /metrics` serves.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    /// What the resumable streams of this application's references did so far: moved by
+    /// their providers, resumed elsewhere, or not resumed (see [`crate::stream`]).
+    pub fn resumed_streams(&self) -> rpc_cluster::resume::ResumeCounts {
+        self.resumable.counts()
+    }
+
+    /// Streams this application's providers ended as moved so far (their handlers were
+    /// told the instance goes offline: [`crate::stream::DrainNotice`]).
+    pub fn streams_moved(&self) -> usize {
+        self.lifecycle.streams().moved()
     }
 
     /// The cluster channels of this application's references, for their statistics.

@@ -162,6 +162,7 @@ impl ApplicationBuilder {
                 .map(|server| server.local_addr()),
             lifecycle: self.lifecycle,
             systemd,
+            resumable: self.resumable,
             references: self
                 .references
                 .into_iter()

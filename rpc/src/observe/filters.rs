@@ -10,6 +10,7 @@ use std::convert::Infallible;
 use http::{Request, Response};
 use hyper::body::Incoming;
 use rpc_cluster::ClusterChannel;
+use rpc_cluster::resume::StreamResume;
 use rpc_filter::access_log::{AccessLog, AccessLogLayer};
 use rpc_filter::compression::ConsumerCompression;
 use rpc_filter::graceful::ConsumerGraceful;
@@ -26,14 +27,16 @@ use super::metrics::Metrics;
 
 /// The channel a reference gives application code: the consumer filters over the
 /// cluster. Generated clients take it unchanged: `GreeterClient::new(channel)`.
-pub type ReferenceChannel =
-    AccessLog<CallMetrics<CallTrace<ConsumerGraceful<ConsumerCompression<ClusterChannel>>>>>;
+pub type ReferenceChannel = AccessLog<CallMetrics<CallTrace<ConsumerGraceful<ReferenceCore>>>>;
+
+/// Below the graceful filter: resumable streams over compression over the cluster.
+pub type ReferenceCore = StreamResume<ConsumerCompression<ClusterChannel>>;
 
 /// `graceful` (the reference's graceful filter over its compression filter and its
 /// cluster) behind the trace, metrics and access-log filters; each passes calls through
 /// when it is off.
 pub(crate) fn reference_channel(
-    graceful: ConsumerGraceful<ConsumerCompression<ClusterChannel>>,
+    graceful: ConsumerGraceful<ReferenceCore>,
     metrics: &Metrics,
     tracing: &TracingConfig,
     access_log: AccessLogLayer,

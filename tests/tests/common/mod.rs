@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod backend;
 pub mod cluster;
 pub mod lab;
 pub mod lab_process;

@@ -1,0 +1,225 @@
+//! Streams that survive a deploy, in process, on the memory registry and on etcd:
+//!
+//! - a feed of 300 events, one every 100 ms, subscribed through a reference that declares
+//!   `Subscribe` resumable (configuration only: the default rule), while every provider
+//!   is rolled (a new one started and listed, then the old one stopped gracefully): the
+//!   caller receives all 300 in order, no stream is cut, every stop is clean, and the
+//!   stream moved at least once;
+//! - a handler that ignores the notice is cut at the drain bound: the caller gets
+//!   `UNAVAILABLE`, "provider shut down before the stream ended", and the stop is
+//!   reported as cut, with exit code 1.
+//!
+//! etcd's URL comes from `RPC_TEST_ETCD_URL` (`scripts/test.sh` starts etcd); without it
+//! the etcd test says it was skipped, and with `RPC_TEST_REQUIRE_REGISTRIES=1` (CI) it
+//! fails instead. Every wait is on a condition and bounded.
+
+mod common;
+
+use std::time::Duration;
+
+use common::backend::Backend;
+use proto::feed::feed_client::FeedClient;
+use proto::feed::feed_server::FeedServer;
+use proto::feed::{Event, SubscribeRequest};
+use rpc::cluster::{MethodConfig, ReferenceConfig};
+use rpc::registry::MemoryHub;
+use rpc::transport::CUT_AT_SHUTDOWN;
+use rpc::{Application, ReferenceChannel, ShutdownReport};
+use rpc_testkit::feed::FeedProvider;
+use tokio::time::timeout;
+use tonic::{Code, Status};
+
+/// Events of the stream: 300, one every 100 ms (30 s).
+const EVENTS: u64 = 300;
+const INTERVAL_MS: u32 = 100;
+/// Providers rolled.
+const PROVIDERS: usize = 3;
+/// No stream, start or stop of these tests may take longer: a hang fails the test.
+const BOUND: Duration = Duration::from_secs(60);
+
+/// A feed provider named `name` on `backend`, moving its streams or not; its drain steps
+/// are bounded by `drain_bound`.
+async fn provider(
+    backend: &Backend,
+    name: &str,
+    feed: FeedProvider,
+    drain_bound: Duration,
+) -> Application {
+    let mut config = common::config(name);
+    config.graceful_shutdown.step_timeout = drain_bound;
+    config.graceful_shutdown.consumer_update_wait_time = Duration::from_secs(2);
+    config.graceful_shutdown.offline_request_window_timeout = Duration::from_millis(200);
+    let mut builder = backend.builder(config);
+    builder.service(FeedServer::new(feed));
+    timeout(BOUND, builder.start())
+        .await
+        .expect("bounded")
+        .expect("provider starts")
+}
+
+/// A consumer whose reference to `feed.Feed` declares `Subscribe` resumable.
+async fn consumer(backend: &Backend) -> (Application, FeedClient<ReferenceChannel>) {
+    let mut config = common::config("feed-consumer");
+    let mut reference = ReferenceConfig::default();
+    reference.methods.insert(
+        "Subscribe".to_owned(),
+        MethodConfig {
+            resumable: true,
+            ..Default::default()
+        },
+    );
+    config
+        .consumer
+        .references
+        .insert("feed.Feed".to_owned(), reference);
+    let mut builder = backend.builder(config);
+    let client = FeedClient::new(builder.reference("feed.Feed"));
+    let app = timeout(BOUND, builder.start())
+        .await
+        .expect("bounded")
+        .expect("consumer starts");
+    (app, client)
+}
+
+/// Waits until the consumer's reference lists `count` instances.
+async fn until_listed(consumer: &Application, count: usize) {
+    let directory = consumer.references()[0].directory().clone();
+    timeout(BOUND, async {
+        while directory.list().len() != count {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the consumer lists {count} instances within {BOUND:?}"));
+}
+
+/// The events of one subscription, and how it ended.
+async fn subscribe(mut client: FeedClient<ReferenceChannel>) -> (Vec<Event>, Result<(), Status>) {
+    let request = SubscribeRequest {
+        from: 0,
+        until: EVENTS,
+        interval_ms: INTERVAL_MS,
+    };
+    let mut events = Vec::new();
+    let mut stream = match client.subscribe(request).await {
+        Ok(response) => response.into_inner(),
+        Err(status) => return (events, Err(status)),
+    };
+    loop {
+        match stream.message().await {
+            Ok(Some(event)) => events.push(event),
+            Ok(None) => return (events, Ok(())),
+            Err(status) => return (events, Err(status)),
+        }
+    }
+}
+
+/// Stops `app` gracefully, bounded, and returns its report.
+async fn stop(app: &Application) -> ShutdownReport {
+    timeout(BOUND, app.before_shutdown())
+        .await
+        .expect("the stop is bounded")
+}
+
+async fn a_stream_moves_through_a_rolling_restart(backend: Backend) {
+    let drain = Duration::from_secs(5);
+    let mut providers = Vec::new();
+    for n in 0..PROVIDERS {
+        let name = format!("feed-{n}");
+        providers.push(provider(&backend, &name, FeedProvider::moving(name.clone()), drain).await);
+    }
+    let (consumer, client) = consumer(&backend).await;
+    until_listed(&consumer, PROVIDERS).await;
+    let stream = tokio::spawn(timeout(BOUND, subscribe(client)));
+    // Every provider rolled once the stream is under way: a new one first, listed, then
+    // the old one stopped.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut reports = Vec::new();
+    for n in 0..PROVIDERS {
+        let name = format!("feed-{n}-new");
+        let new = provider(&backend, &name, FeedProvider::moving(name.clone()), drain).await;
+        until_listed(&consumer, PROVIDERS + 1).await;
+        let old = std::mem::replace(&mut providers[n], new);
+        reports.push(stop(&old).await);
+        until_listed(&consumer, PROVIDERS).await;
+    }
+    let (events, end) = stream
+        .await
+        .unwrap()
+        .expect("the stream ends within the bound");
+    let seqs: Vec<u64> = events.iter().map(|event| event.seq).collect();
+    assert!(end.is_ok(), "after {} events: {end:?}", seqs.len());
+    assert_eq!(
+        seqs,
+        (0..EVENTS).collect::<Vec<_>>(),
+        "every event once, in order"
+    );
+    let servers: Vec<&str> = events.iter().map(|event| event.provider.as_str()).collect();
+    let moves = servers.windows(2).filter(|pair| pair[0] != pair[1]).count();
+    let moved: usize = reports.iter().map(|report| report.streams_moved).sum();
+    let resumed = consumer.resumed_streams();
+    println!(
+        "events {} of {EVENTS}, served by {} providers in turn, {moved} moved by providers, consumer: {resumed:?}",
+        seqs.len(),
+        moves + 1
+    );
+    for report in &reports {
+        println!("stop: {report}");
+        assert_eq!(report.streams_cut, 0, "{report}");
+        assert_eq!(report.exit_code(), 0, "{report}");
+    }
+    assert!(
+        moves >= 1 && moved >= 1,
+        "the stream moved: {moves} changes of provider, {moved} moved"
+    );
+    assert_eq!(resumed.resumed, resumed.moved, "{resumed:?}");
+    assert_eq!(resumed.not_resumed, 0, "{resumed:?}");
+    stop(&consumer).await;
+    for provider in &providers {
+        stop(provider).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_of_300_events_moves_through_a_rolling_restart_memory() {
+    a_stream_moves_through_a_rolling_restart(Backend::Memory(MemoryHub::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_of_300_events_moves_through_a_rolling_restart_etcd() {
+    if let Some(backend) = Backend::etcd("stream-resume-roll") {
+        a_stream_moves_through_a_rolling_restart(backend).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_that_ignores_the_notice_is_cut_at_the_drain_bound() {
+    let backend = Backend::Memory(MemoryHub::new());
+    let ignoring = provider(
+        &backend,
+        "feed-ignoring",
+        FeedProvider::ignoring("feed-ignoring"),
+        Duration::from_secs(1),
+    )
+    .await;
+    let (consumer, client) = consumer(&backend).await;
+    until_listed(&consumer, 1).await;
+    let stream = tokio::spawn(timeout(BOUND, subscribe(client)));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let report = stop(&ignoring).await;
+    let (events, end) = stream
+        .await
+        .unwrap()
+        .expect("the stream ends within the bound");
+    println!("events {}, stop: {report}", events.len());
+    let status = end.expect_err("the stream is cut");
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert_eq!(status.message(), CUT_AT_SHUTDOWN);
+    assert!(!events.is_empty() && events.len() < EVENTS as usize);
+    assert_eq!(report.streams_cut, 1, "{report}");
+    assert_eq!(report.streams_moved, 0, "{report}");
+    assert!(report.forced());
+    assert_eq!(report.exit_code(), 1);
+    assert_eq!(consumer.resumed_streams().moved, 0);
+    stop(&consumer).await;
+}
