@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use rpc_examples::hot_upgrade::{self, ChildBehaviour, Options, Trigger};
+use rpc_examples::hot_upgrade::{self, ChildBehaviour, Options, StreamMode, Trigger};
 
 /// Upgrade a provider in place, again and again, under load.
 #[derive(Debug, Parser)]
@@ -43,9 +43,15 @@ struct Args {
     /// The provider's upgrade.ready_timeout.
     #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
     ready_timeout: Duration,
+    /// The server streams: `short` (greeter streams of 1.5 s, each finishing within an
+    /// upgrade's drain) or `resumable` (feed subscriptions lasting the whole run, moved
+    /// by the old process at every upgrade and re-opened on the new one). A number is
+    /// short streams, that many (as `--stream-count`).
+    #[arg(long, default_value = "short", value_parser = parse_streams)]
+    streams: StreamsArg,
     /// Server streams kept open.
     #[arg(long, default_value_t = 8)]
-    streams: usize,
+    stream_count: usize,
     /// Write the summary as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -68,6 +74,24 @@ enum Mode {
         #[arg(long)]
         behaviour: PathBuf,
     },
+}
+
+/// `--streams`: a mode, or (as before) a count of short streams.
+#[derive(Clone, Copy, Debug)]
+enum StreamsArg {
+    Mode(StreamMode),
+    Count(usize),
+}
+
+fn parse_streams(value: &str) -> Result<StreamsArg, String> {
+    match value {
+        "short" => Ok(StreamsArg::Mode(StreamMode::Short)),
+        "resumable" => Ok(StreamsArg::Mode(StreamMode::Resumable)),
+        number => number
+            .parse()
+            .map(StreamsArg::Count)
+            .map_err(|_| format!("`{value}`: expected short, resumable or a number of streams")),
+    }
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -111,7 +135,14 @@ async fn main() {
             ChildArg::Hang => ChildBehaviour::Hang,
         },
         ready_timeout: args.ready_timeout,
-        streams: args.streams,
+        streams: match args.streams {
+            StreamsArg::Count(count) => count,
+            StreamsArg::Mode(_) => args.stream_count,
+        },
+        stream_mode: match args.streams {
+            StreamsArg::Count(_) => StreamMode::Short,
+            StreamsArg::Mode(mode) => mode,
+        },
         progress: !args.quiet,
         ..Options::new(executable)
     };

@@ -26,20 +26,25 @@ use std::time::Duration;
 
 use generation::{Generations, fd_count, listening_inode, processes_of};
 use probes::ProbeCounts;
+use proto::feed::feed_client::FeedClient;
 use proto::greeter::HelloRequest;
 use proto::greeter::greeter_client::GreeterClient;
+use provider::STREAM_INTERVAL;
 use rpc::{Application, Config, ServiceKey};
+use rpc_testkit::feed::{self, FeedFollowers};
 use rpc_testkit::load::{self, LoadOptions};
 use tokio::time::Instant;
 use upgrade::{upgrade_once, upgrade_reports};
 
-pub use options::{ChildBehaviour, Options, Trigger};
+pub use options::{ChildBehaviour, Options, StreamMode, Trigger};
 pub use plot::write_plot;
 pub use provider::run_provider;
 pub use summary::{GenerationRecord, Latency, RegistryPresence, Summary, UpgradeWindow};
 
 /// The service the provider exports.
 const SERVICE: &str = "helloworld.Greeter";
+/// The service of the resumable streams (`--streams resumable`).
+const FEED: &str = feed::SERVICE;
 
 /// Runs the whole demonstration.
 ///
@@ -70,19 +75,28 @@ pub async fn run(options: Options) -> Result<Summary, String> {
         exit_code: None,
     }];
 
-    let (consumer, client) = consumer(&options, &addr).await?;
+    let (consumer, client, consumer_feed) = consumer(&options, &addr).await?;
     let absence = match &options.registry {
         Some(url) => Some(probes::watch_registry(url, ServiceKey::new(SERVICE)).await?),
         None => None,
     };
     let counts = Arc::new(ProbeCounts::default());
     probes::spawn_connector(addr.clone(), options.connect_every, counts.clone());
-    probes::spawn_streams(
-        client.clone(),
-        options.streams,
-        options.stream_length,
-        counts.clone(),
-    );
+    let feeds = match options.stream_mode {
+        StreamMode::Short => {
+            probes::spawn_streams(
+                client.clone(),
+                options.streams,
+                options.stream_length,
+                counts.clone(),
+            );
+            None
+        }
+        StreamMode::Resumable => {
+            let feed = FeedClient::new(consumer_feed.clone().ok_or("no feed reference")?);
+            Some(FeedFollowers::start(feed, options.streams, STREAM_INTERVAL))
+        }
+    };
 
     let started = Instant::now();
     let warmup = (options.duration / 6).max(Duration::from_millis(500));
@@ -151,9 +165,17 @@ pub async fn run(options: Options) -> Result<Summary, String> {
     };
     records.extend(upgraded);
 
-    // Let the streams in progress finish, then stop every probe and the consumer.
+    // Let the streams in progress finish (the feeds are followed to the end of the run),
+    // then stop every probe and the consumer.
     counts.stop.store(true, Ordering::Relaxed);
-    tokio::time::sleep(options.stream_length + Duration::from_millis(300)).await;
+    let feeds = match feeds {
+        Some(feeds) => Some(feeds.stop().await),
+        None => {
+            tokio::time::sleep(options.stream_length + Duration::from_millis(300)).await;
+            None
+        }
+    };
+    let streams_moved = consumer.resumed_streams().moved;
     consumer.before_shutdown().await;
     let last = generations.current().unwrap_or(first);
     let fds_after = settle_fds(last, fds_before).await;
@@ -186,6 +208,21 @@ pub async fn run(options: Options) -> Result<Summary, String> {
     let details = upgrade_reports(&generations.lines());
     let mut samples = record.failure_samples.clone();
     samples.extend(counts.samples.lock().iter().cloned());
+    let (streams_opened, streams_cut, stream_events) = match &feeds {
+        Some(feeds) => {
+            samples.extend(feeds.samples.lock().iter().cloned());
+            (
+                feeds.opened.load(Ordering::Relaxed),
+                feeds.cut.load(Ordering::Relaxed),
+                feeds.events.load(Ordering::Relaxed),
+            )
+        }
+        None => (
+            counts.streams_opened.load(Ordering::Relaxed),
+            counts.streams_cut.load(Ordering::Relaxed),
+            0,
+        ),
+    };
     Ok(Summary {
         sent: record.sent,
         succeeded: record.succeeded,
@@ -195,8 +232,11 @@ pub async fn run(options: Options) -> Result<Summary, String> {
         connections_attempted: counts.connections_attempted.load(Ordering::Relaxed),
         connections_refused: counts.connections_refused.load(Ordering::Relaxed),
         connection_calls_failed: counts.connection_calls_failed.load(Ordering::Relaxed),
-        streams_opened: counts.streams_opened.load(Ordering::Relaxed),
-        streams_cut: counts.streams_cut.load(Ordering::Relaxed),
+        stream_mode: options.stream_mode,
+        streams_opened,
+        streams_moved,
+        stream_events,
+        streams_cut,
         upgrades: details.iter().filter(|r| r.succeeded()).count(),
         upgrades_failed: details.iter().filter(|r| !r.succeeded()).count(),
         upgrades_planned: options.upgrades,
@@ -232,7 +272,7 @@ fn provider_config(options: &Options, pid_file: &std::path::Path) -> String {
          registries: {{ main: {{ url: \"{registry}\" }} }}\n\
          protocol: {{ host: 127.0.0.1, port: 0 }}\n\
          admin: {{ port: 0 }}\n\
-         provider: {{ services: {{ {SERVICE}: {{}} }} }}\n\
+         provider: {{ services: {{ {SERVICE}: {{}}, {FEED}: {{}} }} }}\n\
          graceful_shutdown: {{ timeout: 20s, step_timeout: 3s, internal_signal: true }}\n\
          upgrade: {{ ready_timeout: {}ms, pid_file: \"{}\" }}\n",
         options.ready_timeout.as_millis(),
@@ -245,7 +285,14 @@ fn provider_config(options: &Options, pid_file: &std::path::Path) -> String {
 async fn consumer(
     options: &Options,
     addr: &str,
-) -> Result<(Application, GreeterClient<rpc::ReferenceChannel>), String> {
+) -> Result<
+    (
+        Application,
+        GreeterClient<rpc::ReferenceChannel>,
+        Option<rpc::ReferenceChannel>,
+    ),
+    String,
+> {
     let mut config = Config::default();
     config.application.name = "hot-upgrade-consumer".into();
     config.application.logging = false;
@@ -257,13 +304,20 @@ async fn consumer(
         None => format!("static://{addr}"),
     };
     config.registries = [("main".to_owned(), rpc::config::RegistryConfig { url })].into();
+    if options.stream_mode == StreamMode::Resumable {
+        config
+            .consumer
+            .references
+            .insert(FEED.to_owned(), feed::resumable_reference(""));
+    }
     let mut builder = Application::builder(config);
     let client = GreeterClient::new(builder.reference(SERVICE));
+    let feed = (options.stream_mode == StreamMode::Resumable).then(|| builder.reference(FEED));
     let app = builder
         .start()
         .await
         .map_err(|e| format!("consumer: {e}"))?;
-    Ok((app, client))
+    Ok((app, client, feed))
 }
 
 fn child_word(child: ChildBehaviour) -> &'static str {

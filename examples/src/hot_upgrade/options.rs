@@ -27,6 +27,20 @@ pub enum Trigger {
     Admin,
 }
 
+/// What the server streams of a run are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StreamMode {
+    /// Greeter streams of `stream_length` each, replaced as they end: each finishes
+    /// within an upgrade's drain.
+    #[default]
+    Short,
+    /// Feed subscriptions (`feed.Feed/Subscribe`, declared resumable) that last the whole
+    /// run: at every upgrade the old process's handler moves each one, and the consumer
+    /// re-opens it on the new process with no event lost or repeated.
+    Resumable,
+}
+
 /// A run of the demonstration.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -47,7 +61,9 @@ pub struct Options {
     pub ready_timeout: Duration,
     /// Server streams kept open at all times.
     pub streams: usize,
-    /// How long each server stream lasts.
+    /// What the server streams are.
+    pub stream_mode: StreamMode,
+    /// How long each server stream lasts (short streams).
     pub stream_length: Duration,
     /// Interval between new connections (each dialled, used for one call, closed).
     pub connect_every: Duration,
@@ -69,6 +85,7 @@ impl Options {
             child: ChildBehaviour::Good,
             ready_timeout: Duration::from_secs(3),
             streams: 8,
+            stream_mode: StreamMode::Short,
             stream_length: Duration::from_millis(1500),
             connect_every: Duration::from_millis(10),
             executable,

@@ -48,11 +48,12 @@ fn draw_rates<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
 ) -> Result<(), String> {
     let title = format!(
-        "hot upgrade: {} failed of {} sent, {} of {} upgrades, {} streams cut, {} dials refused",
+        "hot upgrade: {} failed of {} sent, {} of {} upgrades, streams {} moved {} cut, {} dials refused",
         summary.failed,
         summary.sent,
         summary.upgrades,
         summary.upgrades_planned,
+        summary.streams_moved,
         summary.streams_cut,
         summary.connections_refused
     );

@@ -13,10 +13,12 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use futures_util::Stream;
+use proto::feed::feed_server::FeedServer;
 use proto::greeter::greeter_server::{Greeter, GreeterServer};
 use proto::greeter::{HelloReply, HelloRequest};
 use rpc::lifecycle::process::Role;
 use rpc::{Application, Config};
+use rpc_testkit::feed::FeedProvider;
 use tonic::{Request, Response, Status};
 
 /// Interval between the replies of a server stream.
@@ -101,6 +103,10 @@ pub async fn run_provider(config: &Path, behaviour: &Path) -> i32 {
     }
     let mut builder = Application::builder(config);
     builder.service(GreeterServer::new(SlowStreams));
+    // The long streams of `--streams resumable`, moved at every hand-over.
+    builder.service(FeedServer::new(FeedProvider::moving(
+        std::process::id().to_string(),
+    )));
     let app = match builder.start().await {
         Ok(app) => app,
         Err(error) => {

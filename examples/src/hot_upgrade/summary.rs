@@ -8,7 +8,7 @@ use hdrhistogram::Histogram;
 use rpc::UpgradeReport;
 use serde::Serialize;
 
-use super::options::{ChildBehaviour, Trigger};
+use super::options::{ChildBehaviour, StreamMode, Trigger};
 
 /// Latency percentiles, in milliseconds.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
@@ -69,9 +69,17 @@ pub struct Summary {
     pub connections_refused: u64,
     /// Calls on new connections that failed.
     pub connection_calls_failed: u64,
+    /// What the server streams were (`--streams short|resumable`).
+    pub stream_mode: StreamMode,
     /// Server streams opened.
     pub streams_opened: u64,
-    /// Server streams cut.
+    /// Server streams the old process moved (ended as moved; its consumer re-opened
+    /// them on the new one): resumable streams only.
+    pub streams_moved: u64,
+    /// Events the resumable streams received in order, all streams together.
+    pub stream_events: u64,
+    /// Server streams cut: ended with an error, short of their replies, or (resumable)
+    /// with an event skipped or repeated.
     pub streams_cut: u64,
     /// Upgrades that succeeded.
     pub upgrades: usize,
@@ -226,8 +234,17 @@ impl Summary {
                 ),
             ),
             (
-                "server streams opened / cut",
-                format!("{} / {}", self.streams_opened, self.streams_cut),
+                "server streams (short|resumable) opened / moved / cut",
+                format!(
+                    "{} {} / {} / {}",
+                    match self.stream_mode {
+                        StreamMode::Short => "short",
+                        StreamMode::Resumable => "resumable",
+                    },
+                    self.streams_opened,
+                    self.streams_moved,
+                    self.streams_cut
+                ),
             ),
             (
                 "upgrades succeeded / failed / planned",

@@ -8,6 +8,10 @@
 //! its metadata (the configured rule) starts there. A [`FeedProvider::ignoring`] provider
 //! streams on until the drain bound cuts it.
 
+mod follow;
+
+pub use follow::{FeedFollowers, FollowCounts};
+
 use std::pin::Pin;
 use std::time::Duration;
 
@@ -88,14 +92,14 @@ impl Feed for FeedProvider {
         }
         let interval = Duration::from_millis(u64::from(interval_ms));
         let provider = self.name.clone();
-        let events = async_stream(from, until, interval, provider, notice);
+        let events = events(from, until, interval, provider, notice);
         Ok(Response::new(Box::pin(events)))
     }
 }
 
 /// The events `from..until`, one per `interval`; with a `notice`, ended as moved (at an
 /// event boundary) once it says the instance is going offline.
-fn async_stream(
+fn events(
     from: u64,
     until: u64,
     interval: Duration,
@@ -130,4 +134,24 @@ fn async_stream(
             Some((Ok(Event { seq, provider }), Some(seq + 1)))
         }
     })
+}
+
+/// The feed's service name.
+pub const SERVICE: &str = "feed.Feed";
+
+/// A reference to the feed in `group` whose `Subscribe` is resumable (the configured
+/// rule: the same request, with the moved stream's `resume-from` as its metadata).
+pub fn resumable_reference(group: &str) -> rpc::cluster::ReferenceConfig {
+    let mut reference = rpc::cluster::ReferenceConfig {
+        group: group.to_owned(),
+        ..Default::default()
+    };
+    reference.methods.insert(
+        "Subscribe".to_owned(),
+        rpc::cluster::MethodConfig {
+            resumable: true,
+            ..Default::default()
+        },
+    );
+    reference
 }
