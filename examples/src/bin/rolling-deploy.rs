@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use rpc_examples::rolling::{self, Bound, Mode, Options, Role};
+use rpc_examples::rolling::{self, Bound, Mode, Options, Role, Streams};
 
 /// Roll every instance of a client → proxy → provider chain under a fixed request rate,
 /// and count every request.
@@ -67,6 +67,15 @@ struct Args {
     /// in the table and the plot when each one was ready and not ready.
     #[arg(long)]
     admin: bool,
+    /// Long streams beside the load: `resumable` follows `--stream-count` feed
+    /// subscriptions to the providers for the whole run; each provider's stop moves the
+    /// ones it serves and they resume elsewhere (streams moved / cut in the table, plot
+    /// and JSON). Default `off`.
+    #[arg(long, value_enum, default_value_t = Streams::Off)]
+    streams: Streams,
+    /// Feed subscriptions with `--streams resumable`.
+    #[arg(long, default_value_t = 4)]
+    stream_count: usize,
     /// Most instances of a role above its count while one is replaced, as a count or a
     /// percentage rounded up (Kubernetes' maxSurge). At least 1: each replacement
     /// starts, registers and is ready before the old instance stops; 0: the old one
@@ -137,6 +146,8 @@ async fn main() {
         max_outstanding: args.max_outstanding,
         mode: args.mode,
         admin: args.admin,
+        streams: args.streams,
+        stream_count: args.stream_count,
         max_surge: args.max_surge,
         max_unavailable: args.max_unavailable,
         progress: !args.quiet,

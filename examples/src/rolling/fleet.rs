@@ -7,12 +7,14 @@ use std::time::Duration;
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::{Echo, EchoServer};
 use proto::echo::{EchoReply, EchoRequest};
+use proto::feed::feed_server::FeedServer;
 use rpc::registry::{MemoryHub, RegistryUrl};
 use rpc::{Application, ApplicationBuilder, Config, ReferenceChannel, ShutdownReport};
+use rpc_testkit::feed::{self, FeedProvider};
 use rpc_testkit::services::EchoProvider;
 use tonic::{Request, Response, Status};
 
-use super::options::{Mode, Options, RollingError};
+use super::options::{Mode, Options, RollingError, Streams};
 use super::process::ChildInstance;
 use super::readiness::ReadinessWatch;
 use super::role::Role;
@@ -175,6 +177,8 @@ impl Fleet {
                 builder.service(EchoServer::new(EchoProvider {
                     work_ms: self.work_ms,
                 }));
+                // The long streams of `--streams resumable`, moved as the provider stops.
+                builder.service(FeedServer::new(FeedProvider::moving(name)));
             }
             Role::Proxy => {
                 let backend = EchoClient::new(builder.reference("echo.Echo"));
@@ -190,7 +194,15 @@ impl Fleet {
     /// [`RollingError::Start`] if it cannot start.
     pub async fn client(
         &self,
-    ) -> Result<(Application, EchoClient<ReferenceChannel>), RollingError> {
+        streams: Streams,
+    ) -> Result<
+        (
+            Application,
+            EchoClient<ReferenceChannel>,
+            Option<ReferenceChannel>,
+        ),
+        RollingError,
+    > {
         let mut config = base_config("load-client", false);
         config.consumer.references.insert(
             "echo.Echo".to_owned(),
@@ -199,13 +211,21 @@ impl Fleet {
                 ..Default::default()
             },
         );
+        let resumable = streams == Streams::Resumable;
+        if resumable {
+            config.consumer.references.insert(
+                feed::SERVICE.to_owned(),
+                feed::resumable_reference(BACKEND_GROUP),
+            );
+        }
         let mut builder = self.builder(config);
         let client = EchoClient::new(builder.reference("echo.Echo"));
+        let feed = resumable.then(|| builder.reference(feed::SERVICE));
         let app = builder.start().await.map_err(|e| RollingError::Start {
             name: "load-client".to_owned(),
             message: e.to_string(),
         })?;
-        Ok((app, client))
+        Ok((app, client, feed))
     }
 
     fn builder(&self, mut config: Config) -> ApplicationBuilder {
@@ -254,6 +274,15 @@ pub fn role_config(role: Role, name: &str, signals: bool) -> Config {
             ..Default::default()
         },
     );
+    if role == Role::Provider {
+        config.provider.services.insert(
+            feed::SERVICE.to_owned(),
+            rpc::config::ServiceConfig {
+                group: group.to_owned(),
+                ..Default::default()
+            },
+        );
+    }
     if role == Role::Proxy {
         config.consumer.references.insert(
             "echo.Echo".to_owned(),

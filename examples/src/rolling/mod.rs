@@ -30,20 +30,27 @@ mod surge;
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::sync::atomic::Ordering;
+
 use parking_lot::Mutex;
+use proto::feed::feed_client::FeedClient;
+use rpc_testkit::feed::FeedFollowers;
 use rpc_testkit::load::{self, LoadOptions};
 use tokio::time::Instant;
 
 pub use child::run_child;
 pub use fleet::{BACKEND_GROUP, Fleet, Instance, PROXY_GROUP};
-pub use options::{Mode, Options, RollingError};
+pub use options::{Mode, Options, RollingError, Streams};
 pub use plot::write_plot;
 pub use readiness::{POLL_EVERY, Readiness, ReadinessChange, ReadinessRecord};
 pub use role::Role;
-pub use summary::{Latency, RestartRecord, Summary};
+pub use summary::{Latency, RestartRecord, StreamTally, Summary};
 pub use surge::{Bound, Order};
 
 use options::validate;
+/// Interval between the events of a followed feed (`--streams resumable`).
+const FEED_INTERVAL: Duration = Duration::from_millis(100);
+
 use plan::{check_restarts_fit, restart_plan, warmup};
 use restart::{Replace, restart};
 
@@ -67,7 +74,10 @@ pub async fn run(options: Options) -> Result<Summary, RollingError> {
     for n in 0..options.proxies {
         proxies.push(fleet.start(Role::Proxy, &format!("proxy-{n}")).await?);
     }
-    let (client_app, client) = fleet.client().await?;
+    let (client_app, client, feed) = fleet.client(options.streams).await?;
+    let feeds = feed.map(|feed| {
+        FeedFollowers::start(FeedClient::new(feed), options.stream_count, FEED_INTERVAL)
+    });
     let readiness = fleet.readiness().cloned();
 
     let plan = restart_plan(&options);
@@ -169,6 +179,19 @@ pub async fn run(options: Options) -> Result<Summary, RollingError> {
     let readiness = readiness
         .map(|watch| watch.stop(started))
         .unwrap_or_default();
+    let streams = match feeds {
+        Some(feeds) => {
+            let counts = feeds.stop().await;
+            Some(StreamTally {
+                streams_opened: counts.opened.load(Ordering::Relaxed),
+                streams_moved: client_app.resumed_streams().moved,
+                streams_cut: counts.cut.load(Ordering::Relaxed),
+                events: counts.events.load(Ordering::Relaxed),
+                samples: counts.samples.lock().clone(),
+            })
+        }
+        None => None,
+    };
     client_app.before_shutdown().await;
     for instance in proxies.into_iter().chain(providers) {
         instance.stop(true).await;
@@ -176,6 +199,7 @@ pub async fn run(options: Options) -> Result<Summary, RollingError> {
     let restarts = std::mem::take(&mut *restarts.lock());
     Ok(Summary {
         readiness,
+        streams,
         ..Summary::new(&options, record, restarts, started.elapsed())
     })
 }

@@ -30,6 +30,19 @@ impl Mode {
     }
 }
 
+/// The long streams of a run, beside the unary load.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Streams {
+    /// None.
+    #[default]
+    Off,
+    /// `stream_count` feed subscriptions from the load client to the providers
+    /// (`feed.Feed/Subscribe`, declared resumable), followed for the whole run: each
+    /// provider's stop moves the ones it serves, and the client re-opens them elsewhere.
+    Resumable,
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -74,6 +87,10 @@ pub struct Options {
     pub executable: std::path::PathBuf,
     /// Watch every instance's readiness through its admin endpoint (`GET /ready`).
     pub admin: bool,
+    /// Long streams beside the load.
+    pub streams: Streams,
+    /// How many (with `streams: resumable`).
+    pub stream_count: usize,
 }
 
 impl Default for Options {
@@ -97,6 +114,8 @@ impl Default for Options {
             progress: true,
             executable: std::env::current_exe().unwrap_or_default(),
             admin: false,
+            streams: Streams::Off,
+            stream_count: 4,
         }
     }
 }

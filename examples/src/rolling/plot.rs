@@ -23,8 +23,17 @@ pub fn write_plot(summary: &Summary, path: &Path) -> Result<(), String> {
     let seconds = summary.per_second.len().max(1) as f64;
     let graceful = if summary.graceful { "ON" } else { "OFF" };
     let order = summary.provider_order.map_or("", |order| order.name());
+    let streams = summary
+        .streams
+        .as_ref()
+        .map_or_else(String::new, |streams| {
+            format!(
+                "; streams {} moved {} cut",
+                streams.streams_moved, streams.streams_cut
+            )
+        });
     let title = format!(
-        "graceful {graceful}: {} failed of {} sent ({} proxies, {} providers, {order})",
+        "graceful {graceful}: {} failed of {} sent ({} proxies, {} providers, {order}){streams}",
         summary.failed, summary.sent, summary.proxies, summary.providers
     );
 
@@ -216,6 +225,7 @@ mod tests {
             peak_rss_bytes: None,
             per_second,
             readiness: Vec::new(),
+            streams: None,
         }
     }
 

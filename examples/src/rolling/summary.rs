@@ -47,6 +47,22 @@ impl Latency {
     }
 }
 
+/// What the resumable streams of a run came to (`--streams resumable`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StreamTally {
+    /// Subscriptions opened (each is followed to the end of the run).
+    pub streams_opened: u64,
+    /// Times a provider moved one (ended it as moved as it stopped), as the load client
+    /// saw them; each was re-opened elsewhere unless it is also counted as cut.
+    pub streams_moved: u64,
+    /// Subscriptions that ended before the run did, or skipped or repeated an event.
+    pub streams_cut: u64,
+    /// Events received in order, all subscriptions together.
+    pub events: u64,
+    /// What went wrong, if anything (at most 10).
+    pub samples: Vec<String>,
+}
+
 /// One restart of one instance.
 #[derive(Clone, Debug, Serialize)]
 pub struct RestartRecord {
@@ -80,6 +96,7 @@ struct ReportMs<'a> {
     connections_idle: usize,
     connections_forced: usize,
     streams_cut: usize,
+    streams_moved: usize,
     callbacks_failed: usize,
     interrupted_by: &'a Option<rpc::lifecycle::Interrupt>,
     forced: bool,
@@ -122,6 +139,7 @@ fn report_in_ms<S: serde::Serializer>(
             connections_idle: report.connections_idle,
             connections_forced: report.connections_forced,
             streams_cut: report.streams_cut,
+            streams_moved: report.streams_moved,
             callbacks_failed: report.callbacks_failed,
             interrupted_by: &report.interrupted_by,
             forced: report.forced(),
@@ -230,6 +248,9 @@ pub struct Summary {
     /// With `--admin`: each instance's readiness as its admin endpoint told it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub readiness: Vec<ReadinessRecord>,
+    /// With `--streams resumable`: what the streams came to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streams: Option<StreamTally>,
 }
 
 impl Summary {
@@ -281,13 +302,19 @@ impl Summary {
             peak_rss_bytes: peak_rss(),
             per_second: record.seconds,
             readiness: Vec::new(),
+            streams: None,
         }
     }
 
     /// Whether the run proved its point: with graceful on, every request succeeded and
     /// every planned restart happened.
     pub fn lossless(&self) -> bool {
-        self.failed == 0 && self.restarts == self.restarts_planned
+        self.failed == 0
+            && self.restarts == self.restarts_planned
+            && self
+                .streams
+                .as_ref()
+                .is_none_or(|streams| streams.streams_cut == 0)
     }
 
     /// The table printed at the end of a run.
@@ -368,10 +395,25 @@ impl Summary {
             );
         }
         readiness::write_table(&self.readiness, &mut out);
+        if let Some(streams) = &self.streams {
+            let _ = writeln!(
+                out,
+                "  streams   resumable  opened {}   moved {}   cut {}   events in order {}",
+                streams.streams_opened, streams.streams_moved, streams.streams_cut, streams.events
+            );
+            for sample in &streams.samples {
+                let _ = writeln!(out, "            e.g. {sample}");
+            }
+        }
         if let Some(rss) = self.peak_rss_bytes {
             let _ = writeln!(out, "  peak RSS  {:.1} MiB", rss as f64 / (1024.0 * 1024.0));
         }
+        let cut = self
+            .streams
+            .as_ref()
+            .map_or(0, |streams| streams.streams_cut);
         let verdict = match (self.failed, self.restarts == self.restarts_planned) {
+            (0, true) if cut > 0 => "STREAMS CUT: 0 requests failed, but streams were cut",
             (0, true) => "0 requests failed",
             (0, false) => "RESTARTS MISSING: 0 requests failed, but not every restart happened",
             _ => "REQUESTS FAILED",
