@@ -223,3 +223,62 @@ async fn a_handler_that_ignores_the_notice_is_cut_at_the_drain_bound() {
     assert_eq!(consumer.resumed_streams().moved, 0);
     stop(&consumer).await;
 }
+
+/// A plain gRPC client of another language — Python's grpcio — follows the same rule
+/// (`tests/python/feed_resume_client.py`): its stream on A ends as moved when A stops,
+/// and it subscribes again on B from the `resume-from` trailer. Needs `RPC_TEST_PYTHON`
+/// (`scripts/test.sh` sets it; skipped without it unless required).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grpcio_client_resumes_from_the_trailers_on_another_provider() {
+    use tokio::io::AsyncBufReadExt;
+    let Some(python) = rpc_testkit::external::Need::Python.get("a_grpcio_client_resumes") else {
+        return;
+    };
+    let backend = Backend::Memory(MemoryHub::new());
+    let drain = Duration::from_secs(5);
+    let a = provider(&backend, "feed-a", FeedProvider::moving("feed-a"), drain).await;
+    let b = provider(&backend, "feed-b", FeedProvider::moving("feed-b"), drain).await;
+    let targets = format!("{},{}", a.local_addr().unwrap(), b.local_addr().unwrap());
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/feed_resume_client.py");
+    let mut child = tokio::process::Command::new(python)
+        .args([script, proto::PROTO_DIR, &targets, "30"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("python runs");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    let mut stopping = None;
+    // A stops once the client has had 5 events from it.
+    let read = timeout(BOUND, async {
+        while let Some(line) = lines.next_line().await.expect("stdout") {
+            println!("python: {line}");
+            if line == "event 4 from feed-a" {
+                stopping = Some(tokio::spawn(a.before_shutdown()));
+            }
+            seen.push(line);
+        }
+    });
+    read.await.expect("the python client ends within the bound");
+    let stopping = stopping.expect("A was stopped");
+    let status = child.wait().await.unwrap();
+    assert!(status.success(), "{seen:?}");
+    assert!(
+        seen.contains(&"received 30 events in order, moved 1 times".to_owned()),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter().any(|line| line.ends_with("from feed-b")),
+        "{seen:?}"
+    );
+    let report = timeout(BOUND, stopping)
+        .await
+        .expect("A's stop is bounded")
+        .unwrap();
+    assert_eq!(
+        (report.streams_moved, report.streams_cut),
+        (1, 0),
+        "{report}"
+    );
+    stop(&b).await;
+}
