@@ -282,3 +282,66 @@ async fn a_grpcio_client_resumes_from_the_trailers_on_another_provider() {
     );
     stop(&b).await;
 }
+
+/// A rule given in code over the generated types (`rpc::stream::typed`) derives the
+/// re-opened request from the last event: asked once per move, and the stream goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typed_rule_in_code_derives_the_next_request_from_the_last_event() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let backend = Backend::Memory(MemoryHub::new());
+    let drain = Duration::from_secs(5);
+    let a = provider(&backend, "feed-a", FeedProvider::moving("feed-a"), drain).await;
+    let b = provider(&backend, "feed-b", FeedProvider::moving("feed-b"), drain).await;
+    let mut builder = backend.builder(common::config("typed-consumer"));
+    let asked = Arc::new(AtomicU64::new(0));
+    let counter = asked.clone();
+    builder.resume_rule(
+        "feed.Feed",
+        "Subscribe",
+        rpc::stream::typed(
+            move |request: &SubscribeRequest, last: Option<&Event>, _: &tonic::metadata::MetadataMap| {
+                counter.fetch_add(1, Ordering::Relaxed);
+                Some(SubscribeRequest {
+                    from: last.map_or(request.from, |event| event.seq + 1),
+                    ..request.clone()
+                })
+            },
+        ),
+    );
+    let mut client = FeedClient::new(builder.reference("feed.Feed"));
+    let consumer = builder.start().await.expect("consumer starts");
+    until_listed(&consumer, 2).await;
+    let request = SubscribeRequest {
+        from: 0,
+        until: 40,
+        interval_ms: INTERVAL_MS,
+    };
+    let mut stream = client.subscribe(request).await.expect("subscribed").into_inner();
+    let mut events = Vec::new();
+    let mut stopping = None;
+    timeout(BOUND, async {
+        while let Some(event) = stream.message().await.expect("no error") {
+            if event.seq == 5 {
+                // The provider serving the stream stops.
+                let serving = if event.provider == "feed-a" { &a } else { &b };
+                stopping = Some(tokio::spawn(serving.before_shutdown()));
+            }
+            events.push(event);
+        }
+    })
+    .await
+    .expect("the stream ends within the bound");
+    let seqs: Vec<u64> = events.iter().map(|event| event.seq).collect();
+    assert_eq!(seqs, (0..40).collect::<Vec<_>>());
+    let report = stopping.expect("stopped").await.unwrap();
+    assert_eq!((report.streams_moved, report.streams_cut), (1, 0), "{report}");
+    assert_eq!(asked.load(Ordering::Relaxed), 1, "the rule was asked once");
+    assert_eq!(consumer.resumed_streams().resumed, 1);
+    stop(&consumer).await;
+    for app in [&a, &b] {
+        if app.phase() < rpc::Phase::Stopped {
+            stop(app).await;
+        }
+    }
+}
