@@ -135,11 +135,11 @@ async fn a_stream_moves_through_a_rolling_restart(backend: Backend) {
     // the old one stopped.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut reports = Vec::new();
-    for n in 0..PROVIDERS {
+    for (n, slot) in providers.iter_mut().enumerate() {
         let name = format!("feed-{n}-new");
         let new = provider(&backend, &name, FeedProvider::moving(name.clone()), drain).await;
         until_listed(&consumer, PROVIDERS + 1).await;
-        let old = std::mem::replace(&mut providers[n], new);
+        let old = std::mem::replace(slot, new);
         reports.push(stop(&old).await);
         until_listed(&consumer, PROVIDERS).await;
     }
@@ -300,11 +300,13 @@ async fn a_typed_rule_in_code_derives_the_next_request_from_the_last_event() {
         "feed.Feed",
         "Subscribe",
         rpc::stream::typed(
-            move |request: &SubscribeRequest, last: Option<&Event>, _: &tonic::metadata::MetadataMap| {
+            move |request: &SubscribeRequest,
+                  last: Option<&Event>,
+                  _: &tonic::metadata::MetadataMap| {
                 counter.fetch_add(1, Ordering::Relaxed);
                 Some(SubscribeRequest {
                     from: last.map_or(request.from, |event| event.seq + 1),
-                    ..request.clone()
+                    ..*request
                 })
             },
         ),
@@ -317,7 +319,11 @@ async fn a_typed_rule_in_code_derives_the_next_request_from_the_last_event() {
         until: 40,
         interval_ms: INTERVAL_MS,
     };
-    let mut stream = client.subscribe(request).await.expect("subscribed").into_inner();
+    let mut stream = client
+        .subscribe(request)
+        .await
+        .expect("subscribed")
+        .into_inner();
     let mut events = Vec::new();
     let mut stopping = None;
     timeout(BOUND, async {
@@ -335,7 +341,11 @@ async fn a_typed_rule_in_code_derives_the_next_request_from_the_last_event() {
     let seqs: Vec<u64> = events.iter().map(|event| event.seq).collect();
     assert_eq!(seqs, (0..40).collect::<Vec<_>>());
     let report = stopping.expect("stopped").await.unwrap();
-    assert_eq!((report.streams_moved, report.streams_cut), (1, 0), "{report}");
+    assert_eq!(
+        (report.streams_moved, report.streams_cut),
+        (1, 0),
+        "{report}"
+    );
     assert_eq!(asked.load(Ordering::Relaxed), 1, "the rule was asked once");
     assert_eq!(consumer.resumed_streams().resumed, 1);
     stop(&consumer).await;

@@ -20,12 +20,11 @@ use tonic::Status;
 use tonic::body::Body as TonicBody;
 use tonic::metadata::MetadataMap;
 use tower::ServiceExt;
-use tower_service::Service;
 
-use super::layer::{RequestHead, served_by};
 use super::messages::MessageTracker;
+use super::request_head::{RequestHead, served_by};
 use super::rules::ResumableMethods;
-use super::{MAX_EMPTY_MOVES, MovedStream, ResumeAttempt, ResumeRule};
+use super::{MAX_EMPTY_MOVES, MovedStream, ResumeAttempt, ResumeInner, ResumeRule};
 
 /// The first wait before re-opening a stream that moved with no message since its last
 /// move; doubled for each further one, up to [`LONGEST_BACKOFF`].
@@ -68,12 +67,7 @@ enum AfterMove {
 
 impl<S> ResumedStream<S>
 where
-    S: Service<Request<TonicBody>, Response = Response<TonicBody>, Error = BoxError>
-        + Clone
-        + Send
-        + Unpin
-        + 'static,
-    S::Future: Send + 'static,
+    S: ResumeInner,
 {
     /// A stream of the request `framed` (gRPC-framed, as the generated client sent it).
     pub(super) fn new(
@@ -205,12 +199,7 @@ pub(super) struct ResumingBody<S> {
 
 impl<S> ResumingBody<S>
 where
-    S: Service<Request<TonicBody>, Response = Response<TonicBody>, Error = BoxError>
-        + Clone
-        + Send
-        + Unpin
-        + 'static,
-    S::Future: Send + 'static,
+    S: ResumeInner,
 {
     /// Carries out `after`: a re-open, a wait, or the end (`Some` trailers).
     fn follow(&mut self, after: AfterMove) -> Option<HeaderMap> {
@@ -262,12 +251,7 @@ where
 
 impl<S> Body for ResumingBody<S>
 where
-    S: Service<Request<TonicBody>, Response = Response<TonicBody>, Error = BoxError>
-        + Clone
-        + Send
-        + Unpin
-        + 'static,
-    S::Future: Send + 'static,
+    S: ResumeInner,
 {
     type Data = Bytes;
     type Error = Status;

@@ -17,8 +17,9 @@ use tower::Layer;
 use tower_service::Service;
 
 use super::body::ResumedStream;
+use super::request_head::RequestHead;
 use super::rules::ResumableMethods;
-use super::{ResumeAttempt, ServedBy};
+use super::{ResumeAttempt, ResumeInner};
 
 /// Applies [`StreamResume`] to a reference's channel.
 #[derive(Clone, Debug)]
@@ -55,12 +56,7 @@ pub struct StreamResume<S> {
 
 impl<S> Service<Request<TonicBody>> for StreamResume<S>
 where
-    S: Service<Request<TonicBody>, Response = Response<TonicBody>, Error = BoxError>
-        + Clone
-        + Send
-        + Unpin
-        + 'static,
-    S::Future: Send + 'static,
+    S: ResumeInner,
 {
     type Response = Response<TonicBody>;
     type Error = BoxError;
@@ -102,34 +98,6 @@ where
             }),
         }
     }
-}
-
-/// What a re-opened request repeats of the original one.
-#[derive(Clone, Debug)]
-pub(super) struct RequestHead {
-    pub(super) method: http::Method,
-    pub(super) uri: http::Uri,
-    pub(super) version: http::Version,
-    pub(super) headers: http::HeaderMap,
-}
-
-impl RequestHead {
-    fn of(parts: &http::request::Parts) -> Self {
-        Self {
-            method: parts.method.clone(),
-            uri: parts.uri.clone(),
-            version: parts.version,
-            headers: parts.headers.clone(),
-        }
-    }
-}
-
-/// The response of the instance that served the call, as reported by the cluster.
-pub(super) fn served_by(response: &mut Response<TonicBody>) -> Option<rpc_core::InstanceId> {
-    response
-        .extensions_mut()
-        .remove::<ServedBy>()
-        .map(|served| served.0)
 }
 
 /// What `body` has ready now (all of it for a server-streaming call's one message), and

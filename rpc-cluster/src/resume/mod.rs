@@ -30,6 +30,7 @@
 mod body;
 mod layer;
 mod messages;
+mod request_head;
 mod rules;
 #[cfg(test)]
 mod tests;
@@ -37,8 +38,12 @@ mod tests;
 use std::marker::PhantomData;
 
 use bytes::Bytes;
+use http::{Request, Response};
+use rpc_core::BoxError;
 use rpc_core::InstanceId;
+use tonic::body::Body as TonicBody;
 use tonic::metadata::MetadataMap;
+use tower_service::Service;
 
 pub use layer::{StreamResume, StreamResumeLayer};
 pub use rules::{ResumableMethods, ResumeCounts};
@@ -123,6 +128,34 @@ where
         let next = (self.rule)(&request, last.as_ref(), moved.trailers)?;
         Some(Bytes::from(next.encode_to_vec()))
     }
+}
+
+/// The channel a [`StreamResume`] wraps: a reference's service under it (compression over
+/// the cluster), cloned for each re-open.
+pub trait ResumeInner:
+    Service<
+        Request<TonicBody>,
+        Response = Response<TonicBody>,
+        Error = BoxError,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + Unpin
+    + 'static
+{
+}
+
+impl<S> ResumeInner for S where
+    S: Service<
+            Request<TonicBody>,
+            Response = Response<TonicBody>,
+            Error = BoxError,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Unpin
+        + 'static
+{
 }
 
 /// A request extension of a resumable call for the cluster below: report the instance

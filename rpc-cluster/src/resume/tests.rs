@@ -28,10 +28,14 @@ struct Answer {
     moved_at: Option<u32>,
 }
 
+/// A request as the scripted service got it: its headers, the instance it was told to
+/// avoid, its body.
+type Seen = (HeaderMap, Option<InstanceId>, Bytes);
+
 #[derive(Clone, Default)]
 struct Scripted {
     answers: Arc<Mutex<VecDeque<Answer>>>,
-    seen: Arc<Mutex<Vec<(HeaderMap, Option<InstanceId>, Bytes)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 fn framed(message: &[u8]) -> Bytes {

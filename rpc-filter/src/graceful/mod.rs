@@ -12,5 +12,8 @@
 mod consumer;
 mod provider;
 
+#[cfg(test)]
+mod notice_tests;
+
 pub use consumer::{ConsumerGraceful, ConsumerGracefulLayer};
 pub use provider::{ProviderGraceful, ProviderGracefulLayer};
