@@ -59,6 +59,21 @@ impl OfflineServices {
         }
     }
 
+    /// Whether the service `name` (`helloworld.Greeter`) is offline now: as
+    /// [`OfflineServices::covers`], by name.
+    pub fn covers_service(&self, name: &str) -> bool {
+        match self.state.scope.load(Ordering::Acquire) {
+            NONE => false,
+            ALL => true,
+            _ => self
+                .state
+                .names
+                .read()
+                .iter()
+                .any(|offline| **offline == *name),
+        }
+    }
+
     /// Whether every provided service is offline (one atomic load).
     pub fn all(&self) -> bool {
         self.state.scope.load(Ordering::Acquire) == ALL
@@ -96,7 +111,7 @@ impl OfflineServices {
 
 /// The service part of a gRPC path: `helloworld.Greeter` in
 /// `/helloworld.Greeter/SayHello`.
-fn service_of(path: &str) -> &str {
+pub(crate) fn service_of(path: &str) -> &str {
     let path = path.strip_prefix('/').unwrap_or(path);
     path.split('/').next().unwrap_or(path)
 }

@@ -19,12 +19,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use http::HeaderValue;
-use http::uri::PathAndQuery;
+use parking_lot::RwLock;
 use tokio::sync::watch;
 use tonic::metadata::MetadataMap;
 
 use crate::OfflineServices;
 use crate::metadata::STREAM_MOVED;
+use crate::offline_services::service_of;
 
 /// The message of a stream that ended because its instance is going offline.
 pub const MOVED_MESSAGE: &str =
@@ -48,7 +49,15 @@ struct DrainState {
     changed: watch::Sender<()>,
     /// Streams that ended with the moved status.
     moved: AtomicUsize,
+    /// The services requests came for, each named once: a notice holds its service's
+    /// index, so that handing one out allocates nothing for the name.
+    services: RwLock<Vec<Arc<str>>>,
 }
+
+/// Most services a [`StreamDrain`] names; requests for more (paths of services that do
+/// not exist, sent by a client) get notices without one, told only with the whole
+/// instance.
+const MOST_SERVICES: usize = 256;
 
 impl StreamDrain {
     /// Nothing told yet; the streams of services in `offline` are told while they are
@@ -60,6 +69,7 @@ impl StreamDrain {
                 offline,
                 changed: watch::Sender::new(()),
                 moved: AtomicUsize::new(0),
+                services: RwLock::new(Vec::new()),
             }),
         }
     }
@@ -82,11 +92,28 @@ impl StreamDrain {
     }
 
     /// The notice for a request of `path` (`/helloworld.Greeter/SayHello`).
-    pub fn notice(&self, path: Option<&PathAndQuery>) -> DrainNotice {
+    pub fn notice(&self, path: &str) -> DrainNotice {
         DrainNotice {
             drain: Some(self.clone()),
-            path: path.cloned(),
+            service: self.service_index(service_of(path)),
         }
+    }
+
+    /// The index of `service` in the names seen, added if new (and room is left).
+    fn service_index(&self, service: &str) -> Option<u16> {
+        let position = |names: &[Arc<str>]| names.iter().position(|name| **name == *service);
+        if let Some(index) = position(&self.state.services.read()) {
+            return u16::try_from(index).ok();
+        }
+        let mut names = self.state.services.write();
+        if let Some(index) = position(&names) {
+            return u16::try_from(index).ok();
+        }
+        if names.len() >= MOST_SERVICES {
+            return None;
+        }
+        names.push(Arc::from(service));
+        u16::try_from(names.len() - 1).ok()
     }
 
     /// Counts one stream that ended with the moved status (the provider filter, when it
@@ -110,7 +137,8 @@ impl StreamDrain {
 #[derive(Clone, Debug, Default)]
 pub struct DrainNotice {
     drain: Option<StreamDrain>,
-    path: Option<PathAndQuery>,
+    /// The request's service, as an index into the drain's names.
+    service: Option<u16>,
 }
 
 impl DrainNotice {
@@ -132,10 +160,12 @@ impl DrainNotice {
             return false;
         };
         drain.told_all()
-            || self
-                .path
-                .as_ref()
-                .is_some_and(|path| drain.state.offline.covers(path.path()))
+            || self.service.is_some_and(|index| {
+                let names = drain.state.services.read();
+                names
+                    .get(usize::from(index))
+                    .is_some_and(|name| drain.state.offline.covers_service(name))
+            })
     }
 
     /// Resolves when [`DrainNotice::is_draining`] holds (at once if it already does);
@@ -198,8 +228,7 @@ mod tests {
 
     fn request(path: &str, drain: &StreamDrain) -> tonic::Request<()> {
         let mut request = tonic::Request::new(());
-        let path: PathAndQuery = path.parse().unwrap();
-        request.extensions_mut().insert(drain.notice(Some(&path)));
+        request.extensions_mut().insert(drain.notice(path));
         request
     }
 

@@ -355,3 +355,49 @@ async fn a_typed_rule_in_code_derives_the_next_request_from_the_last_event() {
         }
     }
 }
+
+/// A manual offline of the service (`POST /offline`, here `Lifecycle::offline`) tells its
+/// streams too: the stream moves to the other provider while the first keeps running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manual_offline_moves_the_services_streams() {
+    let backend = Backend::Memory(MemoryHub::new());
+    let drain = Duration::from_secs(5);
+    let a = provider(&backend, "feed-a", FeedProvider::moving("feed-a"), drain).await;
+    let b = provider(&backend, "feed-b", FeedProvider::moving("feed-b"), drain).await;
+    let (consumer, mut client) = consumer(&backend).await;
+    until_listed(&consumer, 2).await;
+    let request = SubscribeRequest {
+        from: 0,
+        until: 30,
+        interval_ms: INTERVAL_MS,
+    };
+    let mut stream = client
+        .subscribe(request)
+        .await
+        .expect("subscribed")
+        .into_inner();
+    let mut events = Vec::new();
+    let mut offline = None;
+    timeout(BOUND, async {
+        while let Some(event) = stream.message().await.expect("no error") {
+            if event.seq == 5 {
+                offline = Some(if event.provider == "feed-a" { &a } else { &b });
+                let changes = offline.unwrap().lifecycle().offline(|_| true).await;
+                assert!(changes.is_ok(), "{changes:?}");
+            }
+            events.push(event);
+        }
+    })
+    .await
+    .expect("the stream ends within the bound");
+    let seqs: Vec<u64> = events.iter().map(|event| event.seq).collect();
+    assert_eq!(seqs, (0..30).collect::<Vec<_>>());
+    let offline = offline.expect("a provider went offline");
+    assert_eq!(offline.streams_moved(), 1);
+    assert_eq!(offline.phase(), rpc::Phase::Serving, "offline, not stopped");
+    let last = events.last().unwrap();
+    assert_ne!(last.provider, offline.lifecycle().name(), "moved away");
+    stop(&consumer).await;
+    stop(&a).await;
+    stop(&b).await;
+}

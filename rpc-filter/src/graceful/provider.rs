@@ -106,7 +106,7 @@ where
             };
         }
         // The handler's way to learn that this instance goes offline (`DrainNotice::of`).
-        let notice = handles.streams.notice(request.uri().path_and_query());
+        let notice = handles.streams.notice(request.uri().path());
         request.extensions_mut().insert(notice);
         ResponseFuture::Admitted {
             inner: self.inner.call(request),
