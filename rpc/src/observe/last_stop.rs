@@ -129,6 +129,11 @@ impl Collector for LastStopFile {
                 report.streams_cut,
             ),
             (
+                "rpc_last_stop_streams_moved",
+                "Streams whose handlers ended them as moved in the last stop (resumed elsewhere).",
+                report.streams_moved,
+            ),
+            (
                 "rpc_last_stop_connections_forced",
                 "Connections the last stop closed by force with calls on them.",
                 report.connections_forced,
@@ -204,6 +209,7 @@ mod tests {
             }],
             total: Duration::from_secs(4),
             streams_cut: 2,
+            streams_moved: 3,
             ..ShutdownReport::default()
         };
         file.record(&report);
@@ -212,6 +218,7 @@ mod tests {
             "rpc_last_stop_duration_seconds 4.0\n",
             "rpc_last_stop_exit_code 1\n",
             "rpc_last_stop_streams_cut 2\n",
+            "rpc_last_stop_streams_moved 3\n",
             "rpc_last_stop_step_duration_seconds{step=\"drain-inbound\"} 1.5\n",
             "rpc_last_stop_step_outcome{step=\"drain-inbound\",outcome=\"timed-out\"} 1\n",
             "rpc_last_stop_step_outcome{step=\"drain-inbound\",outcome=\"completed\"} 0\n",
