@@ -71,18 +71,28 @@ async fn resumable_streams_of_300_events_survive_five_upgrades() {
         summary.streams_opened, 2,
         "each feed opened once, followed to the end"
     );
-    assert_eq!(
-        summary.streams_moved,
-        2 * 5,
-        "each feed moved at each upgrade"
-    );
+    // Each feed moved at each upgrade; a re-open can reach the old process before its
+    // GOAWAY does and be moved again at once (seen: 11 moves of 2 feeds in 5 upgrades).
+    assert!(summary.streams_moved >= 2 * 5, "{}", summary.streams_moved);
     assert!(
         summary.stream_events >= 2 * 300,
         "{} events",
         summary.stream_events
     );
-    for report in summary.shutdown_reports.iter().take(5) {
-        assert!(report.contains("streams_moved=2"), "{report}");
+    let handed_over: Vec<&String> = summary
+        .shutdown_reports
+        .iter()
+        .filter(|report| report.starts_with("handed over"))
+        .collect();
+    assert_eq!(handed_over.len(), 5, "{:?}", summary.shutdown_reports);
+    for report in handed_over {
+        let moved: usize = report
+            .split("streams_moved=")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        assert!(moved >= 2, "each generation moved both feeds: {report}");
+        assert!(!report.contains("streams_cut"), "{report}");
     }
 }
 
