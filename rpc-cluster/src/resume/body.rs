@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use http::{HeaderMap, HeaderValue, Request, Response};
+use http::{HeaderMap, Request, Response};
 use http_body::{Body, Frame};
 use http_body_util::Full;
 use rpc_core::metadata::{
     GRPC_STATUS, GRPC_TIMEOUT, STREAM_MOVED, deadline_exceeded, grpc_timeout, status_trailers,
 };
-use rpc_core::{BoxError, InstanceId, is_reserved};
+use rpc_core::{BoxError, InstanceId};
 use tokio::time::{Instant, Sleep};
 use tonic::Status;
 use tonic::body::Body as TonicBody;
@@ -22,7 +22,7 @@ use tonic::metadata::MetadataMap;
 use tower::ServiceExt;
 
 use super::messages::MessageTracker;
-use super::request_head::{RequestHead, served_by};
+use super::request_head::{RequestHead, application_keys, framed, served_by, timeout_value};
 use super::rules::ResumableMethods;
 use super::{MAX_EMPTY_MOVES, MovedStream, ResumeAttempt, ResumeInner, ResumeRule};
 
@@ -53,6 +53,12 @@ pub(super) struct ResumedStream<S> {
     deadline: Option<(Instant, Duration)>,
     /// The request of the re-open to make next, with the metadata from the trailers.
     next: Option<(Bytes, HeaderMap)>,
+    /// The trailers of the latest move: what the caller gets if no instance takes the
+    /// stream on (so that it can still follow the moved rule itself).
+    last_moved: Option<HeaderMap>,
+    /// A re-open answered and no message has come since: counted as resumed at the
+    /// first one.
+    awaiting_message: bool,
 }
 
 /// What a move leads to.
@@ -95,24 +101,68 @@ where
             empty_moves: 0,
             deadline,
             next: None,
+            last_moved: None,
+            awaiting_message: false,
         }
     }
 
-    /// The caller's response: `response` with a body that resumes. A trailers-only first
-    /// response (the call failed, or moved before it began) is the caller's as it is.
-    pub(super) fn wrap(mut self, mut response: Response<TonicBody>) -> Response<TonicBody> {
-        self.served_by = served_by(&mut response);
-        if response.headers().contains_key(GRPC_STATUS) {
-            return response;
+    /// The caller's response to `response`, the first answer: a body that resumes. A
+    /// first answer that is itself moved (trailers-only: the handler returned the moved
+    /// status before its stream began) is re-opened at once, before the caller gets
+    /// headers; any other trailers-only answer is the caller's as it is.
+    pub(super) async fn answer(
+        mut self,
+        mut response: Response<TonicBody>,
+    ) -> Result<Response<TonicBody>, BoxError> {
+        loop {
+            self.served_by = served_by(&mut response);
+            let headers = response.headers();
+            if !headers.contains_key(GRPC_STATUS) {
+                self.awaiting_message = self.last_moved.is_some();
+                return Ok(response.map(|body| {
+                    TonicBody::new(ResumingBody {
+                        current: Some(body),
+                        reopening: None,
+                        backoff: None,
+                        stream: self,
+                    })
+                }));
+            }
+            if !headers.contains_key(STREAM_MOVED) {
+                if self.last_moved.is_some() {
+                    self.methods.note_not_resumed();
+                }
+                return Ok(response);
+            }
+            match self.after_move(headers.clone()) {
+                AfterMove::End(trailers) => return Ok(trailers_only(response, trailers)),
+                AfterMove::Wait(wait) => tokio::time::sleep(wait).await,
+                AfterMove::Reopen => {}
+            }
+            let call = match self.reopen() {
+                Ok(call) => call,
+                Err(trailers) => return Ok(trailers_only(response, trailers)),
+            };
+            response = match call.await {
+                Ok(next) => next,
+                Err(error) => {
+                    let trailers = self.not_taken(error);
+                    return Ok(trailers_only(response, trailers));
+                }
+            };
         }
-        response.map(|body| {
-            TonicBody::new(ResumingBody {
-                current: Some(body),
-                reopening: None,
-                backoff: None,
-                stream: self,
-            })
-        })
+    }
+
+    /// The trailers that end the caller's stream when no instance took it on after a
+    /// move (`error`: why the re-open failed): the latest move's, so that the caller sees
+    /// the moved status and can follow the rule itself.
+    fn not_taken(&mut self, error: BoxError) -> HeaderMap {
+        self.methods.note_not_resumed();
+        let status = Status::from_error(error);
+        tracing::warn!(path = %self.head.uri.path(), %status, "a moved stream could not be re-opened: the caller gets the moved status");
+        self.last_moved
+            .take()
+            .unwrap_or_else(|| status_trailers(&status))
     }
 
     /// What to do now that the stream moved with `trailers`.
@@ -129,11 +179,12 @@ where
             self.empty_moves += 1;
         }
         self.delivered_at_move = delivered;
+        self.last_moved = Some(trailers.clone());
         if self.empty_moves > MAX_EMPTY_MOVES {
             tracing::warn!(path = %self.head.uri.path(), moves = self.empty_moves, "a stream kept moving with no message: not resumed");
             return self.end(trailers);
         }
-        let metadata = MetadataMap::from_headers(trailers.clone());
+        let metadata = MetadataMap::from_headers(application_keys(&trailers));
         let moved = MovedStream {
             request: &self.request,
             last_message: self.messages.last(),
@@ -227,10 +278,7 @@ where
     fn reopened(&mut self, answer: Answer) -> Option<HeaderMap> {
         let mut response = match answer {
             Ok(response) => response,
-            Err(error) => {
-                self.stream.methods.note_not_resumed();
-                return Some(status_trailers(&Status::from_error(error)));
-            }
+            Err(error) => return Some(self.stream.not_taken(error)),
         };
         self.stream.served_by = served_by(&mut response);
         if response.headers().contains_key(GRPC_STATUS) {
@@ -243,7 +291,7 @@ where
             self.stream.methods.note_not_resumed();
             return Some(parts.headers);
         }
-        self.stream.methods.note_resumed();
+        self.stream.awaiting_message = true;
         self.current = Some(response.into_body());
         None
     }
@@ -285,6 +333,9 @@ where
                 other => return Poll::Ready(other),
             };
             if let Some(data) = frame.data_ref() {
+                if std::mem::take(&mut this.stream.awaiting_message) {
+                    this.stream.methods.note_resumed();
+                }
                 this.stream.messages.feed(data);
                 return Poll::Ready(Some(Ok(frame)));
             }
@@ -304,41 +355,19 @@ where
     }
 }
 
+/// `response` (a trailers-only answer) ending with `trailers` instead of its own status.
+fn trailers_only(response: Response<TonicBody>, trailers: HeaderMap) -> Response<TonicBody> {
+    let (mut parts, body) = response.into_parts();
+    for name in trailers.keys() {
+        parts.headers.remove(name);
+    }
+    parts.headers.extend(trailers);
+    Response::from_parts(parts, body)
+}
+
 /// The wait before the re-open after the `n`th empty move in a row (n ≥ 1).
 fn backoff(n: u32) -> Duration {
     FIRST_BACKOFF
         .saturating_mul(1 << (n - 1).min(16))
         .min(LONGEST_BACKOFF)
-}
-
-/// The keys of `trailers` that are the application's (what the handler gave `moved`).
-fn application_keys(trailers: &HeaderMap) -> HeaderMap {
-    let mut kept = HeaderMap::new();
-    for (name, value) in trailers {
-        if !is_reserved(name.as_str()) {
-            kept.append(name.clone(), value.clone());
-        }
-    }
-    kept
-}
-
-/// `message` with gRPC's prefix (not compressed).
-fn framed(message: &Bytes) -> Bytes {
-    let mut framed = BytesMut::with_capacity(5 + message.len());
-    framed.put_u8(0);
-    framed.put_u32(message.len() as u32);
-    framed.extend_from_slice(message);
-    framed.freeze()
-}
-
-/// `left` as a `grpc-timeout` value: milliseconds while they fit in 8 digits, rounded up
-/// so a deadline not passed is never sent as 0.
-fn timeout_value(left: Duration) -> HeaderValue {
-    let millis = left.as_micros().div_ceil(1000);
-    let value = if millis < 100_000_000 {
-        format!("{millis}m")
-    } else {
-        format!("{}S", left.as_secs().min(99_999_999))
-    };
-    HeaderValue::try_from(value).unwrap_or(HeaderValue::from_static("99999999S"))
 }

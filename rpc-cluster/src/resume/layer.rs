@@ -74,13 +74,16 @@ where
         };
         let (mut parts, body) = request.into_parts();
         let (read, rest) = read_ready(body);
-        if let Some(rest) = rest {
-            // A client or bidirectional stream: sent as it is.
+        if rest.is_some() || !is_one_message(&read) {
+            // A client or bidirectional stream (not all here yet, or more than one
+            // message): sent as it is.
             tracing::debug!(path = %parts.uri.path(), "a resumable method's request is a stream: sent as it is, not resumable");
+            let body = match rest {
+                Some(rest) => prefixed(read, rest),
+                None => TonicBody::new(Full::new(read)),
+            };
             return ResponseFuture::Direct {
-                inner: self
-                    .inner
-                    .call(Request::from_parts(parts, prefixed(read, rest))),
+                inner: self.inner.call(Request::from_parts(parts, body)),
             };
         }
         // The whole request is here: the stream can be re-opened with it.
@@ -94,7 +97,7 @@ where
         ResponseFuture::Resuming {
             call: Box::pin(async move {
                 let response = call.await?;
-                Ok(stream.wrap(response))
+                stream.answer(response).await
             }),
         }
     }
@@ -119,6 +122,12 @@ fn read_ready(mut body: TonicBody) -> (Bytes, Option<TonicBody>) {
             None => return (read.freeze(), Some(body)),
         }
     }
+}
+
+/// Whether `read` is exactly one gRPC message (a server-streaming call's request).
+fn is_one_message(read: &Bytes) -> bool {
+    read.len() >= 5
+        && u32::from_be_bytes([read[1], read[2], read[3], read[4]]) as usize == read.len() - 5
 }
 
 /// `read` followed by `rest`.

@@ -26,6 +26,11 @@ struct Answer {
     instance: &'static str,
     messages: Vec<&'static [u8]>,
     moved_at: Option<u32>,
+    /// The moved status in the response headers, no body (the handler returned it
+    /// before its stream began).
+    trailers_only: bool,
+    /// No instance answers (the cluster's error).
+    fail: bool,
 }
 
 /// A request as the scripted service got it: its headers, the instance it was told to
@@ -69,6 +74,9 @@ impl Service<Request<TonicBody>> for Scripted {
             let body = body.collect().await.unwrap().to_bytes();
             this.seen.lock().push((parts.headers, avoid, body));
             let answer = this.answers.lock().pop_front().expect("a scripted answer");
+            if answer.fail {
+                return Err(Box::new(tonic::Status::unavailable("no provider")) as BoxError);
+            }
             let mut frames: Vec<Result<Frame<Bytes>, Infallible>> = answer
                 .messages
                 .iter()
@@ -87,10 +95,16 @@ impl Service<Request<TonicBody>> for Scripted {
                     trailers.insert("grpc-status", "0".parse().unwrap());
                 }
             }
-            frames.push(Ok(Frame::trailers(trailers)));
-            let mut response = Response::new(TonicBody::new(StreamBody::new(
-                futures_util::stream::iter(frames),
-            )));
+            let mut response = if answer.trailers_only {
+                let mut response = Response::new(TonicBody::empty());
+                *response.headers_mut() = trailers;
+                response
+            } else {
+                frames.push(Ok(Frame::trailers(trailers)));
+                Response::new(TonicBody::new(StreamBody::new(futures_util::stream::iter(
+                    frames,
+                ))))
+            };
             response
                 .extensions_mut()
                 .insert(ServedBy(InstanceId::new(answer.instance)));
@@ -145,11 +159,15 @@ async fn a_moved_stream_goes_on_elsewhere_with_the_trailers_as_metadata() {
             instance: "a",
             messages: vec![b"0", b"1"],
             moved_at: Some(2),
+            trailers_only: false,
+            fail: false,
         },
         Answer {
             instance: "b",
             messages: vec![b"2", b"3"],
             moved_at: None,
+            trailers_only: false,
+            fail: false,
         },
     ]);
     let methods = methods();
@@ -189,11 +207,15 @@ async fn a_stream_that_keeps_moving_at_once_ends_moved_after_the_bound_with_back
         instance: "a",
         messages: vec![b"0"],
         moved_at: Some(1),
+        trailers_only: false,
+        fail: false,
     };
     let empty = Answer {
         instance: "a",
         messages: vec![],
         moved_at: Some(1),
+        trailers_only: false,
+        fail: false,
     };
     inner.answers.lock().push_back(first);
     for _ in 0..=MAX_EMPTY_MOVES {
@@ -230,11 +252,15 @@ async fn the_callers_deadline_bounds_the_whole_stream() {
             instance: "a",
             messages: vec![],
             moved_at: Some(0),
+            trailers_only: false,
+            fail: false,
         },
         Answer {
             instance: "a",
             messages: vec![b"0"],
             moved_at: None,
+            trailers_only: false,
+            fail: false,
         },
     ]);
     let service = StreamResumeLayer::new(methods()).layer(inner.clone());
@@ -254,6 +280,8 @@ async fn a_method_not_declared_resumable_is_passed_through() {
         instance: "a",
         messages: vec![b"0"],
         moved_at: Some(1),
+        trailers_only: false,
+        fail: false,
     });
     let methods = methods();
     let service = StreamResumeLayer::new(methods.clone()).layer(inner.clone());
@@ -303,4 +331,121 @@ fn a_typed_rule_derives_the_next_request_from_the_last_message() {
         trailers: &trailers,
     };
     assert!(rule.resume(&bad).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_moved_before_it_began_is_reopened_before_the_caller_gets_headers() {
+    let inner = Scripted::default();
+    inner.answers.lock().extend([
+        Answer {
+            instance: "a",
+            messages: vec![],
+            moved_at: Some(0),
+            trailers_only: true,
+            fail: false,
+        },
+        Answer {
+            instance: "b",
+            messages: vec![b"0", b"1"],
+            moved_at: None,
+            trailers_only: false,
+            fail: false,
+        },
+    ]);
+    let methods = methods();
+    let service = StreamResumeLayer::new(methods.clone()).layer(inner.clone());
+    let response = service
+        .oneshot(subscribe("/feed.Feed/Subscribe", None))
+        .await
+        .unwrap();
+    assert!(
+        response.headers().get("grpc-status").is_none(),
+        "headers of the stream that went on"
+    );
+    let (messages, trailers) = read_all(response).await;
+    assert_eq!(messages, ["0", "1"]);
+    assert_eq!(trailers.get("grpc-status").unwrap(), "0");
+    assert_eq!(inner.seen.lock()[1].1, Some(InstanceId::new("a")));
+    assert_eq!(
+        methods.counts(),
+        ResumeCounts {
+            moved: 1,
+            resumed: 1,
+            not_resumed: 0
+        }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_no_instance_takes_on_ends_with_the_moved_status() {
+    let inner = Scripted::default();
+    inner.answers.lock().extend([
+        Answer {
+            instance: "a",
+            messages: vec![b"0"],
+            moved_at: Some(1),
+            trailers_only: false,
+            fail: false,
+        },
+        Answer {
+            instance: "a",
+            messages: vec![],
+            moved_at: None,
+            trailers_only: false,
+            fail: true,
+        },
+    ]);
+    let methods = methods();
+    let service = StreamResumeLayer::new(methods.clone()).layer(inner.clone());
+    let response = service
+        .oneshot(subscribe("/feed.Feed/Subscribe", None))
+        .await
+        .unwrap();
+    let (messages, trailers) = read_all(response).await;
+    assert_eq!(messages, ["0"]);
+    assert_eq!(trailers.get("grpc-status").unwrap(), "14");
+    assert_eq!(
+        trailers.get("rpc-stream-moved").unwrap(),
+        "1",
+        "the caller can follow the rule"
+    );
+    assert_eq!(trailers.get("resume-from").unwrap(), "1");
+    assert_eq!(
+        methods.counts(),
+        ResumeCounts {
+            moved: 1,
+            resumed: 0,
+            not_resumed: 1
+        }
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_of_several_messages_is_a_stream_and_passes_through() {
+    let inner = Scripted::default();
+    inner.answers.lock().push_back(Answer {
+        instance: "a",
+        messages: vec![b"0"],
+        moved_at: Some(1),
+        trailers_only: false,
+        fail: false,
+    });
+    let methods = methods();
+    let service = StreamResumeLayer::new(methods.clone()).layer(inner.clone());
+    let mut two = BytesMut::new();
+    two.extend_from_slice(&framed(b"one"));
+    two.extend_from_slice(&framed(b"two"));
+    let request = Request::builder()
+        .uri("/feed.Feed/Subscribe")
+        .body(TonicBody::new(http_body_util::Full::new(two.freeze())))
+        .unwrap();
+    let response = service.oneshot(request).await.unwrap();
+    let (_, trailers) = read_all(response).await;
+    assert_eq!(
+        trailers.get("rpc-stream-moved").unwrap(),
+        "1",
+        "not re-opened"
+    );
+    assert_eq!(inner.seen.lock().len(), 1);
+    assert_eq!(methods.counts(), ResumeCounts::default());
 }

@@ -160,6 +160,14 @@ where
                 if *offline || handles.phase.get().is_closing() || handles.offline.all() {
                     response.headers_mut().insert(CLOSING, CLOSING_VALUE);
                 }
+                // A handler that returned the moved status before its stream began (a
+                // trailers-only response); one that ends its stream so is counted at the
+                // trailers (`ServedCall`). Only looked for while streams are told.
+                if (*offline || handles.streams.told_all() || handles.offline.any())
+                    && response.headers().contains_key(STREAM_MOVED)
+                {
+                    handles.streams.note_moved();
+                }
                 Poll::Ready(Ok(match guard.take() {
                     Some(guard) => {
                         response.map(|body| TonicBody::new(GuardedBody::new(body, guard)))
