@@ -114,6 +114,28 @@ async fn subscribe(mut client: FeedClient<ReferenceChannel>) -> (Vec<Event>, Res
     }
 }
 
+/// Two feed providers, `feed-a` and `feed-b`, that move their streams.
+async fn two_providers(backend: &Backend) -> (Application, Application) {
+    let drain = Duration::from_secs(5);
+    let a = provider(backend, "feed-a", FeedProvider::moving("feed-a"), drain).await;
+    let b = provider(backend, "feed-b", FeedProvider::moving("feed-b"), drain).await;
+    (a, b)
+}
+
+/// A subscription to events `0..until`, opened.
+async fn open(client: &mut FeedClient<ReferenceChannel>, until: u64) -> tonic::Streaming<Event> {
+    let request = SubscribeRequest {
+        from: 0,
+        until,
+        interval_ms: INTERVAL_MS,
+    };
+    client
+        .subscribe(request)
+        .await
+        .expect("subscribed")
+        .into_inner()
+}
+
 /// Stops `app` gracefully, bounded, and returns its report.
 async fn stop(app: &Application) -> ShutdownReport {
     timeout(BOUND, app.before_shutdown())
@@ -235,9 +257,7 @@ async fn a_grpcio_client_resumes_from_the_trailers_on_another_provider() {
         return;
     };
     let backend = Backend::Memory(MemoryHub::new());
-    let drain = Duration::from_secs(5);
-    let a = provider(&backend, "feed-a", FeedProvider::moving("feed-a"), drain).await;
-    let b = provider(&backend, "feed-b", FeedProvider::moving("feed-b"), drain).await;
+    let (a, b) = two_providers(&backend).await;
     let targets = format!("{},{}", a.local_addr().unwrap(), b.local_addr().unwrap());
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/feed_resume_client.py");
     let mut child = tokio::process::Command::new(python)
@@ -290,9 +310,7 @@ async fn a_typed_rule_in_code_derives_the_next_request_from_the_last_event() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
     let backend = Backend::Memory(MemoryHub::new());
-    let drain = Duration::from_secs(5);
-    let a = provider(&backend, "feed-a", FeedProvider::moving("feed-a"), drain).await;
-    let b = provider(&backend, "feed-b", FeedProvider::moving("feed-b"), drain).await;
+    let (a, b) = two_providers(&backend).await;
     let mut builder = backend.builder(common::config("typed-consumer"));
     let asked = Arc::new(AtomicU64::new(0));
     let counter = asked.clone();
@@ -314,16 +332,7 @@ async fn a_typed_rule_in_code_derives_the_next_request_from_the_last_event() {
     let mut client = FeedClient::new(builder.reference("feed.Feed"));
     let consumer = builder.start().await.expect("consumer starts");
     until_listed(&consumer, 2).await;
-    let request = SubscribeRequest {
-        from: 0,
-        until: 40,
-        interval_ms: INTERVAL_MS,
-    };
-    let mut stream = client
-        .subscribe(request)
-        .await
-        .expect("subscribed")
-        .into_inner();
+    let mut stream = open(&mut client, 40).await;
     let mut events = Vec::new();
     let mut stopping = None;
     timeout(BOUND, async {
@@ -361,21 +370,10 @@ async fn a_typed_rule_in_code_derives_the_next_request_from_the_last_event() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manual_offline_moves_the_services_streams() {
     let backend = Backend::Memory(MemoryHub::new());
-    let drain = Duration::from_secs(5);
-    let a = provider(&backend, "feed-a", FeedProvider::moving("feed-a"), drain).await;
-    let b = provider(&backend, "feed-b", FeedProvider::moving("feed-b"), drain).await;
+    let (a, b) = two_providers(&backend).await;
     let (consumer, mut client) = consumer(&backend).await;
     until_listed(&consumer, 2).await;
-    let request = SubscribeRequest {
-        from: 0,
-        until: 30,
-        interval_ms: INTERVAL_MS,
-    };
-    let mut stream = client
-        .subscribe(request)
-        .await
-        .expect("subscribed")
-        .into_inner();
+    let mut stream = open(&mut client, 30).await;
     let mut events = Vec::new();
     let mut offline = None;
     timeout(BOUND, async {

@@ -37,6 +37,17 @@ struct Answer {
 /// avoid, its body.
 type Seen = (HeaderMap, Option<InstanceId>, Bytes);
 
+/// A streaming answer of `instance`: `messages`, then moved (with `resume-from`) or OK.
+fn answer(instance: &'static str, messages: Vec<&'static [u8]>, moved_at: Option<u32>) -> Answer {
+    Answer {
+        instance,
+        messages,
+        moved_at,
+        trailers_only: false,
+        fail: false,
+    }
+}
+
 #[derive(Clone, Default)]
 struct Scripted {
     answers: Arc<Mutex<VecDeque<Answer>>>,
@@ -113,6 +124,14 @@ impl Service<Request<TonicBody>> for Scripted {
     }
 }
 
+fn counts(moved: u64, resumed: u64, not_resumed: u64) -> ResumeCounts {
+    ResumeCounts {
+        moved,
+        resumed,
+        not_resumed,
+    }
+}
+
 fn methods() -> ResumableMethods {
     let methods = ResumableMethods::default();
     methods.insert("/feed.Feed/Subscribe", Arc::new(SameRequest));
@@ -155,20 +174,8 @@ async fn read_all(response: Response<TonicBody>) -> (Vec<Bytes>, HeaderMap) {
 async fn a_moved_stream_goes_on_elsewhere_with_the_trailers_as_metadata() {
     let inner = Scripted::default();
     inner.answers.lock().extend([
-        Answer {
-            instance: "a",
-            messages: vec![b"0", b"1"],
-            moved_at: Some(2),
-            trailers_only: false,
-            fail: false,
-        },
-        Answer {
-            instance: "b",
-            messages: vec![b"2", b"3"],
-            moved_at: None,
-            trailers_only: false,
-            fail: false,
-        },
+        answer("a", vec![b"0", b"1"], Some(2)),
+        answer("b", vec![b"2", b"3"], None),
     ]);
     let methods = methods();
     let service = StreamResumeLayer::new(methods.clone()).layer(inner.clone());
@@ -190,33 +197,14 @@ async fn a_moved_stream_goes_on_elsewhere_with_the_trailers_as_metadata() {
     assert_eq!(seen[1].0.get("resume-from").unwrap(), "2");
     assert!(seen[1].0.get("rpc-stream-moved").is_none());
     assert_eq!(seen[1].2, framed(b"req"), "the same request again");
-    assert_eq!(
-        methods.counts(),
-        ResumeCounts {
-            moved: 1,
-            resumed: 1,
-            not_resumed: 0
-        }
-    );
+    assert_eq!(methods.counts(), counts(1, 1, 0));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_stream_that_keeps_moving_at_once_ends_moved_after_the_bound_with_backoff() {
     let inner = Scripted::default();
-    let first = Answer {
-        instance: "a",
-        messages: vec![b"0"],
-        moved_at: Some(1),
-        trailers_only: false,
-        fail: false,
-    };
-    let empty = Answer {
-        instance: "a",
-        messages: vec![],
-        moved_at: Some(1),
-        trailers_only: false,
-        fail: false,
-    };
+    let first = answer("a", vec![b"0"], Some(1));
+    let empty = answer("a", vec![], Some(1));
     inner.answers.lock().push_back(first);
     for _ in 0..=MAX_EMPTY_MOVES {
         inner.answers.lock().push_back(empty.clone());
@@ -247,22 +235,10 @@ async fn a_stream_that_keeps_moving_at_once_ends_moved_after_the_bound_with_back
 #[tokio::test(start_paused = true)]
 async fn the_callers_deadline_bounds_the_whole_stream() {
     let inner = Scripted::default();
-    inner.answers.lock().extend([
-        Answer {
-            instance: "a",
-            messages: vec![],
-            moved_at: Some(0),
-            trailers_only: false,
-            fail: false,
-        },
-        Answer {
-            instance: "a",
-            messages: vec![b"0"],
-            moved_at: None,
-            trailers_only: false,
-            fail: false,
-        },
-    ]);
+    inner
+        .answers
+        .lock()
+        .extend([answer("a", vec![], Some(0)), answer("a", vec![b"0"], None)]);
     let service = StreamResumeLayer::new(methods()).layer(inner.clone());
     let response = service
         .oneshot(subscribe("/feed.Feed/Subscribe", Some("10m")))
@@ -276,13 +252,10 @@ async fn the_callers_deadline_bounds_the_whole_stream() {
 #[tokio::test(start_paused = true)]
 async fn a_method_not_declared_resumable_is_passed_through() {
     let inner = Scripted::default();
-    inner.answers.lock().push_back(Answer {
-        instance: "a",
-        messages: vec![b"0"],
-        moved_at: Some(1),
-        trailers_only: false,
-        fail: false,
-    });
+    inner
+        .answers
+        .lock()
+        .push_back(answer("a", vec![b"0"], Some(1)));
     let methods = methods();
     let service = StreamResumeLayer::new(methods.clone()).layer(inner.clone());
     let response = service
@@ -344,13 +317,7 @@ async fn a_stream_moved_before_it_began_is_reopened_before_the_caller_gets_heade
             trailers_only: true,
             fail: false,
         },
-        Answer {
-            instance: "b",
-            messages: vec![b"0", b"1"],
-            moved_at: None,
-            trailers_only: false,
-            fail: false,
-        },
+        answer("b", vec![b"0", b"1"], None),
     ]);
     let methods = methods();
     let service = StreamResumeLayer::new(methods.clone()).layer(inner.clone());
@@ -366,27 +333,14 @@ async fn a_stream_moved_before_it_began_is_reopened_before_the_caller_gets_heade
     assert_eq!(messages, ["0", "1"]);
     assert_eq!(trailers.get("grpc-status").unwrap(), "0");
     assert_eq!(inner.seen.lock()[1].1, Some(InstanceId::new("a")));
-    assert_eq!(
-        methods.counts(),
-        ResumeCounts {
-            moved: 1,
-            resumed: 1,
-            not_resumed: 0
-        }
-    );
+    assert_eq!(methods.counts(), counts(1, 1, 0));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_stream_no_instance_takes_on_ends_with_the_moved_status() {
     let inner = Scripted::default();
     inner.answers.lock().extend([
-        Answer {
-            instance: "a",
-            messages: vec![b"0"],
-            moved_at: Some(1),
-            trailers_only: false,
-            fail: false,
-        },
+        answer("a", vec![b"0"], Some(1)),
         Answer {
             instance: "a",
             messages: vec![],
@@ -410,26 +364,16 @@ async fn a_stream_no_instance_takes_on_ends_with_the_moved_status() {
         "the caller can follow the rule"
     );
     assert_eq!(trailers.get("resume-from").unwrap(), "1");
-    assert_eq!(
-        methods.counts(),
-        ResumeCounts {
-            moved: 1,
-            resumed: 0,
-            not_resumed: 1
-        }
-    );
+    assert_eq!(methods.counts(), counts(1, 0, 1));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_request_of_several_messages_is_a_stream_and_passes_through() {
     let inner = Scripted::default();
-    inner.answers.lock().push_back(Answer {
-        instance: "a",
-        messages: vec![b"0"],
-        moved_at: Some(1),
-        trailers_only: false,
-        fail: false,
-    });
+    inner
+        .answers
+        .lock()
+        .push_back(answer("a", vec![b"0"], Some(1)));
     let methods = methods();
     let service = StreamResumeLayer::new(methods.clone()).layer(inner.clone());
     let mut two = BytesMut::new();
