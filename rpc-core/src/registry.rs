@@ -267,6 +267,15 @@ pub trait Registry: Send + Sync + 'static {
     /// Withdraws every registration of this client, ends every subscription and releases
     /// every session, lease and watch. Later calls return [`RegistryError::Closed`].
     async fn close(&self) -> Result<(), RegistryError>;
+
+    /// How many entries its subscriptions found and could not use (written by a foreign
+    /// peer: a URL that does not parse, a protocol not spoken here, no port), each counted
+    /// once and skipped, so that a bad entry never hides the good ones.
+    ///
+    /// Default: 0, for backends whose entries only this framework writes.
+    fn skipped_entries(&self) -> u64 {
+        0
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Every backend this crate knows, in one table: its scheme, whether it talks to a
 //! server over the network, the cargo feature that compiles it in, and how to build it
-//! from a URL. Adding a backend is its folder and one line in [`BACKENDS`]; everything
+//! from a URL, and which layouts of entries it speaks. Adding a backend is its folder and one line in [`BACKENDS`]; everything
 //! that asks "which schemes are there", "is this one compiled in" or "is it a network
 //! registry" (URL checks, [`crate::connect`], the advertised-host choice in `rpc`) reads
 //! this table.
@@ -10,6 +10,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use rpc_core::{Registry, RegistryError};
 
+use crate::format::RegistryFormat;
 use crate::url::RegistryUrl;
 
 /// Builds a registry client from its parsed URL (and, for a network backend, connects).
@@ -28,7 +29,14 @@ pub struct Backend {
     pub feature: Option<&'static str>,
     /// How to build it; `None` when its feature is off.
     pub connect: Option<Connect>,
+    /// The layouts of entries it speaks ([`RegistryFormat::Rpc`] always first).
+    pub formats: &'static [RegistryFormat],
 }
+
+/// Our layout only.
+const RPC_ONLY: &[RegistryFormat] = &[RegistryFormat::Rpc];
+/// Our layout and Dubbo's.
+const RPC_AND_DUBBO: &[RegistryFormat] = &[RegistryFormat::Rpc, RegistryFormat::Dubbo];
 
 /// A backend entry: an in-process one built by a plain function, or a network one
 /// connected by an async function and compiled only with its feature.
@@ -39,9 +47,10 @@ macro_rules! backend {
             network: false,
             feature: None,
             connect: Some(|url| Box::pin(async move { Ok(Arc::new($build(&url)?) as _) })),
+            formats: RPC_ONLY,
         }
     };
-    ($scheme:literal, network, feature: $feature:literal, $connect:path) => {
+    ($scheme:literal, network, feature: $feature:literal, $connect:path, $formats:expr) => {
         Backend {
             scheme: $scheme,
             network: true,
@@ -54,6 +63,7 @@ macro_rules! backend {
                 let connect: Option<Connect> = None;
                 connect
             },
+            formats: $formats,
         }
     };
 }
@@ -62,9 +72,9 @@ macro_rules! backend {
 pub const BACKENDS: [Backend; 5] = [
     backend!("memory", in_process, crate::MemoryRegistry::from_url),
     backend!("static", in_process, crate::StaticRegistry::from_url),
-    backend!("etcd", network, feature: "etcd", crate::etcd::EtcdRegistry::connect),
-    backend!("zookeeper", network, feature: "zookeeper", crate::zookeeper::ZooKeeperRegistry::connect),
-    backend!("nacos", network, feature: "nacos", crate::nacos::NacosRegistry::connect),
+    backend!("etcd", network, feature: "etcd", crate::etcd::EtcdRegistry::connect, RPC_ONLY),
+    backend!("zookeeper", network, feature: "zookeeper", crate::zookeeper::ZooKeeperRegistry::connect, RPC_AND_DUBBO),
+    backend!("nacos", network, feature: "nacos", crate::nacos::NacosRegistry::connect, RPC_AND_DUBBO),
 ];
 
 /// The schemes of [`BACKENDS`], in order.

@@ -25,8 +25,11 @@
 #![warn(missing_docs)]
 
 mod backends;
+#[cfg(any(feature = "zookeeper", feature = "nacos"))]
+pub mod dubbo;
 #[cfg(feature = "etcd")]
 pub mod etcd;
+mod format;
 pub mod memory;
 #[cfg(feature = "nacos")]
 pub mod nacos;
@@ -43,6 +46,7 @@ use std::time::Duration;
 use rpc_core::{Registry, RegistryError};
 
 pub use backends::{BACKENDS, Backend, Connect, SCHEMES, backend};
+pub use format::RegistryFormat;
 pub use memory::{MemoryHub, MemoryRegistry};
 pub use static_list::StaticRegistry;
 pub use url::RegistryUrl;
@@ -69,7 +73,20 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
 /// - [`RegistryError::Unreachable`] when the server does not answer within the connect
 ///   timeout (the message names it).
 pub async fn connect(url: &str) -> Result<Arc<dyn Registry>, RegistryError> {
-    let url = check_url(url)?;
+    connect_as(url, RegistryFormat::Rpc).await
+}
+
+/// As [`connect`], with the registry's entries in `format` (Dubbo's layout on ZooKeeper
+/// or Nacos, say).
+///
+/// # Errors
+/// As [`connect`], and [`RegistryError::InvalidUrl`] when the backend does not speak
+/// `format` (see [`check_url_as`]).
+pub async fn connect_as(
+    url: &str,
+    format: RegistryFormat,
+) -> Result<Arc<dyn Registry>, RegistryError> {
+    let url = check_url_as(url, format)?;
     let scheme = url.scheme();
     match backend(scheme).and_then(|backend| backend.connect) {
         Some(connect) => connect(url).await,
@@ -94,6 +111,30 @@ pub fn check_url(url: &str) -> Result<RegistryUrl, RegistryError> {
         )));
     }
     Ok(url)
+}
+
+/// As [`check_url`], and checks that the backend speaks `format`; the URL returned
+/// carries it.
+///
+/// # Errors
+/// As [`check_url`], and [`RegistryError::InvalidUrl`] naming the backends that speak
+/// `format` when this one does not.
+pub fn check_url_as(url: &str, format: RegistryFormat) -> Result<RegistryUrl, RegistryError> {
+    let url = check_url(url)?;
+    let speaks = |backend: &Backend| backend.formats.contains(&format);
+    if backend(url.scheme()).is_some_and(|backend| !speaks(backend)) {
+        let speakers: Vec<_> = BACKENDS
+            .iter()
+            .filter(|backend| speaks(backend))
+            .map(|backend| backend.scheme)
+            .collect();
+        return Err(url.invalid(format!(
+            "the {} backend does not speak the `{format}` format (only {} do)",
+            url.scheme(),
+            speakers.join(" and ")
+        )));
+    }
+    Ok(url.with_format(format))
 }
 
 #[cfg(test)]

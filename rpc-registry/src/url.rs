@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use rpc_core::RegistryError;
 
+use crate::format::RegistryFormat;
+
 /// A parsed registry URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RegistryUrl {
@@ -19,6 +21,9 @@ pub struct RegistryUrl {
     path: String,
     params: BTreeMap<String, String>,
     redacted: String,
+    /// The layout of the registry's entries: not part of the URL's text, set by
+    /// [`RegistryUrl::with_format`] (from `registries.<name>.format`).
+    format: RegistryFormat,
 }
 
 /// One `host[:port]` of a URL's authority.
@@ -107,7 +112,20 @@ impl RegistryUrl {
             path: path.to_owned(),
             params,
             redacted,
+            format: RegistryFormat::Rpc,
         })
+    }
+
+    /// The same URL with its registry's entries in `format`.
+    pub fn with_format(mut self, format: RegistryFormat) -> Self {
+        self.format = format;
+        self
+    }
+
+    /// The layout of the registry's entries ([`RegistryFormat::Rpc`] unless
+    /// [`RegistryUrl::with_format`] said otherwise).
+    pub fn format(&self) -> RegistryFormat {
+        self.format
     }
 
     /// The scheme, lower-cased (`etcd`, `zookeeper`, ...).

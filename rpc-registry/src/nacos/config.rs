@@ -3,6 +3,7 @@
 
 use rpc_core::RegistryError;
 
+use crate::RegistryFormat;
 use crate::remote::NetworkSettings;
 use crate::url::RegistryUrl;
 
@@ -31,6 +32,8 @@ pub struct NacosConfig {
     pub group: String,
     /// Cluster this client's instances register in.
     pub cluster: String,
+    /// The layout of the entries (the URL's [`RegistryUrl::format`]).
+    pub format: RegistryFormat,
 }
 
 impl NacosConfig {
@@ -75,6 +78,7 @@ impl NacosConfig {
             namespace,
             group,
             cluster,
+            format: url.format(),
         })
     }
 }

@@ -9,6 +9,13 @@
 //! [`INSTANCE_METADATA_KEY`], so that it comes back with every field. Instances written by
 //! other clients (no such key) are read from Nacos' own fields.
 //!
+//! In Dubbo's format (`registries.<name>.format: dubbo`, see [`crate::dubbo`]) the service
+//! is `providers:<interface>:<version>:<group>` and an instance's metadata is its provider
+//! URL's parameters with `protocol` and `path` beside them, as Dubbo's Nacos registry
+//! writes them; a subscription takes that service's entries over `tri` or `grpc`, and
+//! skips the others with one log line each (counted). Version and group wildcards (`*`)
+//! are not looked up in this format: a subscription names one service.
+//!
 //! Nacos identifies an instance by service, cluster, IP and port: two instances of one
 //! service at the same address are one instance to Nacos.
 //!
@@ -93,6 +100,7 @@
 mod codec;
 mod config;
 mod connection;
+mod dubbo_codec;
 mod error;
 mod login;
 mod presence;
@@ -109,7 +117,7 @@ use rpc_core::{Instance, RegistryError, ServiceKey, Subscription};
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::{RemoteBackend, RemoteRegistry};
 use crate::url::RegistryUrl;
-use codec::to_nacos;
+use codec::NacosLayout;
 use connection::ConnectionKeeper;
 use watch::{GroupWatch, ServiceWatch};
 
@@ -132,6 +140,8 @@ pub struct NacosBackend {
     group: Arc<GroupWatch>,
     /// Cluster this client's instances register in.
     cluster: String,
+    /// Our layout or Dubbo's.
+    layout: NacosLayout,
 }
 
 impl NacosRegistry {
@@ -159,15 +169,18 @@ impl NacosRegistry {
         lifetime
             .tasks
             .spawn(presence::probe(Arc::downgrade(&connection), naming));
+        let layout = NacosLayout::new(config.format);
         let group = GroupWatch::new(
             lifetime.clone(),
             config.group,
             config.network.request_timeout,
+            layout,
         );
         let backend = NacosBackend {
             connection,
             group: Arc::new(group),
             cluster: config.cluster,
+            layout,
         };
         Ok(RemoteRegistry::new(lifetime, backend))
     }
@@ -217,21 +230,23 @@ impl RemoteBackend for NacosBackend {
         lifetime: &ClientLifetime,
         instance: &Instance,
     ) -> Result<(), RegistryError> {
-        let name = service_name(&instance.service);
-        let nacos = to_nacos(instance, &name, &self.cluster)
+        let name = self.layout.service_name(&instance.service);
+        let nacos = self
+            .layout
+            .to_nacos(instance, &name, &self.cluster)
             .map_err(|error| lifetime.failed("register", error))?;
         self.connection.register(&instance.id, name, nacos).await
     }
 
     async fn unregister(&self, instance: &Instance) -> Result<bool, RegistryError> {
-        let name = service_name(&instance.service);
+        let name = self.layout.service_name(&instance.service);
         self.connection.unregister(&instance.id, &name).await
     }
 
     /// See "Hot upgrade" above: the instance stays registered through the new process's
     /// connection; this client only stops writing and deregistering it.
     async fn release(&self, instance: &Instance) -> Result<bool, RegistryError> {
-        let name = service_name(&instance.service);
+        let name = self.layout.service_name(&instance.service);
         Ok(self.connection.forget(&instance.id, &name).await)
     }
 

@@ -15,7 +15,8 @@ use rpc_core::{Instance, RegistryError, ServiceKey, SubscriptionId};
 use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::nacos::codec::{from_nacos, service_name};
+use crate::dubbo::Entry;
+use crate::nacos::codec::NacosLayout;
 use crate::nacos::connection::ConnectionKeeper;
 use crate::nacos::error::NacosError;
 use crate::remote::lifetime::ClientLifetime;
@@ -35,6 +36,8 @@ pub(super) struct GroupWatch {
     listeners: Mutex<Listeners>,
     /// The revision of the next snapshot.
     revision: AtomicU64,
+    /// How the services are named and their instances read.
+    layout: NacosLayout,
 }
 
 /// The SDK subscriptions of one client, and the generation of the SDK connection they
@@ -64,11 +67,12 @@ impl NamingEventListener for ChangeSignal {
 }
 
 impl GroupWatch {
-    /// The watch of `group`, each request bounded by `request_timeout`.
+    /// The watch of `group` in `layout`, each request bounded by `request_timeout`.
     pub(super) fn new(
         lifetime: Arc<ClientLifetime>,
         group: String,
         request_timeout: Duration,
+        layout: NacosLayout,
     ) -> Self {
         Self {
             lifetime,
@@ -76,6 +80,7 @@ impl GroupWatch {
             request_timeout,
             listeners: Mutex::new(Listeners::default()),
             revision: AtomicU64::new(1),
+            layout,
         }
     }
 
@@ -126,11 +131,23 @@ impl GroupWatch {
         let all =
             naming.get_all_instances(name.to_owned(), Some(self.group.clone()), Vec::new(), false);
         let all = bounded(self.request_timeout, all).await?;
-        Ok(all
+        let mut instances = Vec::with_capacity(all.len());
+        for nacos in all
             .into_iter()
             .filter(|nacos| nacos.enabled && nacos.healthy)
-            .filter_map(|nacos| from_nacos(service, nacos))
-            .collect())
+        {
+            let place = format!("{name}/{}:{}", nacos.ip, nacos.port);
+            match self.layout.read(service, nacos) {
+                Entry::Provider(instance) => instances.push(instance),
+                Entry::Other => {}
+                Entry::Unusable(reason) => {
+                    self.lifetime
+                        .unusable
+                        .skip(&self.lifetime.url, &place, &reason);
+                }
+            }
+        }
+        Ok(instances)
     }
 
     /// A change signal for `name`, subscribing in the SDK for its first user.
@@ -239,7 +256,7 @@ impl ServiceWatch {
         connection: Arc<ConnectionKeeper>,
         service: ServiceKey,
     ) -> Result<(Self, Vec<Instance>), RegistryError> {
-        let name = service_name(&service);
+        let name = group.layout.service_name(&service);
         let (naming, changes) = group.listen(&connection, &name).await?;
         let first = match group.read(&naming, &name, &service).await {
             Ok(first) => first,

@@ -130,4 +130,8 @@ impl<B: RemoteBackend> Registry for RemoteRegistry<B> {
     async fn close(&self) -> Result<(), RegistryError> {
         self.backend.close(&self.lifetime).await
     }
+
+    fn skipped_entries(&self) -> u64 {
+        self.lifetime.unusable.skipped()
+    }
 }

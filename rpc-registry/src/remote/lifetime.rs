@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::remote::snapshots::{SnapshotPublisher, SubscriptionSet};
+use crate::remote::unusable::UnusableEntries;
 
 /// The name, the open/closed state, the subscriptions and the background tasks of one
 /// network client. Once `closed` is cancelled (by [`ClientLifetime::stop`] from `close`, or
@@ -32,6 +33,8 @@ pub struct ClientLifetime {
     pub(crate) subscriptions: SubscriptionSet,
     /// The background tasks (watch loops, keep-alive, session or connection supervision).
     pub(crate) tasks: TaskTracker,
+    /// The entries its subscriptions skipped.
+    pub(crate) unusable: UnusableEntries,
 }
 
 impl ClientLifetime {
@@ -43,6 +46,7 @@ impl ClientLifetime {
             subscriptions: SubscriptionSet::new(closed.clone()),
             closed,
             tasks: TaskTracker::new(),
+            unusable: UnusableEntries::default(),
         }
     }
 

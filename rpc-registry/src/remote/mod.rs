@@ -9,6 +9,8 @@
 //!   set always, duplicates dropped, revisions increasing), and `SubscriptionSet`;
 //! - `retry`: bounded requests (`bounded`, `Failure`) and the capped `Backoff` of the
 //!   background loops;
+//! - `unusable`: entries a subscription skips (a foreign peer's it cannot read), each
+//!   logged and counted once;
 //! - `probe`: "refused" or "timed out" for a failed connect whose library does not say;
 //! - `client`: [`RemoteRegistry`], the skeleton of every network client's `impl Registry`
 //!   (closed checks, logs, subscriptions, drop), over each backend's `RemoteBackend`.
@@ -29,6 +31,7 @@ mod settings;
 pub(crate) mod snapshots;
 #[cfg(test)]
 pub(crate) mod testing;
+pub(crate) mod unusable;
 
 pub(crate) use client::RemoteBackend;
 pub use client::RemoteRegistry;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use rpc_core::RegistryError;
 
+use crate::RegistryFormat;
 use crate::remote::NetworkSettings;
 use crate::url::RegistryUrl;
 
@@ -26,8 +27,11 @@ pub struct ZooKeeperConfig {
     pub network: NetworkSettings,
     /// Requested session timeout: how long after its process dies an instance disappears.
     pub session_timeout: Duration,
-    /// Root path, starting with `/`, without a trailing `/`.
+    /// Root path, starting with `/`, without a trailing `/`. Default `/rpc` in our
+    /// format, `/dubbo` in Dubbo's.
     pub root: String,
+    /// The layout of the entries (the URL's [`RegistryUrl::format`]).
+    pub format: RegistryFormat,
 }
 
 impl ZooKeeperConfig {
@@ -44,7 +48,10 @@ impl ZooKeeperConfig {
         if session_timeout.is_zero() {
             return Err(url.invalid("parameter `session_timeout` must be greater than zero".into()));
         }
-        let root = url.param("root").unwrap_or(DEFAULT_ROOT);
+        let root = url.param("root").unwrap_or(match url.format() {
+            RegistryFormat::Rpc => DEFAULT_ROOT,
+            RegistryFormat::Dubbo => crate::dubbo::DEFAULT_ZOOKEEPER_ROOT,
+        });
         if !root.starts_with('/') || root.len() < 2 || root.ends_with('/') || root.contains("//") {
             return Err(url.invalid(format!(
                 "parameter `root`: `{root}` must be an absolute path like `/rpc` (no trailing or double `/`)"
@@ -54,6 +61,7 @@ impl ZooKeeperConfig {
             network: NetworkSettings::from_url(url, DEFAULT_PORT, "ZooKeeper digest credentials")?,
             session_timeout,
             root: root.to_owned(),
+            format: url.format(),
         })
     }
 }
@@ -74,6 +82,14 @@ mod tests {
         assert_eq!(plain.session_timeout, DEFAULT_SESSION_TIMEOUT);
         assert_eq!(plain.root, "/rpc");
         assert!(plain.network.credentials.is_none());
+        assert_eq!(plain.format, RegistryFormat::Rpc);
+
+        let url = RegistryUrl::parse("zookeeper://h").unwrap();
+        let dubbo = ZooKeeperConfig::from_url(&url.with_format(RegistryFormat::Dubbo)).unwrap();
+        assert_eq!(
+            (dubbo.root.as_str(), dubbo.format),
+            ("/dubbo", RegistryFormat::Dubbo)
+        );
 
         let full = config("zookeeper://u:p@a:1,b?session_timeout=2s&root=/x/y&connect_timeout=1s&request_timeout=500ms")
             .unwrap();

@@ -28,6 +28,13 @@
 //! [releases](rpc_core::Registry::release) it (forgets it without deleting) and closes: the end of
 //! its session deletes nothing of the new process's.
 //!
+//! In Dubbo's format (`registries.<name>.format: dubbo`, see [`crate::dubbo`]) the root
+//! defaults to `/dubbo`, the directory is the interface's (`/dubbo/helloworld.Greeter/providers`,
+//! shared by every version and group), and the znode's name is the provider's Dubbo URL,
+//! URL-encoded; its data is the same URL. A hot upgrade's new process writes a URL with
+//! its own `timestamp`, so a second znode for the same instance id: the old one goes when
+//! the old process's session ends, and consumers see the same address all along.
+//!
 //! # Subscriptions
 //! A subscription lists the providers directory with a one-shot children watch, reads each
 //! child, publishes the set, and lists again (re-arming the watch) after every event, and
@@ -116,7 +123,7 @@ impl ZooKeeperRegistry {
         };
         tracing::debug!(%url, session = %client.session_id(), "ZooKeeper session opened");
         let lifetime = Arc::new(ClientLifetime::new(url));
-        let layout = NodeLayout::new(config.root.clone());
+        let layout = NodeLayout::new(config.root.clone(), config.format);
         let session = SessionKeeper::start(lifetime.clone(), config, client);
         Ok(RemoteRegistry::new(
             lifetime,
@@ -141,7 +148,10 @@ impl RemoteBackend for ZooKeeperBackend {
         instance: &Instance,
     ) -> Result<(), RegistryError> {
         let path = self.layout.instance_path(instance);
-        let data = codec::encode(instance).map_err(|error| lifetime.failed("register", error))?;
+        let data = self
+            .layout
+            .encode(instance)
+            .map_err(|error| lifetime.failed("register", error))?;
         self.session.register(path, data).await
     }
 
@@ -170,7 +180,8 @@ impl RemoteBackend for ZooKeeperBackend {
         let watch = ServiceWatch::new(
             lifetime.clone(),
             self.session.clone(),
-            self.layout.providers_path(service),
+            self.layout.clone(),
+            service.clone(),
         );
         let client = self.session.client("subscribe").await?;
         let (revision, instances, watcher) =

@@ -13,14 +13,15 @@ use std::sync::Arc;
 
 use futures_util::FutureExt;
 use futures_util::future::join_all;
-use rpc_core::{Instance, SubscriptionId};
+use rpc_core::{Instance, ServiceKey, SubscriptionId};
 use tokio_util::sync::CancellationToken;
 use zookeeper_client::{Client, Error as ZkError, OneshotWatcher};
 
+use crate::dubbo::Entry;
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::{Backoff, bounded};
 use crate::remote::snapshots::{SnapshotPublisher, to_revision};
-use crate::zookeeper::codec::{decode, directory_node};
+use crate::zookeeper::codec::{NodeLayout, directory_node};
 use crate::zookeeper::session::SessionKeeper;
 
 /// One read of a providers directory: its revision, its instances, and the watch armed
@@ -34,21 +35,28 @@ pub(super) struct ServiceWatch {
     lifetime: Arc<ClientLifetime>,
     /// The sessions, and where to report one that looks dead.
     session: Arc<SessionKeeper>,
-    /// The service's providers directory.
+    /// The service followed.
+    service: ServiceKey,
+    /// Its providers directory.
     directory: String,
+    /// How its children are read.
+    layout: NodeLayout,
 }
 
 impl ServiceWatch {
-    /// A watch of the providers `directory`.
+    /// A watch of the providers of `service`, in `layout`.
     pub(super) fn new(
         lifetime: Arc<ClientLifetime>,
         session: Arc<SessionKeeper>,
-        directory: String,
+        layout: NodeLayout,
+        service: ServiceKey,
     ) -> Self {
         Self {
             lifetime,
             session,
-            directory,
+            directory: layout.providers_path(&service),
+            service,
+            layout,
         }
     }
 
@@ -64,17 +72,33 @@ impl ServiceWatch {
             }
             Err(error) => return Err(error),
         };
-        let reads = children.iter().map(|child| {
+        let reads = children.iter().map(|child| async move {
             let path = format!("{directory}/{child}");
-            async move { (client.get_data(&path).await, path) }
+            if !self.layout.reads_data() {
+                return (Ok(Vec::new()), child, path);
+            }
+            (
+                client.get_data(&path).await.map(|(data, _)| data),
+                child,
+                path,
+            )
         });
         let mut instances = Vec::with_capacity(children.len());
-        for (read, path) in join_all(reads).await {
-            match read {
-                Ok((data, _)) => instances.extend(decode(&self.lifetime.url, &path, &data)),
+        for (read, child, path) in join_all(reads).await {
+            let data = match read {
+                Ok(data) => data,
                 // Deleted between the listing and the read: the watch reports it.
-                Err(ZkError::NoNode) => {}
+                Err(ZkError::NoNode) => continue,
                 Err(error) => return Err(error),
+            };
+            match self.layout.decode(&self.service, child, &data) {
+                Entry::Provider(instance) => instances.push(instance),
+                Entry::Other => {}
+                Entry::Unusable(reason) => {
+                    self.lifetime
+                        .unusable
+                        .skip(&self.lifetime.url, &path, &reason)
+                }
             }
         }
         Ok((to_revision(stat.pzxid), instances, watcher))
