@@ -34,6 +34,7 @@ pub mod registry;
 mod rejections;
 mod service_key;
 mod stream_drain;
+pub mod triple;
 
 pub use activity::RequestClock;
 pub use compression::Compression;

@@ -7,6 +7,10 @@
 //! first), with no pattern matching, no boxed service cloned per call and no extension
 //! written into the request. A generated server is cheap to clone (its handler is
 //! behind an `Arc`) and always ready, which is what each call takes.
+//!
+//! A service served under a version or group ([`ServiceRoutes::serve_as`]) refuses a
+//! Dubbo Triple call that asks another (`tri-service-version`, `tri-service-group`:
+//! `UNIMPLEMENTED`, as a Dubbo provider answers); a call that names neither is served.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -21,11 +25,15 @@ use tower::{Service, ServiceExt};
 
 type CallFuture = Pin<Box<dyn Future<Output = Result<Response<TonicBody>, Infallible>> + Send>>;
 
-/// One served service: its full name, and how a call reaches it.
-type Route = (
-    Box<str>,
-    Arc<dyn Fn(Request<TonicBody>) -> CallFuture + Send + Sync>,
-);
+/// One served service: its full name, the version and group it is served under, and how
+/// a call reaches it.
+#[derive(Clone)]
+struct Route {
+    name: Box<str>,
+    version: Box<str>,
+    group: Box<str>,
+    call: Arc<dyn Fn(Request<TonicBody>) -> CallFuture + Send + Sync>,
+}
 
 /// The services a provider serves, by name; a `tower::Service` for their calls.
 #[derive(Clone, Default)]
@@ -36,7 +44,7 @@ pub struct ServiceRoutes {
 impl std::fmt::Debug for ServiceRoutes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()
-            .entries(self.routes.iter().map(|(name, _)| name))
+            .entries(self.routes.iter().map(|route| &route.name))
             .finish()
     }
 }
@@ -57,14 +65,30 @@ impl ServiceRoutes {
     {
         let call = move |request| -> CallFuture { Box::pin(service.clone().oneshot(request)) };
         let routes = Arc::make_mut(&mut self.routes);
-        routes.retain(|(name, _)| &**name != S::NAME);
-        routes.push((S::NAME.into(), Arc::new(call)));
+        routes.retain(|route| &*route.name != S::NAME);
+        routes.push(Route {
+            name: S::NAME.into(),
+            version: "".into(),
+            group: "".into(),
+            call: Arc::new(call),
+        });
+        self
+    }
+
+    /// Serves the service named `interface` (added before) under `version` and `group`
+    /// (empty for none): a Triple call asking another is `UNIMPLEMENTED`.
+    pub fn serve_as(&mut self, interface: &str, version: &str, group: &str) -> &mut Self {
+        let routes = Arc::make_mut(&mut self.routes);
+        for route in routes.iter_mut().filter(|route| &*route.name == interface) {
+            route.version = version.into();
+            route.group = group.into();
+        }
         self
     }
 
     /// The names of the services served, in the order they were added.
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.routes.iter().map(|(name, _)| &**name)
+        self.routes.iter().map(|route| &*route.name)
     }
 }
 
@@ -79,9 +103,15 @@ impl Service<Request<TonicBody>> for ServiceRoutes {
 
     fn call(&mut self, request: Request<TonicBody>) -> CallFuture {
         let service = service_of(request.uri().path());
-        match self.routes.iter().find(|(name, _)| &**name == service) {
-            Some((_, call)) => call(request),
-            None => Box::pin(std::future::ready(Ok(unimplemented(service)))),
+        let Some(route) = self.routes.iter().find(|route| &*route.name == service) else {
+            return Box::pin(std::future::ready(Ok(unimplemented(service))));
+        };
+        match rpc_core::triple::mismatch(request.headers(), &route.version, &route.group) {
+            None => (route.call)(request),
+            Some(reason) => Box::pin(std::future::ready(Ok(tonic::Status::unimplemented(
+                format!("service `{service}`: {reason}"),
+            )
+            .into_http()))),
         }
     }
 }
@@ -152,5 +182,40 @@ mod tests {
         );
         assert_eq!(status(&routes, "/").await, "12");
         assert_eq!(status(&ServiceRoutes::default(), "/a.Five/M").await, "12");
+    }
+
+    #[tokio::test]
+    async fn a_triple_call_for_another_version_or_group_is_unimplemented() {
+        let mut routes = ServiceRoutes::default();
+        routes
+            .add_service(Named::<5>)
+            .serve_as("a.Five", "1.0.0", "blue");
+        let with = |headers: &[(&'static str, &'static str)]| {
+            let mut request = Request::post("/a.Five/M").body(TonicBody::empty()).unwrap();
+            for (name, value) in headers {
+                request
+                    .headers_mut()
+                    .insert(*name, http::HeaderValue::from_static(value));
+            }
+            let routes = routes.clone();
+            async move {
+                let response = routes.oneshot(request).await.unwrap();
+                response.headers()["grpc-status"]
+                    .to_str()
+                    .unwrap()
+                    .to_owned()
+            }
+        };
+        assert_eq!(with(&[]).await, "5", "plain gRPC");
+        assert_eq!(
+            with(&[
+                ("tri-service-version", "1.0.0"),
+                ("tri-service-group", "blue")
+            ])
+            .await,
+            "5"
+        );
+        assert_eq!(with(&[("tri-service-version", "2.0.0")]).await, "12");
+        assert_eq!(with(&[("tri-service-group", "red")]).await, "12");
     }
 }

@@ -96,6 +96,9 @@ impl Call {
         // "not executed" refusal: it is then refused that way rather than with
         // REFUSED_STREAM, and its connection is not sent GOAWAY early.
         parts.headers.insert(CONSUMER, CONSUMER_VALUE);
+        for (name, value) in &stack.service_headers {
+            parts.headers.insert(name.clone(), value.clone());
+        }
         let config = &stack.config;
         let override_retries = parts
             .headers
