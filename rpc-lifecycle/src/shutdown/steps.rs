@@ -60,14 +60,21 @@ pub(super) async fn wait_for_consumers(
         return StepOutcome::Skipped;
     }
     let start = Instant::now();
-    // A client that reads no closing mark would keep sending until the bound, and
-    // be refused in step 3: its next call sends its connection the first GOAWAY,
-    // and the connection it dials again is held back until it calls elsewhere.
-    for server in protocols.servers() {
-        server.goaway_plain_clients_that_call();
-    }
     let window = config.offline_request_window_timeout;
     let bound = bounds.bound(config.consumer_update_wait_time);
+    // A client that reads no closing mark would keep sending until the bound, and be
+    // refused in step 3: a call it sends after one offline window sends its connection
+    // the first GOAWAY, and the connection it dials again is held back until it calls
+    // elsewhere. Not at once: within the window, a client that follows the registry
+    // (a Dubbo consumer) is still hearing of the unregistration, and moves by itself —
+    // some (Dubbo's Python SDK) cannot take a GOAWAY at all.
+    let plain_clients_go = async {
+        tokio::time::sleep_until(start + window).await;
+        for server in protocols.servers() {
+            server.goaway_plain_clients_that_call();
+        }
+        std::future::pending::<()>().await
+    };
     // Counted from the start of this step: an idle provider still serves for one
     // window after unregistering, for consumers that picked it just before.
     let quiet = async {
@@ -80,7 +87,13 @@ pub(super) async fn wait_for_consumers(
             tokio::time::sleep_until(quiet_until).await;
         }
     };
-    bounds.wait(quiet, bound).await
+    let quiet_or_bound = async {
+        tokio::select! {
+            () = quiet => {}
+            () = plain_clients_go => {}
+        }
+    };
+    bounds.wait(quiet_or_bound, bound).await
 }
 
 /// Step 3: refusals begin (entering [`rpc_core::Phase::Rejecting`], done by the
