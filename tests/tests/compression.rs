@@ -479,9 +479,7 @@ async fn consumer_of(
     );
     config.registries.insert(
         "default".to_owned(),
-        RegistryConfig {
-            url: format!("static://{addr}"),
-        },
+        RegistryConfig::new(format!("static://{addr}")),
     );
     let mut builder = Application::builder(config);
     let client = GreeterClient::new(builder.reference("helloworld.Greeter"));

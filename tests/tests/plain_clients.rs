@@ -427,9 +427,11 @@ async fn our_reference_over_a_static_list_loses_nothing() {
     let mut config = common::config("consumer");
     config.registries.insert(
         "default".to_owned(),
-        rpc::config::RegistryConfig {
-            url: format!("static://{},{}", address(&leaving), address(&staying)),
-        },
+        rpc::config::RegistryConfig::new(format!(
+            "static://{},{}",
+            address(&leaving),
+            address(&staying)
+        )),
     );
     let mut builder = Application::builder(config);
     let client = EchoClient::new(builder.reference("echo.Echo"));

@@ -431,9 +431,7 @@ async fn a_refused_stream_that_sent_nothing_goes_elsewhere(backend: Backend) {
     let mut config = common::config("consumer");
     config.registries.insert(
         "default".to_owned(),
-        RegistryConfig {
-            url: format!("static://{a_addr},{b_addr}"),
-        },
+        RegistryConfig::new(format!("static://{a_addr},{b_addr}")),
     );
     let reference = rpc::cluster::ReferenceConfig {
         loadbalance: rpc::cluster::LoadBalanceKind::ConsistentHash,

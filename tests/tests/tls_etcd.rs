@@ -129,7 +129,7 @@ async fn the_etcd_backend_registers_and_discovers_over_tls() {
         let mut config: Config = common::config(name);
         config
             .registries
-            .insert("default".to_owned(), RegistryConfig { url: url.clone() });
+            .insert("default".to_owned(), RegistryConfig::new(url.clone()));
         Application::builder(config)
     };
     let mut builder = with_etcd("tls-etcd-provider");

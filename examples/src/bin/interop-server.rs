@@ -44,7 +44,7 @@ async fn main() {
     config.admin.port = 0;
     config
         .registries
-        .insert("default".to_owned(), RegistryConfig { url: args.registry });
+        .insert("default".to_owned(), RegistryConfig::new(args.registry));
     let mut builder = Application::builder(config);
     server::provide(&mut builder);
     let app = match builder.start().await {

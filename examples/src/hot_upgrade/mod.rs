@@ -303,7 +303,7 @@ async fn consumer(
         Some(url) => url.clone(),
         None => format!("static://{addr}"),
     };
-    config.registries = [("main".to_owned(), rpc::config::RegistryConfig { url })].into();
+    config.registries = [("main".to_owned(), rpc::config::RegistryConfig::new(url))].into();
     if options.stream_mode == StreamMode::Resumable {
         config
             .consumer

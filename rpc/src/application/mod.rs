@@ -9,6 +9,7 @@ mod admin;
 mod advertise;
 mod agreement;
 mod builder;
+mod descriptors;
 mod error;
 mod logging;
 mod provider_layers;

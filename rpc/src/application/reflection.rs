@@ -13,11 +13,11 @@
 
 use std::collections::BTreeSet;
 
-use prost::Message as _;
 use rpc_core::ServiceKey;
 use rpc_transport::ServiceRoutes;
 
 use super::ApplicationError;
+use super::descriptors::described_services;
 use crate::config::{Config, ConfigError};
 
 /// The key every reflection error names.
@@ -56,7 +56,7 @@ pub(super) fn add(
 ) -> Result<(), ApplicationError> {
     let described = described_services(sets).map_err(|message| error(config, message))?;
     let served: BTreeSet<&str> = served.iter().map(|key| &*key.interface).collect();
-    for service in served.iter().filter(|name| !described.contains(**name)) {
+    for service in served.iter().filter(|name| !described.contains_key(**name)) {
         tracing::warn!(
             service,
             "provider.reflection: no registered descriptor set describes this service; \
@@ -91,31 +91,6 @@ pub(super) fn add(
     Ok(())
 }
 
-/// The full names (`package.Service`) of the services `sets` describe.
-fn described_services(sets: &[&[u8]]) -> Result<BTreeSet<String>, String> {
-    let mut services = BTreeSet::new();
-    for set in sets {
-        let set = prost_types::FileDescriptorSet::decode(*set).map_err(|error| {
-            format!(
-                "a set passed to ApplicationBuilder::file_descriptor_set is not an encoded \
-                 FileDescriptorSet: {error}"
-            )
-        })?;
-        for file in set.file {
-            let package = file.package.unwrap_or_default();
-            for service in file.service {
-                let name = service.name.unwrap_or_default();
-                services.insert(if package.is_empty() {
-                    name
-                } else {
-                    format!("{package}.{name}")
-                });
-            }
-        }
-    }
-    Ok(services)
-}
-
 fn error(config: &Config, message: String) -> ApplicationError {
     ApplicationError::Config(ConfigError::Invalid {
         origin: config.origin().to_owned(),
@@ -127,15 +102,6 @@ fn error(config: &Config, message: String) -> ApplicationError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_services_a_set_describes_are_found() {
-        let services = described_services(&[tonic_health::pb::FILE_DESCRIPTOR_SET]).unwrap();
-        assert_eq!(
-            services.into_iter().collect::<Vec<_>>(),
-            ["grpc.health.v1.Health"]
-        );
-    }
 
     #[test]
     fn bytes_that_are_not_a_set_name_the_key() {

@@ -233,11 +233,10 @@ impl ApplicationBuilder {
             if registries.contains_key(name) {
                 continue;
             }
-            let registry = rpc_registry::connect(&entry.url).await.map_err(|source| {
-                ApplicationError::Registry {
-                    name: name.clone(),
-                    source,
-                }
+            let connect = rpc_registry::connect_as(&entry.url, entry.format);
+            let registry = connect.await.map_err(|source| ApplicationError::Registry {
+                name: name.clone(),
+                source,
             })?;
             registries.insert(name.clone(), registry);
         }
@@ -325,6 +324,9 @@ impl ApplicationBuilder {
             advertised.host
         );
         let mut routes = std::mem::take(&mut self.routes);
+        for key in &self.services {
+            routes.serve_as(&key.interface, &key.version, &key.group);
+        }
         routes.add_service(self.lifecycle.health_service());
         if self.config.provider.reflection {
             super::reflection::add(
@@ -357,6 +359,10 @@ impl ApplicationBuilder {
             }
             self.admitted(message_limits.layer(compression.layer(handler)))
         };
+        // Dubbo consumers read a provider's `methods`; what the descriptor sets say (a set
+        // that does not decode is reflection's error to report, not this one's).
+        let methods =
+            super::descriptors::described_services(&self.descriptor_sets).unwrap_or_default();
         let services = self
             .services
             .iter()
@@ -376,6 +382,13 @@ impl ApplicationBuilder {
                     "application".to_owned(),
                     self.config.application.name.clone(),
                 );
+                if let Some(names) = methods.get(&*key.interface) {
+                    let names = names.join(",");
+                    exported
+                        .metadata
+                        .entry("methods".to_owned())
+                        .or_insert(names);
+                }
                 exported
             })
             .collect();

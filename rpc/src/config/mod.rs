@@ -119,6 +119,7 @@ impl Default for Config {
                 "default".to_owned(),
                 RegistryConfig {
                     url: "memory://".to_owned(),
+                    format: rpc_registry::RegistryFormat::Rpc,
                 },
             )]),
             protocol: ProtocolConfig::default(),

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use rpc_cluster::{BlacklistConfig, DirectoryConfig, ReferenceConfig};
 use rpc_core::Compression;
+use rpc_registry::RegistryFormat;
 use rpc_transport::ClientTls;
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +39,27 @@ impl Default for ApplicationConfig {
 pub struct RegistryConfig {
     /// `memory://`, `static://h:p,...`, `etcd://...`, `zookeeper://...`, `nacos://...`.
     pub url: String,
+    /// The layout of the registry's entries: `rpc` (ours, the default; every backend)
+    /// or `dubbo` (Apache Dubbo's interface-level layout, so that Dubbo consumers find
+    /// our providers and our consumers find Dubbo's; `zookeeper://` and `nacos://` only).
+    #[serde(default)]
+    pub format: RegistryFormat,
+}
+
+impl RegistryConfig {
+    /// The registry at `url`, in our format.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            format: RegistryFormat::Rpc,
+        }
+    }
+
+    /// The same registry with its entries in `format`.
+    pub fn with_format(mut self, format: RegistryFormat) -> Self {
+        self.format = format;
+        self
+    }
 }
 
 /// `provider`.

@@ -2,6 +2,8 @@
 //! must parse (registry URLs, the bind address).
 
 use super::error::ConfigError;
+use rpc_registry::RegistryFormat;
+
 use super::{Config, RegistryConfig, protocol};
 
 impl Config {
@@ -11,6 +13,8 @@ impl Config {
         for (name, registry) in &self.registries {
             rpc_registry::check_url(&registry.url)
                 .map_err(|error| (format!("registries.{name}.url"), error.to_string()))?;
+            rpc_registry::check_url_as(&registry.url, registry.format)
+                .map_err(|error| (format!("registries.{name}.format"), error.to_string()))?;
         }
         self.protocol
             .validate()
@@ -73,6 +77,7 @@ impl Config {
                 "default".to_owned(),
                 RegistryConfig {
                     url: "memory://".to_owned(),
+                    format: RegistryFormat::Rpc,
                 },
             );
         }

@@ -5,8 +5,8 @@
 //! again after a lost session — is the backend's own business and not counted here.
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
@@ -105,6 +105,10 @@ impl Registry for MeteredRegistry {
         result
     }
 
+    fn skipped_entries(&self) -> u64 {
+        self.inner.skipped_entries()
+    }
+
     async fn release(&self, instance: &Instance) -> Result<(), RegistryError> {
         let result = self.inner.release(instance).await;
         self.counts.note(Operation::Release, &result);
@@ -118,8 +122,12 @@ impl Registry for MeteredRegistry {
 /// `registries`.
 #[derive(Debug, Default)]
 pub(super) struct RegistryOperations {
-    by_registry: Mutex<Vec<(String, Arc<OperationCounts>)>>,
+    by_registry: Mutex<Vec<MeteredEntry>>,
 }
+
+/// One registry's name, operation counts, and client (asked for the entries it skipped
+/// at each scrape; not kept alive by the metrics).
+type MeteredEntry = (String, Arc<OperationCounts>, Weak<dyn Registry>);
 
 impl RegistryOperations {
     /// `registry`, with its operations counted under `name`.
@@ -127,7 +135,7 @@ impl RegistryOperations {
         let counts = Arc::new(OperationCounts::default());
         self.by_registry
             .lock()
-            .push((name.to_owned(), counts.clone()));
+            .push((name.to_owned(), counts.clone(), Arc::downgrade(&registry)));
         Arc::new(MeteredRegistry {
             inner: registry,
             counts,
@@ -138,7 +146,7 @@ impl RegistryOperations {
 impl Collector for RegistryOperations {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
         let by_registry = self.by_registry.lock();
-        let samples = by_registry.iter().flat_map(|(name, counts)| {
+        let samples = by_registry.iter().flat_map(|(name, counts, _)| {
             Operation::ALL.iter().flat_map(move |&operation| {
                 [("ok", false), ("error", true)].map(|(result, failed)| {
                     (
@@ -157,6 +165,16 @@ impl Collector for RegistryOperations {
             "rpc_registry_operations",
             "Operations asked of each registry, by result.",
             samples,
+        )?;
+        let skipped = by_registry.iter().filter_map(|(name, _, registry)| {
+            let registry = registry.upgrade()?;
+            Some(([("registry", name.as_str())], registry.skipped_entries()))
+        });
+        counters(
+            &mut encoder,
+            "rpc_registry_entries_skipped",
+            "Entries of each registry that subscriptions found and could not use (a foreign peer's: a URL that does not parse, a protocol not spoken here, no port), each counted once.",
+            skipped,
         )
     }
 }

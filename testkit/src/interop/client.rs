@@ -54,9 +54,7 @@ pub fn client_config(registry_url: &str) -> Config {
     config.application.name = "interop-client".to_owned();
     config.registries.insert(
         "default".to_owned(),
-        RegistryConfig {
-            url: registry_url.to_owned(),
-        },
+        RegistryConfig::new(registry_url.to_owned()),
     );
     // Like the Python client, every call may wait 10 s for its response (the default
     // 3 s is short for a 300 KB exchange on a loaded 2-core machine); the cases that

@@ -48,7 +48,7 @@ impl Backend {
                 let mut config = config;
                 config
                     .registries
-                    .insert("default".to_owned(), RegistryConfig { url: url.clone() });
+                    .insert("default".to_owned(), RegistryConfig::new(url.clone()));
                 Application::builder(config)
             }
         }

@@ -92,7 +92,7 @@ impl Discovery {
                 let mut config = config;
                 config
                     .registries
-                    .insert("default".to_owned(), RegistryConfig { url: url.clone() });
+                    .insert("default".to_owned(), RegistryConfig::new(url.clone()));
                 Application::builder(config)
             }
         }

@@ -109,12 +109,9 @@ pub fn config_file(dir: &Path, name: &str, config: &Config) -> PathBuf {
 
 /// `config` registered and discovering at the registry `url`.
 pub fn with_registry(mut config: Config, url: &str) -> Config {
-    config.registries.insert(
-        "default".to_owned(),
-        RegistryConfig {
-            url: url.to_owned(),
-        },
-    );
+    config
+        .registries
+        .insert("default".to_owned(), RegistryConfig::new(url.to_owned()));
     config
 }
 
