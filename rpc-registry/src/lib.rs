@@ -17,6 +17,10 @@
 //! (module `remote`, which holds what the three share); each backend's own parameters
 //! are read in its folder's `config.rs`.
 //!
+//! Each backend stores instances in our layout ([`RegistryFormat::Rpc`]); ZooKeeper and
+//! Nacos also speak Apache Dubbo's ([`RegistryFormat::Dubbo`], module [`dubbo`]), chosen
+//! per client with [`connect_as`].
+//!
 //! Every backend implements [`rpc_core::Registry`] with the same semantics (ephemeral
 //! registrations, full snapshots in revision order, no empty snapshot because of a
 //! fault); the conformance suite in `tests/` checks each against the real server.

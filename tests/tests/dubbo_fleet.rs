@@ -9,75 +9,17 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
+use common::dubbo::{DubboRoot, PythonPeer, SERVICE, tally};
 use proto::greeter::HelloRequest;
 use proto::greeter::greeter_client::GreeterClient;
 use proto::greeter::greeter_server::GreeterServer;
-use rpc::config::{RegistryConfig, ServiceConfig};
-use rpc::registry::RegistryFormat;
+use rpc::config::ServiceConfig;
 use rpc::registry::dubbo::DubboUrl;
 use rpc::{Application, Config};
-use rpc_testkit::external::Need;
 use rpc_testkit::services::GreeterProvider;
-use zookeeper_client::{Acls, Client as ZkClient, CreateMode};
-
-const SERVICE: &str = "helloworld.Greeter";
-
-/// One test's place in ZooKeeper: the server, and a root of its own.
-struct DubboRoot {
-    /// `host:port` of the ZooKeeper server.
-    server: String,
-    /// The root, without its leading `/` (Dubbo's registry `group`).
-    name: String,
-}
-
-impl DubboRoot {
-    /// A fresh root for `test` on `RPC_TEST_ZOOKEEPER_URL`, or `None` (after saying why)
-    /// when ZooKeeper or the Python SDK is missing and not required.
-    fn new(test: &str) -> Option<(Self, String)> {
-        let python = Need::Python.get(test)?;
-        let Ok(url) = std::env::var("RPC_TEST_ZOOKEEPER_URL") else {
-            assert!(
-                std::env::var_os("RPC_TEST_REQUIRE_REGISTRIES").is_none(),
-                "RPC_TEST_ZOOKEEPER_URL is not set but RPC_TEST_REQUIRE_REGISTRIES is"
-            );
-            eprintln!(
-                "SKIPPED {test}: RPC_TEST_ZOOKEEPER_URL is not set (scripts/test.sh sets it)"
-            );
-            return None;
-        };
-        let server = url.trim().trim_start_matches("zookeeper://");
-        let server = server.split(['/', '?']).next().unwrap_or(server).to_owned();
-        let name = format!("dubbo-{test}-{:08x}", fastrand::u32(..));
-        Some((Self { server, name }, python))
-    }
-
-    /// Our registry entry for this root in Dubbo's layout.
-    fn registry(&self) -> RegistryConfig {
-        RegistryConfig::new(format!("zookeeper://{}?root=/{}", self.server, self.name))
-            .with_format(RegistryFormat::Dubbo)
-    }
-
-    /// The Python SDK's registry address for this root.
-    fn for_python(&self) -> String {
-        format!("{}?group={}", self.server, self.name)
-    }
-
-    /// The providers directory of the greeter.
-    fn providers(&self) -> String {
-        format!("/{}/{SERVICE}/providers", self.name)
-    }
-
-    async fn client(&self) -> ZkClient {
-        ZkClient::connect(&self.server)
-            .await
-            .expect("ZooKeeper session")
-    }
-}
+use zookeeper_client::{Acls, CreateMode};
 
 fn config(name: &str, root: &DubboRoot) -> Config {
     let mut config = common::config(name);
@@ -118,95 +60,6 @@ async fn consumer(
     let mut builder = Application::builder(config);
     let client = GreeterClient::new(builder.reference(SERVICE));
     (builder.start().await.expect("consumer starts"), client)
-}
-
-/// A Python Dubbo peer (`dubbo_peer.py`): killed on drop, so nothing outlives a test;
-/// its log (stderr) is printed when the test fails.
-struct PythonPeer {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    /// Its stdout, line by line, read by a thread of its own (so every wait is bounded).
-    lines: mpsc::Receiver<String>,
-    log: tempfile::NamedTempFile,
-}
-
-/// Bound on waiting for a line of a peer: its start, its first call, its tally.
-const LINE_WAIT: Duration = Duration::from_secs(60);
-
-impl PythonPeer {
-    fn start(python: &str, args: &[&str]) -> Self {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/dubbo_peer.py");
-        let log = tempfile::NamedTempFile::new().expect("a log file");
-        let mut child = Command::new(python)
-            .arg(script)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(log.reopen().expect("the log file again"))
-            .spawn()
-            .expect("python runs");
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Self {
-            child,
-            stdin,
-            lines,
-            log,
-        }
-    }
-
-    /// The next line it prints, waiting at most [`LINE_WAIT`] (blocking: call it through
-    /// `spawn_blocking`).
-    fn line(&mut self) -> String {
-        self.lines.recv_timeout(LINE_WAIT).unwrap_or_else(|error| {
-            panic!("the Python peer printed no line within {LINE_WAIT:?}: {error}")
-        })
-    }
-
-    /// Closes its stdin (the signal to finish) and returns its last line; the process is
-    /// then killed (a call the SDK never ended keeps a thread of it).
-    fn finish(mut self) -> String {
-        drop(self.stdin.take());
-        self.line()
-    }
-}
-
-impl Drop for PythonPeer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(self.log.path()).unwrap_or_default();
-            let lines: Vec<_> = log.lines().collect();
-            let tail = &lines[lines.len().saturating_sub(200)..];
-            eprintln!(
-                "the Python peer's log (its last 200 lines):\n{}",
-                tail.join("\n")
-            );
-        }
-    }
-}
-
-/// What the Python consumer printed at its end.
-#[derive(Debug, serde::Deserialize)]
-#[allow(dead_code)]
-struct Tally {
-    ok: u64,
-    failed: u64,
-    providers: std::collections::BTreeMap<String, u64>,
-    errors: std::collections::BTreeMap<String, u64>,
-}
-
-fn tally(line: &str) -> Tally {
-    serde_json::from_str(line).unwrap_or_else(|error| panic!("not a tally ({error}): {line}"))
 }
 
 /// Calls served by `app` so far (its server-side call metric).
@@ -504,4 +357,100 @@ async fn a_rolling_restart_of_our_providers_under_a_dubbo_consumers_load() {
     for provider in providers {
         provider.before_shutdown().await;
     }
+}
+
+/// A Python Dubbo provider on `port`, registered under `root`, ready.
+async fn python_provider(python: &str, root: &DubboRoot, port: u16) -> PythonPeer {
+    let (python, for_python) = (python.to_owned(), root.for_python());
+    tokio::task::spawn_blocking(move || {
+        let port = port.to_string();
+        let mut peer =
+            PythonPeer::start(&python, &["provide", proto::PROTO_DIR, &for_python, &port]);
+        assert_eq!(peer.line(), "ready");
+        peer
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn our_consumer_rides_through_a_dubbo_providers_restart() {
+    let Some((root, python)) = DubboRoot::new("our_consumer_through_a_dubbo_provider_restart")
+    else {
+        return;
+    };
+    let (a_port, b_port) = (free_port(), free_port());
+    let a = python_provider(&python, &root, a_port).await;
+    let _b = python_provider(&python, &root, b_port).await;
+    let (consumer, client) = consumer(&root, "", "").await;
+    let a_address = format!("127.0.0.1:{a_port}");
+
+    // One call at a time, as long as the test runs: what each answered, what failed.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let load = tokio::spawn({
+        let (stop, mut client) = (stop.clone(), client.clone());
+        async move {
+            let (mut answered, mut failed) = (Vec::new(), Vec::new());
+            let mut n = 0u64;
+            while !stop.is_cancelled() {
+                n += 1;
+                let request = HelloRequest {
+                    name: format!("n{n}"),
+                    count: 0,
+                };
+                match client.say_hello(request).await {
+                    Ok(reply) => answered.push(reply.into_inner().provider),
+                    Err(status) => failed.push(status),
+                }
+            }
+            (answered, failed)
+        }
+    });
+    // A serves, then its process ends (its registration stays until its ZooKeeper
+    // session expires: the consumer learns it from the refused dials), and it comes back
+    // as a new process on a new port (as a restarted pod does), which serves.
+    let answers = |address: String| {
+        let mut probe = client.clone();
+        async move {
+            loop {
+                let request = HelloRequest {
+                    name: "probe".into(),
+                    count: 0,
+                };
+                if let Ok(reply) = probe.say_hello(request).await
+                    && reply.into_inner().provider == address
+                {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), answers(a_address.clone()))
+        .await
+        .expect("A answers");
+    tokio::task::spawn_blocking(move || drop(a)).await.unwrap();
+    // Down for half a second, as a restart is.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again_port = free_port();
+    let _a_again = python_provider(&python, &root, again_port).await;
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        answers(format!("127.0.0.1:{again_port}")),
+    )
+    .await
+    .expect("the restarted A answers");
+    stop.cancel();
+    let (answered, failed) = load.await.unwrap();
+    println!(
+        "our consumer through a Dubbo provider's restart: {} answered ({} by A), {} failed: {failed:?}",
+        answered.len(),
+        answered.iter().filter(|by| **by == a_address).count(),
+        failed.len()
+    );
+    // Killed, A drops at most the one call it was serving (calls go one at a time); every
+    // call sent to it after that was refused at the dial and re-sent to B.
+    assert!(failed.len() <= 1, "{failed:?}");
+    assert!(answered.len() > 100, "{}", answered.len());
+    consumer.before_shutdown().await;
 }

@@ -5,6 +5,7 @@
 
 pub mod backend;
 pub mod cluster;
+pub mod dubbo;
 pub mod lab;
 pub mod lab_process;
 
