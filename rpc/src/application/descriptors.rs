@@ -46,7 +46,7 @@ mod tests {
         let services = described_services(&[tonic_health::pb::FILE_DESCRIPTOR_SET]).unwrap();
         assert_eq!(
             services["grpc.health.v1.Health"],
-            ["Check", "List", "Watch"]
+            ["Check", "Watch"]
         );
         assert!(described_services(&[b"\xff\xff"]).is_err());
     }
