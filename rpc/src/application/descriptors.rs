@@ -44,10 +44,7 @@ mod tests {
     #[test]
     fn services_come_with_their_methods() {
         let services = described_services(&[tonic_health::pb::FILE_DESCRIPTOR_SET]).unwrap();
-        assert_eq!(
-            services["grpc.health.v1.Health"],
-            ["Check", "Watch"]
-        );
+        assert_eq!(services["grpc.health.v1.Health"], ["Check", "Watch"]);
         assert!(described_services(&[b"\xff\xff"]).is_err());
     }
 }
