@@ -8,56 +8,6 @@ use std::collections::HashMap;
 use nacos_sdk::api::naming::ServiceInstance;
 use rpc_core::{Instance, InstanceId, ServiceKey};
 
-use super::dubbo_codec;
-use crate::RegistryFormat;
-use crate::dubbo::Entry;
-
-/// How instances are stored in Nacos: our layout (this file's functions) or Dubbo's
-/// (`dubbo_codec.rs`).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct NacosLayout {
-    format: RegistryFormat,
-}
-
-impl NacosLayout {
-    /// The layout of `format`.
-    pub(super) fn new(format: RegistryFormat) -> Self {
-        Self { format }
-    }
-
-    /// The Nacos service name of `service`.
-    pub(super) fn service_name(self, service: &ServiceKey) -> String {
-        match self.format {
-            RegistryFormat::Rpc => service_name(service),
-            RegistryFormat::Dubbo => dubbo_codec::service_name(service),
-        }
-    }
-
-    /// The Nacos instance of `instance` in service `name` and `cluster`.
-    ///
-    /// # Errors
-    /// When the instance does not serialize (our layout holds its JSON).
-    pub(super) fn to_nacos(
-        self,
-        instance: &Instance,
-        name: &str,
-        cluster: &str,
-    ) -> Result<ServiceInstance, serde_json::Error> {
-        match self.format {
-            RegistryFormat::Rpc => to_nacos(instance, name, cluster),
-            RegistryFormat::Dubbo => Ok(dubbo_codec::to_nacos(instance, name, cluster)),
-        }
-    }
-
-    /// What the Nacos instance `nacos` of `service`'s Nacos service is (read from it).
-    pub(super) fn read(self, service: &ServiceKey, nacos: ServiceInstance) -> Entry {
-        match self.format {
-            RegistryFormat::Rpc => from_nacos(service, nacos).map_or(Entry::Other, Entry::Provider),
-            RegistryFormat::Dubbo => dubbo_codec::from_nacos(service, nacos),
-        }
-    }
-}
-
 /// The metadata key holding an instance's JSON.
 pub const INSTANCE_METADATA_KEY: &str = "rpc.instance";
 
@@ -68,7 +18,7 @@ pub fn service_name(service: &ServiceKey) -> String {
 }
 
 /// `ServiceInstance` of `instance` in `cluster`, carrying its JSON.
-fn to_nacos(
+pub(super) fn to_nacos(
     instance: &Instance,
     name: &str,
     cluster: &str,
@@ -78,7 +28,18 @@ fn to_nacos(
         INSTANCE_METADATA_KEY.to_owned(),
         serde_json::to_string(instance)?,
     );
-    Ok(ServiceInstance {
+    Ok(ephemeral_instance(instance, name, cluster, metadata))
+}
+
+/// The ephemeral, healthy Nacos instance of `instance` at its address and weight, in
+/// service `name` and `cluster`, carrying `metadata` (both layouts write this shape).
+pub(super) fn ephemeral_instance(
+    instance: &Instance,
+    name: &str,
+    cluster: &str,
+    metadata: HashMap<String, String>,
+) -> ServiceInstance {
+    ServiceInstance {
         instance_id: None,
         ip: instance.host.clone(),
         port: i32::from(instance.port),
@@ -89,12 +50,12 @@ fn to_nacos(
         cluster_name: Some(cluster.to_owned()),
         service_name: Some(name.to_owned()),
         metadata,
-    })
+    }
 }
 
 /// The instance a Nacos instance stands for: its JSON when it carries one (with the weight
 /// Nacos holds, which an operator may have changed), else one built from Nacos' fields.
-fn from_nacos(service: &ServiceKey, nacos: ServiceInstance) -> Option<Instance> {
+pub(super) fn from_nacos(service: &ServiceKey, nacos: ServiceInstance) -> Option<Instance> {
     let weight = if nacos.weight.is_finite() && nacos.weight > 0.0 {
         nacos.weight.round().min(f64::from(u32::MAX)) as u32
     } else {

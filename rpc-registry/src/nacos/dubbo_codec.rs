@@ -29,18 +29,7 @@ pub(super) fn to_nacos(instance: &Instance, name: &str, cluster: &str) -> Servic
     let mut metadata: HashMap<String, String> = url.parameters.into_iter().collect();
     metadata.insert(PROTOCOL_KEY.to_owned(), url.protocol);
     metadata.insert(PATH_KEY.to_owned(), url.path);
-    ServiceInstance {
-        instance_id: None,
-        ip: instance.host.clone(),
-        port: i32::from(instance.port),
-        weight: f64::from(instance.weight),
-        healthy: true,
-        enabled: true,
-        ephemeral: true,
-        cluster_name: Some(cluster.to_owned()),
-        service_name: Some(name.to_owned()),
-        metadata,
-    }
+    super::codec::ephemeral_instance(instance, name, cluster, metadata)
 }
 
 /// What the Nacos instance `nacos` of `wanted`'s providers service is: its URL is

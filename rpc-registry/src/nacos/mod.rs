@@ -102,6 +102,7 @@ mod config;
 mod connection;
 mod dubbo_codec;
 mod error;
+mod layout;
 mod login;
 mod presence;
 mod retired;
@@ -117,8 +118,8 @@ use rpc_core::{Instance, RegistryError, ServiceKey, Subscription};
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::{RemoteBackend, RemoteRegistry};
 use crate::url::RegistryUrl;
-use codec::NacosLayout;
 use connection::ConnectionKeeper;
+use layout::NacosLayout;
 use watch::{GroupWatch, ServiceWatch};
 
 pub use codec::{INSTANCE_METADATA_KEY, service_name};

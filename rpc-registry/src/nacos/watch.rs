@@ -16,9 +16,9 @@ use tokio::sync::{Mutex, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::dubbo::Entry;
-use crate::nacos::codec::NacosLayout;
 use crate::nacos::connection::ConnectionKeeper;
 use crate::nacos::error::NacosError;
+use crate::nacos::layout::NacosLayout;
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::{Backoff, Failure, bounded};
 use crate::remote::snapshots::SnapshotPublisher;
