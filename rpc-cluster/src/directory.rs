@@ -163,6 +163,12 @@ impl Directory {
         let (mut added, mut updated) = (0, 0);
         let mut next = HashMap::with_capacity(snapshot.instances.len());
         for instance in snapshot.instances.iter() {
+            // One invoker per id: a registry may list one instance twice (a Dubbo
+            // provider's znode of an old session beside its new one, a hot upgrade's two
+            // processes in Dubbo's layout for a moment); the first listed is kept.
+            if next.contains_key(&instance.id) {
+                continue;
+            }
             let invoker = match state.by_id.remove(&instance.id) {
                 Some(invoker) => {
                     updated += usize::from(invoker.update(instance.clone()));
@@ -329,6 +335,19 @@ mod tests {
                 .iter()
                 .all(|i| i.is_connected() && !i.is_removed())
         );
+    }
+
+    #[tokio::test]
+    async fn an_instance_listed_twice_keeps_its_one_invoker() {
+        let directory = directory();
+        directory.apply(snapshot(1, &[1, 2]));
+        let before = directory.list();
+        assert_eq!(directory.apply(snapshot(2, &[1, 2, 1])), Applied::Unchanged);
+        assert!(
+            Arc::ptr_eq(&before, &directory.list()),
+            "no new invoker for the repeat"
+        );
+        assert_eq!(ports(&directory), [1, 2]);
     }
 
     #[tokio::test]
