@@ -6,8 +6,9 @@
 //! another instance. Every other client (grpcio, grpc-go, tonic's own channels, grpcurl)
 //! knows nothing of either, so it is told in HTTP/2's own terms instead:
 //!
-//! - once the shutdown waits for consumers to move away (step 2), a call of such a
-//!   client shows that the closing mark did not move it: its connection starts its
+//! - once the shutdown has waited one offline window for consumers to move away (step
+//!   2), a call of such a client shows that neither the closing mark nor the registry
+//!   moved it: its connection starts its
 //!   graceful close (the first GOAWAY, see `connection.rs`) at once, and since the
 //!   listener is closed by then, the client dials another instance. A client that did
 //!   move away by other means (e.g. it watches the health service, NOT_SERVING from

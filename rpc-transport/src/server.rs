@@ -244,7 +244,7 @@ impl ServerHandle {
         }
     }
 
-    /// Shutdown step 2: from now on a call of a plain gRPC client — one that is not an
+    /// Shutdown step 2, one offline window in: from now on a call of a plain gRPC client — one that is not an
     /// rpc consumer, and so reads no closing mark — makes its connection start its
     /// graceful close (the first GOAWAY, with its PING): the call is still served, the
     /// client opens no new stream on the connection; and a new connection is held back

@@ -13,8 +13,9 @@
 //!
 //! Two kinds of peers are moved away differently. rpc consumers read the closing mark
 //! (step 1 on) and re-send a "not executed" refusal elsewhere (step 3 on). Plain gRPC
-//! clients read neither: from step 2 on a plain client's call sends its connection the
-//! first GOAWAY, so it opens no new stream here, and a connection it dials again is not
+//! clients read neither: from one offline window into step 2 on (within it a client that
+//! follows the registry, a Dubbo consumer, is still moving away by itself) a plain
+//! client's call sends its connection the first GOAWAY, so it opens no new stream here, and a connection it dials again is not
 //! given HTTP/2's SETTINGS before it sends a request, which gRPC's own clients wait
 //! for: they call elsewhere. A request of theirs that still comes once refusals began
 //! is refused with REFUSED_STREAM, which gRPC clients retry by themselves
