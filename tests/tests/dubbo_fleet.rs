@@ -42,14 +42,16 @@ async fn provider(root: &DubboRoot, version: &str, group: &str) -> Application {
     builder.start().await.expect("provider starts")
 }
 
-/// Our consumer of the greeter, through Dubbo's layout.
+/// Our consumer of the greeter, through Dubbo's layout; started once a provider is
+/// listed (`consumer.check`, Dubbo's default too), within 10 s.
 async fn consumer(
     root: &DubboRoot,
     version: &str,
     group: &str,
 ) -> (Application, GreeterClient<rpc::ReferenceChannel>) {
     let mut config = config("rust-consumer", root);
-    config.consumer.check = false;
+    config.consumer.check = true;
+    config.consumer.check_timeout = Duration::from_secs(10);
     let reference = config
         .consumer
         .references
@@ -167,21 +169,13 @@ async fn our_consumer_finds_a_dubbo_provider_and_skips_entries_it_cannot_use() {
     let expected = format!("127.0.0.1:{port}");
     for n in 0..50 {
         let name = format!("n{n}");
-        let reply = loop {
-            // The first call may come before the first listing: no provider yet.
-            match client
-                .say_hello(HelloRequest {
-                    name: name.clone(),
-                    count: 0,
-                })
-                .await
-            {
-                Ok(reply) => break reply.into_inner(),
-                Err(status) if n == 0 && status.code() == tonic::Code::Unavailable => {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
-                Err(status) => panic!("call {n}: {status:?}"),
-            }
+        let request = HelloRequest {
+            name: name.clone(),
+            count: 0,
+        };
+        let reply = match client.say_hello(request).await {
+            Ok(reply) => reply.into_inner(),
+            Err(status) => panic!("call {n}: {status:?}"),
         };
         assert_eq!(
             (reply.message, reply.provider.as_str()),
@@ -222,17 +216,12 @@ async fn version_and_group_choose_the_provider_and_travel_as_triple_headers() {
         let expected = expected.local_addr().unwrap().to_string();
         let mut answered = Vec::new();
         while answered.len() < 20 {
-            match client
-                .say_hello(HelloRequest {
-                    name: "v".into(),
-                    count: 0,
-                })
-                .await
-            {
+            let request = HelloRequest {
+                name: "v".into(),
+                count: 0,
+            };
+            match client.say_hello(request).await {
                 Ok(reply) => answered.push(reply.into_inner().provider),
-                Err(status) if answered.is_empty() && status.code() == tonic::Code::Unavailable => {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                }
                 Err(status) => panic!("{version}/{group}: {status:?}"),
             }
         }
