@@ -10,7 +10,8 @@
 //!
 //! A service served under a version or group ([`ServiceRoutes::serve_as`]) refuses a
 //! Dubbo Triple call that asks another (`tri-service-version`, `tri-service-group`:
-//! `UNIMPLEMENTED`, as a Dubbo provider answers); a call that names neither is served.
+//! `UNIMPLEMENTED`, as a Dubbo provider answers); a call that names neither is served,
+//! and so is every call of a service served under neither (no header looked up).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -106,7 +107,13 @@ impl Service<Request<TonicBody>> for ServiceRoutes {
         let Some(route) = self.routes.iter().find(|route| &*route.name == service) else {
             return Box::pin(std::future::ready(Ok(unimplemented(service))));
         };
-        match rpc_core::triple::mismatch(request.headers(), &route.version, &route.group) {
+        // A service served under no version or group serves whatever a caller asks (its
+        // registration already told Dubbo consumers what it is): no header is looked up.
+        let keyed = !route.version.is_empty() || !route.group.is_empty();
+        let mismatch = keyed
+            .then(|| rpc_core::triple::mismatch(request.headers(), &route.version, &route.group))
+            .flatten();
+        match mismatch {
             None => (route.call)(request),
             Some(reason) => Box::pin(std::future::ready(Ok(tonic::Status::unimplemented(
                 format!("service `{service}`: {reason}"),
