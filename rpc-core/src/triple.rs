@@ -20,11 +20,15 @@ pub const SERVICE_GROUP: HeaderName = HeaderName::from_static("tri-service-group
 pub const CONSUMER_APPNAME: HeaderName = HeaderName::from_static("tri-consumer-appname");
 
 /// The Triple headers a call of `service` carries: its version and group, each when set
-/// (a value that cannot be a header value is left out and logged).
+/// and not a pattern (a value that cannot be a header value is left out and logged).
+///
+/// A reference that takes any version or group (`*`), or one of several groups (`a,b`),
+/// names none: the provider it reached is one of those it takes, and no single value
+/// would be true of every one.
 pub fn service_headers(service: &ServiceKey) -> Vec<(HeaderName, HeaderValue)> {
     [(SERVICE_VERSION, &service.version), (SERVICE_GROUP, &service.group)]
         .into_iter()
-        .filter(|(_, value)| !value.is_empty())
+        .filter(|(_, value)| !value.is_empty() && !is_pattern(value))
         .filter_map(|(name, value)| match HeaderValue::from_str(value) {
             Ok(value) => Some((name, value)),
             Err(_) => {
@@ -33,6 +37,11 @@ pub fn service_headers(service: &ServiceKey) -> Vec<(HeaderName, HeaderValue)> {
             }
         })
         .collect()
+}
+
+/// Whether a reference's version or group takes more than one value (`*`, `a,b`).
+pub fn is_pattern(value: &str) -> bool {
+    value == "*" || value.contains(',')
 }
 
 /// Why a request with `headers` is not for the `version` and `group` served here, if it
@@ -71,6 +80,16 @@ mod tests {
             ("tri-service-group", "g")
         );
         assert!(service_headers(&ServiceKey::new("a.B").with_group("bad\nvalue")).is_empty());
+        let patterns = ServiceKey::new("a.B")
+            .with_version("*")
+            .with_group("red,blue");
+        assert!(
+            service_headers(&patterns).is_empty(),
+            "no value is true of every provider"
+        );
+        let any_group = service_headers(&ServiceKey::new("a.B").with_version("1").with_group("*"));
+        assert_eq!(any_group.len(), 1);
+        assert_eq!(any_group[0].0, SERVICE_VERSION);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 /// Set per registry (`registries.<name>.format` in `rpc`'s configuration, or
 /// [`connect_as`](crate::connect_as)); the default is [`RegistryFormat::Rpc`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "lowercase", try_from = "String")]
 pub enum RegistryFormat {
     /// Our own layout: one entry per instance id holding the instance's JSON (each
     /// backend's module documentation gives its keys). Every backend speaks it.
@@ -43,6 +43,15 @@ impl fmt::Display for RegistryFormat {
     }
 }
 
+impl TryFrom<String> for RegistryFormat {
+    type Error = String;
+
+    /// As [`FromStr`]: what configuration reads (so a bad value names the known ones).
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        name.parse()
+    }
+}
+
 impl FromStr for RegistryFormat {
     type Err = String;
 
@@ -71,5 +80,20 @@ mod tests {
                 .contains("unknown format `Dubbo`")
         );
         assert_eq!(RegistryFormat::default(), RegistryFormat::Rpc);
+    }
+
+    #[test]
+    fn configuration_reads_names_and_says_which_are_known() {
+        let read =
+            |json: &str| serde_json::from_str::<RegistryFormat>(json).map_err(|e| e.to_string());
+        assert_eq!(read("\"dubbo\""), Ok(RegistryFormat::Dubbo));
+        assert_eq!(
+            serde_json::to_string(&RegistryFormat::Dubbo).unwrap(),
+            "\"dubbo\""
+        );
+        for bad in ["\"Dubbo\"", "\"xml\"", "\"\""] {
+            let error = read(bad).unwrap_err();
+            assert!(error.contains("(known: rpc, dubbo)"), "{bad}: {error}");
+        }
     }
 }

@@ -232,6 +232,35 @@ async fn version_and_group_choose_the_provider_and_travel_as_triple_headers() {
         consumer.before_shutdown().await;
     }
 
+    // Patterns, as Dubbo matches them: any version and group reaches all three; one
+    // version in either of two groups reaches two. Their calls name no version or group
+    // (no single value is true of every provider taken), so each provider serves them.
+    let address = |app: &Application| app.local_addr().unwrap().to_string();
+    for (version, group, expected) in [
+        (
+            "*",
+            "*",
+            vec![address(&blue_1), address(&blue_2), address(&red_1)],
+        ),
+        ("1.0.0", "red,blue", vec![address(&blue_1), address(&red_1)]),
+    ] {
+        let (consumer, mut client) = consumer(&root, version, group).await;
+        let mut answered = std::collections::BTreeSet::new();
+        for _ in 0..60 {
+            let request = HelloRequest {
+                name: "p".into(),
+                count: 0,
+            };
+            match client.say_hello(request).await {
+                Ok(reply) => answered.insert(reply.into_inner().provider),
+                Err(status) => panic!("{version}/{group}: {status:?}"),
+            };
+        }
+        let expected: std::collections::BTreeSet<String> = expected.into_iter().collect();
+        assert_eq!(answered, expected, "{version}/{group}");
+        consumer.before_shutdown().await;
+    }
+
     // A Triple call that asks another version of the service is not served by it.
     let channel =
         tonic::transport::Endpoint::from_shared(format!("http://{}", blue_1.local_addr().unwrap()))

@@ -21,6 +21,11 @@ impl NacosLayout {
         Self { format }
     }
 
+    /// Whether this is Dubbo's layout.
+    pub(super) fn is_dubbo(self) -> bool {
+        self.format == RegistryFormat::Dubbo
+    }
+
     /// The Nacos service name of `service`.
     pub(super) fn service_name(self, service: &ServiceKey) -> String {
         match self.format {

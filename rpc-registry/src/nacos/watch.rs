@@ -257,6 +257,12 @@ impl ServiceWatch {
         service: ServiceKey,
     ) -> Result<(Self, Vec<Instance>), RegistryError> {
         let name = group.layout.service_name(&service);
+        if group.layout.is_dubbo()
+            && (rpc_core::triple::is_pattern(&service.version)
+                || rpc_core::triple::is_pattern(&service.group))
+        {
+            tracing::warn!(url = %group.lifetime.url, %service, nacos_service = %name, "Dubbo's layout on Nacos looks up one service: a version or group pattern (`*`, `a,b`) finds no provider");
+        }
         let (naming, changes) = group.listen(&connection, &name).await?;
         let first = match group.read(&naming, &name, &service).await {
             Ok(first) => first,

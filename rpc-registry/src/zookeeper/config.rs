@@ -57,6 +57,12 @@ impl ZooKeeperConfig {
                 "parameter `root`: `{root}` must be an absolute path like `/rpc` (no trailing or double `/`)"
             )));
         }
+        if url.format() == RegistryFormat::Rpc && root == crate::dubbo::DEFAULT_ZOOKEEPER_ROOT {
+            return Err(url.invalid(format!(
+                "parameter `root`: `{root}` is Dubbo's root, where Dubbo consumers would read \
+                 our entries as broken providers: use the `dubbo` format there, or another root"
+            )));
+        }
         Ok(Self {
             network: NetworkSettings::from_url(url, DEFAULT_PORT, "ZooKeeper digest credentials")?,
             session_timeout,
@@ -117,6 +123,11 @@ mod tests {
             config("zookeeper://h?session_timeout=0s")
                 .unwrap_err()
                 .contains("parameter `session_timeout`")
+        );
+        assert!(
+            config("zookeeper://h?root=/dubbo")
+                .unwrap_err()
+                .contains("is Dubbo's root")
         );
         for root in ["rpc", "/", "/rpc/", "/a//b"] {
             assert!(
