@@ -11,6 +11,7 @@ mod agreement;
 mod builder;
 mod descriptors;
 mod error;
+mod exported;
 mod logging;
 mod provider_layers;
 mod reflection;

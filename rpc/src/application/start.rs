@@ -11,7 +11,7 @@ use rpc_core::{Registry, ServiceKey};
 use rpc_filter::compression::ProviderCompressionLayer;
 use rpc_filter::graceful::ProviderGracefulLayer;
 use rpc_filter::limit::{ConcurrencyLimitLayer, ConcurrencyLimiter};
-use rpc_lifecycle::{Export, ExportedService, ManagedReference, StartError, StartPlan};
+use rpc_lifecycle::{Export, ManagedReference, StartError, StartPlan};
 use rpc_transport::{MessageLimitLayer, TransportError};
 use tower_layer::Layer;
 
@@ -359,39 +359,7 @@ impl ApplicationBuilder {
             }
             self.admitted(message_limits.layer(compression.layer(handler)))
         };
-        // Dubbo consumers read a provider's `methods`; what the descriptor sets say (a set
-        // that does not decode is reflection's error to report, not this one's).
-        let methods =
-            super::descriptors::described_services(&self.descriptor_sets).unwrap_or_default();
-        let services = self
-            .services
-            .iter()
-            .map(|key| {
-                let settings = self
-                    .config
-                    .provider
-                    .services
-                    .get(&*key.interface)
-                    .cloned()
-                    .unwrap_or_default();
-                let mut exported = ExportedService::new(key.clone());
-                exported.weight = settings.weight;
-                exported.delay = settings.delay;
-                exported.metadata = settings.metadata;
-                exported.metadata.insert(
-                    "application".to_owned(),
-                    self.config.application.name.clone(),
-                );
-                if let Some(names) = methods.get(&*key.interface) {
-                    let names = names.join(",");
-                    exported
-                        .metadata
-                        .entry("methods".to_owned())
-                        .or_insert(names);
-                }
-                exported
-            })
-            .collect();
+        let services = self.exported_services();
         Ok(vec![Export {
             listener: None,
             bind: SocketAddr::new(ip, protocol.port),
