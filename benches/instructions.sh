@@ -13,6 +13,11 @@
 # stack's figure is client and server together; user space only (no kernel, no
 # syscalls). Needs valgrind (`apt-get install valgrind`). Prints one line per stack and
 # the ratios to the first one (plain, or tonic's balancer).
+#
+# INSTRUCTIONS_KEEP=DIR keeps both runs of each stack (DIR/STACK.MILLIS.callgrind and
+# DIR/STACK.MILLIS.requests), for `callgrind_annotate --inclusive=yes` on one run, or for
+# `python3 benches/where.py DIR BASE STACK`: each function's instructions per request
+# (the longer run less the shorter, as the totals here), STACK against BASE.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,6 +49,11 @@ count() {
     local requests instructions
     requests=$(sed -n 's/.* calls: \([0-9]*\) requests.*/\1/p' "$work/stdout")
     instructions=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$work/stderr")
+    if [[ -n ${INSTRUCTIONS_KEEP:-} ]]; then
+        mkdir -p "$INSTRUCTIONS_KEEP"
+        cp "$work/out" "$INSTRUCTIONS_KEEP/$1.$2.callgrind"
+        echo "$requests" >"$INSTRUCTIONS_KEEP/$1.$2.requests"
+    fi
     echo "$instructions $requests"
 }
 
