@@ -14,7 +14,6 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -25,9 +24,11 @@ use tonic::transport::server::TcpConnectInfo;
 use tower::{Service, ServiceExt};
 
 use super::call_bounds::{CallBounds, ShutdownCut};
+use super::connection_service::ConnectionService;
 use super::linger::{LINGER, Lent, linger};
 use super::peer::{Peer, PeerService};
 use super::socket::{PeerSocket, read_until_request};
+use super::woken::PolledWhenWoken;
 use rpc_core::BoxError;
 
 /// How long a connection with no call in flight waits, once the server's shutdown has
@@ -191,7 +192,7 @@ impl<'a> Connection<'a> {
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
         S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
         S::Future: Send + 'static,
-        S::Error: Into<BoxError>,
+        S::Error: Into<BoxError> + Send,
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
@@ -235,7 +236,7 @@ impl<'a> Connection<'a> {
         IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
         S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
         S::Future: Send + 'static,
-        S::Error: Into<BoxError>,
+        S::Error: Into<BoxError> + Send,
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
@@ -244,14 +245,23 @@ impl<'a> Connection<'a> {
         let io = TokioIo::new(PeerSocket::new(io, read_ahead, heard_from_peer.clone()));
         let conn = self
             .builder
-            .serve_connection(io, TowerToHyperService::new(service));
+            .serve_connection(io, ConnectionService::new(service));
         tokio::pin!(conn);
 
         // 1. Serve until the connection ends by itself, or the server asks this peer to go.
+        //    The signals are polled only when one of them fired (`woken.rs`), not at each
+        //    frame that wakes this task.
+        let asked = PolledWhenWoken::new(asked_to_stop(
+            signals,
+            &self.peer,
+            self.accepted_in_shutdown,
+        ));
         tokio::select! {
             biased;
-            _ = signals.force.cancelled() => return &signals.forced,
-            _ = goaway_asked(signals, &self.peer, self.accepted_in_shutdown) => {}
+            stop = asked => match stop {
+                Stop::Force => return &signals.forced,
+                Stop::Goaway => {}
+            },
             result = conn.as_mut() => {
                 log_end(result);
                 return &signals.closed_gracefully;
@@ -316,6 +326,28 @@ impl<'a> Connection<'a> {
             _ = idle_after_goaway(signals, &self.peer, goaway_at) => {}
         }
         flush_then_close(signals, conn.as_mut()).await
+    }
+}
+
+/// What the server asked of a connection it serves.
+enum Stop {
+    /// Close now, whatever it carries.
+    Force,
+    /// Start the graceful close (see [`goaway_asked`]).
+    Goaway,
+}
+
+/// Resolves when the server asks this connection to stop: at once ([`Stop::Force`]) or
+/// gracefully ([`Stop::Goaway`]); the first wins when both hold.
+async fn asked_to_stop(
+    signals: &ConnectionSignals,
+    peer: &Peer,
+    accepted_in_shutdown: bool,
+) -> Stop {
+    tokio::select! {
+        biased;
+        _ = signals.force.cancelled() => Stop::Force,
+        _ = goaway_asked(signals, peer, accepted_in_shutdown) => Stop::Goaway,
     }
 }
 

@@ -38,6 +38,7 @@ mod bounded_body;
 mod call_bounds;
 mod client;
 mod connection;
+mod connection_service;
 mod counts;
 mod error;
 pub mod fd;
@@ -51,6 +52,7 @@ mod server;
 mod server_options;
 mod socket;
 mod tls;
+mod woken;
 
 pub use bounded_body::{BodyBound, BoundedBody};
 pub use call_bounds::CUT_AT_SHUTDOWN;
