@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use http::Response;
 use rpc_core::BoxError;
-use rpc_core::metadata::{CLOSING, GRPC_STATUS, NOT_EXECUTED, NOT_EXECUTED_OVERLOADED};
+use rpc_core::metadata::{self, CLOSING, GRPC_STATUS, NOT_EXECUTED, NOT_EXECUTED_OVERLOADED};
 use tonic::Code;
 use tonic::body::Body as TonicBody;
 
@@ -172,7 +172,7 @@ pub(crate) fn classify_response(response: Response<TonicBody>) -> Outcome {
     }
     // A status in the headers means a trailers-only response: an error (or an OK with
     // no message). Every other header lookup is needed only then.
-    let code = match response.headers().get(&GRPC_STATUS) {
+    let code = match metadata::header(response.headers(), &GRPC_STATUS) {
         None => return Outcome::Success(response),
         Some(value) => Code::from_bytes(value.as_bytes()),
     };

@@ -25,7 +25,8 @@ use http::Response;
 use http_body::Body;
 use pin_project_lite::pin_project;
 use rpc_core::metadata::{
-    CLOSING, CLOSING_VALUE, NOT_EXECUTED, NOT_EXECUTED_CLOSING, NOT_EXECUTED_OVERLOADED,
+    CLOSING, CLOSING_VALUE, ClosingRefusal, NOT_EXECUTED, NOT_EXECUTED_CLOSING,
+    NOT_EXECUTED_OVERLOADED,
 };
 use tonic::body::Body as TonicBody;
 
@@ -65,6 +66,7 @@ impl NotExecuted {
             Self::Closing => {
                 headers.insert(NOT_EXECUTED, NOT_EXECUTED_CLOSING);
                 headers.insert(CLOSING, CLOSING_VALUE);
+                response.extensions_mut().insert(ClosingRefusal);
             }
             Self::Overloaded => {
                 headers.insert(NOT_EXECUTED, NOT_EXECUTED_OVERLOADED);

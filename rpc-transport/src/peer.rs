@@ -37,7 +37,7 @@ use tower::Service;
 use tokio_util::sync::CancellationToken;
 
 use rpc_core::BoxError;
-use rpc_core::metadata::{CONSUMER, HEALTH_PATH_PREFIX, NOT_EXECUTED, NOT_EXECUTED_OVERLOADED};
+use rpc_core::metadata::{CONSUMER, ClosingRefusal, HEALTH_PATH_PREFIX};
 use rpc_core::{BodyEnd, BodyGuard, GuardedBody, InflightCounter, InflightGuard};
 
 /// One connection's peer, as its requests show it.
@@ -181,12 +181,10 @@ where
         let this = self.project();
         let response = std::task::ready!(this.inner.poll(cx)).map_err(Into::into)?;
         let call = this.call.take();
-        // An overload refusal stays a RESOURCE_EXHAUSTED status: a plain client should
-        // back off, not re-send at once as it may a refused stream.
-        let closing_refusal = response
-            .headers()
-            .get(&NOT_EXECUTED)
-            .is_some_and(|reason| reason != NOT_EXECUTED_OVERLOADED);
+        // Only a closing refusal: an overload refusal stays a RESOURCE_EXHAUSTED status,
+        // as a plain client should back off, not re-send at once as it may a refused
+        // stream.
+        let closing_refusal = response.extensions().get::<ClosingRefusal>().is_some();
         if !*this.from_consumer && closing_refusal {
             this.refused.fetch_add(1, Ordering::Relaxed);
             // hyper resets the stream with the h2 reason it finds in the error's
@@ -251,7 +249,7 @@ mod tests {
     use tower::{ServiceExt, service_fn};
 
     use super::*;
-    use rpc_core::metadata::{CONSUMER_VALUE, NOT_EXECUTED_CLOSING};
+    use rpc_core::metadata::{CONSUMER_VALUE, NOT_EXECUTED, NOT_EXECUTED_CLOSING};
 
     /// A handler that refuses every request as a closing provider does.
     fn refusing() -> impl Service<
@@ -265,6 +263,7 @@ mod tests {
             response
                 .headers_mut()
                 .insert(NOT_EXECUTED, NOT_EXECUTED_CLOSING);
+            response.extensions_mut().insert(ClosingRefusal);
             Ok::<_, Infallible>(response)
         })
     }

@@ -11,7 +11,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use rpc_core::metadata::GRPC_STATUS;
+use rpc_core::metadata::{self, GRPC_STATUS};
 use tracing::Span;
 use tracing::field::Empty;
 
@@ -76,7 +76,7 @@ fn status_in_headers(outcome: &Outcome) -> Option<i32> {
         Outcome::Success(response) | Outcome::AppError(response) => response,
         Outcome::Failure(failure) => failure.response.as_ref().ok()?,
     };
-    let value = response.headers().get(&GRPC_STATUS)?;
+    let value = metadata::header(response.headers(), &GRPC_STATUS)?;
     Some(tonic::Code::from_bytes(value.as_bytes()) as i32)
 }
 

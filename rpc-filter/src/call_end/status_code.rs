@@ -2,14 +2,12 @@
 
 use http::{HeaderMap, Response, StatusCode};
 use rpc_core::BoxError;
-use rpc_core::metadata::GRPC_STATUS;
+use rpc_core::metadata::{self, GRPC_STATUS};
 use tonic::Code;
 
 /// The status code in `headers` (a trailers-only response's headers, or trailers).
 pub fn code_in_headers(headers: &HeaderMap) -> Option<Code> {
-    headers
-        .get(&GRPC_STATUS)
-        .map(|value| Code::from_bytes(value.as_bytes()))
+    metadata::header(headers, &GRPC_STATUS).map(|value| Code::from_bytes(value.as_bytes()))
 }
 
 /// The status of a call known from its response headers alone: the `grpc-status` of a
