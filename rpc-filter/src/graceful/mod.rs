@@ -16,4 +16,4 @@ mod provider;
 mod notice_tests;
 
 pub use consumer::{ConsumerGraceful, ConsumerGracefulLayer};
-pub use provider::{ProviderGraceful, ProviderGracefulLayer};
+pub use provider::{ProviderGraceful, ProviderGracefulLayer, ServedBody, ServedCall};

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
-use rpc_core::metadata::{CLOSING, CLOSING_VALUE, HEALTH_PATH_PREFIX, STREAM_MOVED};
+use rpc_core::metadata::{self, CLOSING, CLOSING_VALUE, HEALTH_PATH_PREFIX, STREAM_MOVED};
 use rpc_core::{BodyEnd, BodyGuard, GuardedBody, InflightGuard, ProviderHandles, StreamDrain};
 use tonic::body::Body as TonicBody;
 use tower_layer::Layer;
@@ -57,8 +57,8 @@ impl<S> Layer<S> for ProviderGracefulLayer {
 ///    the request arrives (one atomic load while nothing is offline); a whole-instance
 ///    offline, like the phase, is read again when the response is ready.
 ///
-/// The handles sit behind one `Arc`: the server clones this service for every request
-/// (hyper-util's `TowerToHyperService`), and one reference count is all that clone
+/// The handles sit behind one `Arc`: a stack that is not ready is cloned for a request
+/// (rpc-transport's `connection_service.rs`), and one reference count is all that clone
 /// should cost.
 #[derive(Clone, Debug)]
 pub struct ProviderGraceful<S> {
@@ -66,12 +66,17 @@ pub struct ProviderGraceful<S> {
     handles: Arc<ProviderHandles>,
 }
 
+/// The response body of a call through [`ProviderGraceful`]: the handler's, holding
+/// the call's [`ServedCall`] until it ends (none for a health check or a refusal). Not
+/// boxed again: the filters around this one wrap it, and the stack is boxed once.
+pub type ServedBody = GuardedBody<TonicBody, ServedCall>;
+
 impl<S, B> Service<Request<B>> for ProviderGraceful<S>
 where
     S: Service<Request<B>, Response = Response<TonicBody>>,
     B: Body,
 {
-    type Response = Response<TonicBody>;
+    type Response = Response<ServedBody>;
     type Error = S::Error;
     type Future = ResponseFuture<S::Future, B>;
 
@@ -146,7 +151,7 @@ where
     F: Future<Output = Result<Response<TonicBody>, E>>,
     B: Body,
 {
-    type Output = Result<Response<TonicBody>, E>;
+    type Output = Result<Response<ServedBody>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project() {
@@ -168,14 +173,12 @@ where
                 {
                     handles.streams.note_moved();
                 }
-                Poll::Ready(Ok(match guard.take() {
-                    Some(guard) => {
-                        response.map(|body| TonicBody::new(GuardedBody::new(body, guard)))
-                    }
-                    None => response,
-                }))
+                let guard = guard.take();
+                Poll::Ready(Ok(response.map(|body| GuardedBody::with(body, guard))))
             }
-            Projection::Refused { refusal } => refusal.poll(cx).map(Ok),
+            Projection::Refused { refusal } => refusal
+                .poll(cx)
+                .map(|response| Ok(response.map(|body| GuardedBody::with(body, None)))),
         }
     }
 }
@@ -191,7 +194,7 @@ pub struct ServedCall {
 impl BodyGuard for ServedCall {
     fn body_ended(self, end: BodyEnd<'_>) -> Option<Self> {
         if let BodyEnd::Trailers(trailers) = end
-            && trailers.contains_key(STREAM_MOVED)
+            && metadata::header(trailers, &STREAM_MOVED).is_some()
         {
             self.streams.note_moved();
         }
@@ -358,7 +361,7 @@ mod tests {
     /// the request was refused rather than served.
     async fn marked<S>(service: &S, path: &str) -> bool
     where
-        S: Service<Request<TonicBody>, Response = Response<TonicBody>> + Clone,
+        S: Service<Request<TonicBody>, Response = Response<ServedBody>> + Clone,
         S::Error: std::fmt::Debug,
     {
         let response = service.clone().oneshot(request(path)).await.unwrap();

@@ -13,7 +13,7 @@ use rpc_cluster::ClusterChannel;
 use rpc_cluster::resume::StreamResume;
 use rpc_filter::access_log::{AccessLog, AccessLogLayer};
 use rpc_filter::compression::ConsumerCompression;
-use rpc_filter::graceful::ConsumerGraceful;
+use rpc_filter::graceful::{ConsumerGraceful, ServedBody};
 use rpc_filter::metrics::CallMetrics;
 use rpc_filter::trace::{CallTrace, CallTraceLayer};
 use rpc_lifecycle::BoxHttpService;
@@ -50,8 +50,9 @@ pub(crate) fn reference_channel(
 }
 
 /// `graceful` (the provider's graceful filter over its routes) behind the access-log,
-/// metrics and trace filters when any is on. Their body wrappers are re-boxed once into
-/// tonic's body type; with all off the service is `graceful` alone, without that box.
+/// metrics and trace filters when any is on; with all off the service is `graceful`
+/// alone. Either way the response body, wrappers in wrappers, is boxed once into
+/// tonic's body type here.
 pub(crate) fn provider_service<S>(
     graceful: S,
     metrics: &Metrics,
@@ -59,7 +60,7 @@ pub(crate) fn provider_service<S>(
     access_log: Option<AccessLogLayer>,
 ) -> BoxHttpService
 where
-    S: tower::Service<Request<Incoming>, Response = Response<TonicBody>, Error = Infallible>
+    S: tower::Service<Request<Incoming>, Response = Response<ServedBody>, Error = Infallible>
         + Clone
         + Send
         + Sync
@@ -67,7 +68,9 @@ where
     S::Future: Send + 'static,
 {
     if !metrics.is_enabled() && !tracing.enabled && access_log.is_none() {
-        return BoxCloneSyncService::new(graceful);
+        return BoxCloneSyncService::new(
+            graceful.map_response(|response| response.map(TonicBody::new)),
+        );
     }
     let trace = if tracing.enabled {
         CallTraceLayer::server()
