@@ -4,8 +4,9 @@
 //! sent through the filter and straight to the service it wraps, so allocations of the
 //! request, the runtime and the service itself cancel out.
 //!
-//! The service is cloned for every request, as hyper-util's `TowerToHyperService`
-//! (the provider's server) and a generated client (the consumer) do. (A test binary of
+//! The service is cloned for every request, as a generated client does (the consumer),
+//! and as the provider's server does for a stack that is not ready (rpc-transport's
+//! `connection_service.rs`; a ready one it calls in place): the costlier case. (A test binary of
 //! its own: dhat allows one profiler per process at a time.)
 
 use std::convert::Infallible;

@@ -90,8 +90,9 @@ pub(crate) struct PeerService<S> {
     inner: S,
     peer: Arc<Peer>,
     /// The server's signal that shutdown step 2 began; `None` for a connection accepted
-    /// after it (see `PeerService::new`). Behind an `Arc` because hyper clones the
-    /// service for every request, and a token's clone and drop each take its lock.
+    /// after it (see `PeerService::new`). Behind an `Arc` because a stack that is not
+    /// ready is cloned for a request (`connection_service.rs`), and a token's clone and
+    /// drop each take its lock.
     plain_clients_go: Option<Arc<CancellationToken>>,
     /// The server's count of streams refused with `REFUSED_STREAM`.
     refused: Arc<AtomicUsize>,
