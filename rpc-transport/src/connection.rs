@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,26 +19,18 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
-use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpConnectInfo;
 use tower::{Service, ServiceExt};
 
-use super::call_bounds::{CallBounds, ShutdownCut};
+use super::call_bounds::CallBounds;
 use super::connection_service::ConnectionService;
+use super::connection_signals::{ConnectionSignals, PING_ANSWER_WAIT};
+use super::connection_signals::{Stop, asked_to_stop, idle_after_goaway};
 use super::linger::{LINGER, Lent, linger};
 use super::peer::{Peer, PeerService};
 use super::socket::{PeerSocket, read_until_request};
 use super::woken::PolledWhenWoken;
 use rpc_core::BoxError;
-
-/// How long a connection with no call in flight waits, once the server's shutdown has
-/// begun, for its peer to answer the PING sent with its first GOAWAY before it is closed
-/// without that answer. The answer proves that no request crossed the GOAWAY (RFC 9113
-/// §6.8: "at least one round-trip time"); a peer that has not answered in 100 ms — far
-/// more than a round trip between a provider and its clients — is mute or gone, and
-/// holding the exit for it would only delay the process. Connections told to close at
-/// shutdown step 2 have had the whole offline window for it already.
-pub(crate) const PING_ANSWER_WAIT: Duration = Duration::from_millis(100);
 
 /// How long a connection accepted before a hot upgrade's hand-over waits, once its
 /// graceful close is asked for, for the first request of a peer that has sent none yet
@@ -47,46 +39,6 @@ pub(crate) const PING_ANSWER_WAIT: Duration = Duration::from_millis(100);
 /// milliseconds — and short against the drain's bound (`step_timeout`, 3 s by default):
 /// a peer that dialled and stays silent holds the old process's exit this long at most.
 pub(crate) const FIRST_REQUEST_WAIT: Duration = Duration::from_secs(1);
-
-/// Signals and tallies shared by a server and all of its connections.
-#[derive(Debug, Default)]
-pub(crate) struct ConnectionSignals {
-    /// Cancelled when shutdown step 2 begins: from then on, a call of a plain client
-    /// (not an rpc consumer) makes its connection start its graceful close, and a new
-    /// connection is held back from HTTP/2 until its peer sends a request.
-    pub(crate) plain_clients_go: CancellationToken,
-    /// Cancelled when every connection that never carried an rpc consumer's call must
-    /// start its graceful close: shutdown step 3.
-    pub(crate) goaway_plain: CancellationToken,
-    /// Cancelled when every connection must start its graceful close, and connections
-    /// held back during the shutdown must close: the server's shutdown (step 6).
-    pub(crate) goaway: CancellationToken,
-    /// Cancelled when connections whose graceful close has begun may be closed as soon
-    /// as they carry no call (after [`PING_ANSWER_WAIT`]), whatever their peer does.
-    pub(crate) close_idle: CancellationToken,
-    /// Cancelled when connections must close now, whatever they carry.
-    pub(crate) force: CancellationToken,
-    /// Cancelled at a hot upgrade's hand-over: the successor accepts on the listening
-    /// socket from now on, and this server refuses nothing while it drains.
-    pub(crate) successor_accepts: CancellationToken,
-    /// Connections open now.
-    pub(crate) open: AtomicUsize,
-    /// Connections that completed a graceful close after GOAWAY.
-    pub(crate) closed_gracefully: AtomicUsize,
-    /// Connections closed by us with no call in flight, without waiting for the peer.
-    pub(crate) closed_idle: AtomicUsize,
-    /// Connections closed by force (deadline or abort) while the peer still had them.
-    pub(crate) forced: AtomicUsize,
-    /// Connections closed without GOAWAY because the peer never began HTTP/2 with us:
-    /// it sent no byte, or (accepted during a shutdown) no request.
-    pub(crate) unused: AtomicUsize,
-    /// Cut at the drain bound: calls still open end with `UNAVAILABLE`.
-    pub(crate) cut: Arc<ShutdownCut>,
-    /// Graceful closes begun: the first GOAWAY (with its PING) sent on a connection.
-    pub(crate) goaway_sent: AtomicU64,
-    /// Requests refused with `REFUSED_STREAM` (see `peer.rs`).
-    pub(crate) refused: Arc<AtomicUsize>,
-}
 
 /// A TLS handshake to make before HTTP/2: the acceptor in force when the connection was
 /// accepted, and how long the peer has to finish it.
@@ -327,58 +279,6 @@ impl<'a> Connection<'a> {
         }
         flush_then_close(signals, conn.as_mut()).await
     }
-}
-
-/// What the server asked of a connection it serves.
-enum Stop {
-    /// Close now, whatever it carries.
-    Force,
-    /// Start the graceful close (see [`goaway_asked`]).
-    Goaway,
-}
-
-/// Resolves when the server asks this connection to stop: at once ([`Stop::Force`]) or
-/// gracefully ([`Stop::Goaway`]); the first wins when both hold.
-async fn asked_to_stop(
-    signals: &ConnectionSignals,
-    peer: &Peer,
-    accepted_in_shutdown: bool,
-) -> Stop {
-    tokio::select! {
-        biased;
-        _ = signals.force.cancelled() => Stop::Force,
-        _ = goaway_asked(signals, peer, accepted_in_shutdown) => Stop::Goaway,
-    }
-}
-
-/// Resolves when this connection must start its graceful close: from shutdown step 2
-/// on when its plain client still calls (the closing mark did not move it; see
-/// `peer.rs`), from step 3 on when it never carried an rpc consumer's call, and at the
-/// server's shutdown (step 6) in any case — when rpc consumers, who stopped choosing
-/// this instance at its closing mark, close theirs as they always did. A connection
-/// accepted during the shutdown waits for the server's shutdown: its client dialled
-/// after the GOAWAYs and called without waiting for SETTINGS, and another GOAWAY would
-/// only make it dial again.
-async fn goaway_asked(signals: &ConnectionSignals, peer: &Peer, accepted_in_shutdown: bool) {
-    let plain = async {
-        signals.goaway_plain.cancelled().await;
-        if accepted_in_shutdown || peer.reads_closing_mark() {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        _ = signals.goaway.cancelled() => {}
-        _ = peer.must_go() => {}
-        _ = plain => {}
-    }
-}
-
-/// Resolves once the server's shutdown allows idle connections to close, the peer has
-/// had [`PING_ANSWER_WAIT`] since `goaway_at` to answer, and no call is in flight.
-async fn idle_after_goaway(signals: &ConnectionSignals, peer: &Peer, goaway_at: Instant) {
-    signals.close_idle.cancelled().await;
-    tokio::time::sleep_until(goaway_at + PING_ANSWER_WAIT).await;
-    peer.idle().await;
 }
 
 /// Drives a connection with no call in flight until h2 has ended it, for at most

@@ -39,6 +39,7 @@ mod call_bounds;
 mod client;
 mod connection;
 mod connection_service;
+mod connection_signals;
 mod counts;
 mod error;
 pub mod fd;

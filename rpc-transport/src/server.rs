@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::Service;
 
-use super::connection::{self, ConnectionSignals, Handshake};
+use super::connection::{self, Handshake};
+use super::connection_signals::ConnectionSignals;
 use super::counts::{ConnectionCounts, ServerShutdown};
 use super::tls::ServerTls;
 use super::{ServerOptions, TransportError};
