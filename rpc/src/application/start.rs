@@ -286,17 +286,19 @@ impl ApplicationBuilder {
         S::Future: Send + 'static,
     {
         let limit = &self.config.provider.limit;
-        let concurrency = if limit.enabled {
+        let graceful = ProviderGracefulLayer::new(self.lifecycle.provider_handles());
+        let access_log = self.access_log_layer(rpc_filter::trace::Side::Server);
+        let (metrics, tracing) = (&self.metrics, &self.config.tracing);
+        // A limit that is off (the default) is left out rather than passed through: each
+        // layer is one more future and body wrapper per call.
+        if limit.enabled {
             let limiter = ConcurrencyLimiter::new(limit.gradient());
             self.metrics.observe_limiter(&limiter);
-            ConcurrencyLimitLayer::new(limiter)
+            let limited = ConcurrencyLimitLayer::new(limiter).layer(handler);
+            observe::provider_service(graceful.layer(limited), metrics, tracing, access_log)
         } else {
-            ConcurrencyLimitLayer::disabled()
-        };
-        let limited = concurrency.layer(handler);
-        let graceful = ProviderGracefulLayer::new(self.lifecycle.provider_handles()).layer(limited);
-        let access_log = self.access_log_layer(rpc_filter::trace::Side::Server);
-        observe::provider_service(graceful, &self.metrics, &self.config.tracing, access_log)
+            observe::provider_service(graceful.layer(handler), metrics, tracing, access_log)
+        }
     }
 
     async fn export(&mut self) -> Result<Vec<Export>, ApplicationError> {

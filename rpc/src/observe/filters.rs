@@ -77,9 +77,17 @@ where
     } else {
         CallTraceLayer::disabled()
     };
-    let access_log = access_log.unwrap_or_else(AccessLogLayer::disabled);
-    let observed = access_log
-        .layer(metrics.server_layer().layer(trace.layer(graceful)))
-        .map_response(|response| response.map(TonicBody::new));
-    BoxCloneSyncService::new(observed)
+    let observed = metrics.server_layer().layer(trace.layer(graceful));
+    // An access log that is off is left out rather than passed through: each layer is
+    // one more future and body wrapper per call.
+    match access_log {
+        Some(access_log) => BoxCloneSyncService::new(
+            access_log
+                .layer(observed)
+                .map_response(|response| response.map(TonicBody::new)),
+        ),
+        None => BoxCloneSyncService::new(
+            observed.map_response(|response| response.map(TonicBody::new)),
+        ),
+    }
 }
