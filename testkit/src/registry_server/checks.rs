@@ -69,6 +69,14 @@ pub(super) async fn is_leader(backend: Backend, at: Endpoint) -> bool {
     }
 }
 
+/// Whether the rnacos member at `at` has heard from a raft leader: it knows one, or holds
+/// log entries (a joining member the leader is bringing up to date).
+pub(super) async fn heard_from_leader(at: Endpoint) -> bool {
+    raft_metrics(at).await.is_some_and(|metrics| {
+        !metrics["current_leader"].is_null() || metrics["last_log_index"].as_u64() > Some(0)
+    })
+}
+
 /// How many voting members rnacos's raft lists now (as the member at `at` knows them).
 pub(super) async fn raft_members(at: Endpoint) -> usize {
     raft_metrics(at).await.map_or(0, |metrics| {
