@@ -86,8 +86,8 @@ where
                 .layer(observed)
                 .map_response(|response| response.map(TonicBody::new)),
         ),
-        None => BoxCloneSyncService::new(
-            observed.map_response(|response| response.map(TonicBody::new)),
-        ),
+        None => {
+            BoxCloneSyncService::new(observed.map_response(|response| response.map(TonicBody::new)))
+        }
     }
 }

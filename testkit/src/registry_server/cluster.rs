@@ -100,7 +100,10 @@ async fn join(members: &mut [RegistryServer]) -> io::Result<()> {
         }
         let joining = &mut members[members.len() - 1];
         let at = joining.endpoint();
-        if !joining.ask(async move { heard_from_leader(at).await }).await {
+        if !joining
+            .ask(async move { heard_from_leader(at).await })
+            .await
+        {
             joining.restart_without_data().await?;
         }
     }
