@@ -44,18 +44,18 @@ where
         let result = std::task::ready!(result);
         let end = this.end.take();
         Poll::Ready(match result {
-            // The status is looked up only for someone to tell (a lookup is a hash of
-            // `grpc-status`, about 150 instructions).
-            Ok(response) => match end {
-                Some(end) => match code_in_response(&response) {
+            Ok(response) => {
+                // The status is looked up only for someone to tell; a trailers-only
+                // response ends the call here, any other at its body's end.
+                let end = end.and_then(|end| match code_in_response(&response) {
                     Some(code) => {
                         end.call_ended(code);
-                        Ok(response.map(|body| watch(body, None)))
+                        None
                     }
-                    None => Ok(response.map(|body| watch(body, Some(end)))),
-                },
-                None => Ok(response.map(|body| watch(body, None))),
-            },
+                    None => Some(end),
+                });
+                Ok(response.map(|body| watch(body, end)))
+            }
             Err(error) => {
                 if let Some(end) = end {
                     end.call_ended(error.status_code());

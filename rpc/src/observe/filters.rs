@@ -68,9 +68,7 @@ where
     S::Future: Send + 'static,
 {
     if !metrics.is_enabled() && !tracing.enabled && access_log.is_none() {
-        return BoxCloneSyncService::new(
-            graceful.map_response(|response| response.map(TonicBody::new)),
-        );
+        return boxed(graceful);
     }
     let trace = if tracing.enabled {
         CallTraceLayer::server()
@@ -81,13 +79,22 @@ where
     // An access log that is off is left out rather than passed through: each layer is
     // one more future and body wrapper per call.
     match access_log {
-        Some(access_log) => BoxCloneSyncService::new(
-            access_log
-                .layer(observed)
-                .map_response(|response| response.map(TonicBody::new)),
-        ),
-        None => {
-            BoxCloneSyncService::new(observed.map_response(|response| response.map(TonicBody::new)))
-        }
+        Some(access_log) => boxed(access_log.layer(observed)),
+        None => boxed(observed),
     }
+}
+
+/// `service` as the lifecycle serves it: its future and its response body boxed, once.
+fn boxed<S, B>(service: S) -> BoxHttpService
+where
+    S: tower::Service<Request<Incoming>, Response = Response<B>, Error = Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Future: Send + 'static,
+    B: hyper::body::Body<Data = hyper::body::Bytes> + Send + 'static,
+    B::Error: Into<rpc_core::BoxError>,
+{
+    BoxCloneSyncService::new(service.map_response(|response| response.map(TonicBody::new)))
 }
