@@ -23,6 +23,7 @@ mod process;
 mod readiness;
 mod readiness_plot;
 mod restart;
+mod restart_record;
 mod role;
 mod summary;
 mod surge;
@@ -43,8 +44,9 @@ pub use fleet::{BACKEND_GROUP, Fleet, Instance, PROXY_GROUP};
 pub use options::{Mode, Options, RollingError, Streams};
 pub use plot::write_plot;
 pub use readiness::{POLL_EVERY, Readiness, ReadinessChange, ReadinessRecord};
+pub use restart_record::RestartRecord;
 pub use role::Role;
-pub use summary::{Latency, RestartRecord, StreamTally, Summary};
+pub use summary::{Latency, StreamTally, Summary};
 pub use surge::{Bound, Order};
 
 use options::validate;

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use super::fleet::{Fleet, Instance};
+use super::restart_record::RestartRecord;
 use super::role::Role;
-use super::summary::RestartRecord;
 use super::surge::Order;
 
 /// One instance to replace: which, where it sits, and when the restart began.

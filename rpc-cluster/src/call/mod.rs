@@ -20,6 +20,7 @@ mod headers;
 mod learn;
 mod pick;
 mod run;
+mod swallow;
 mod telemetry;
 mod wait_for_provider;
 

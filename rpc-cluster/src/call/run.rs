@@ -22,10 +22,10 @@ use tonic::body::Body as TonicBody;
 
 use super::attempt::{self, Target};
 use super::pick::Route;
+use super::swallow::swallow;
 use super::{Call, OVERLOAD_REROUTES, TRANSPARENT_RESENDS};
 use crate::classify::{Failure, FailureKind, Outcome};
 use crate::error::ClusterError;
-use crate::failback_queue::{Retried, RetryJob};
 use crate::invoker::Invoker;
 use crate::resume::ServedBy;
 use crate::rng;
@@ -40,7 +40,7 @@ impl Call {
     /// another instance under every strategy, without counting as a retry. With no
     /// instance to pick, it waits for one to be listed (`wait_for_provider`). `None` when
     /// no instance is left to try or the body cannot be sent again.
-    async fn send(&mut self, route: Route) -> Option<Outcome> {
+    pub(super) async fn send(&mut self, route: Route) -> Option<Outcome> {
         loop {
             let invoker = match self.pick(route) {
                 Some(invoker) => invoker,
@@ -186,7 +186,7 @@ impl Call {
     }
 
     /// Makes every instance eligible again (a background retry starts afresh).
-    fn forget_tried(&mut self) {
+    pub(super) fn forget_tried(&mut self) {
         self.tried.clear();
     }
 
@@ -330,77 +330,6 @@ async fn all(mut call: Call) -> Answer {
         (None, Some(response)) => Ok(response),
         (None, None) => call.give_up(None),
     }
-}
-
-/// Answers a failed call with an empty OK response; with `retry_later`, queues it for
-/// background retries (routed by `route`) if its body can be sent again.
-fn swallow(
-    call: Call,
-    failure: Option<Failure>,
-    retry_later: bool,
-    route: Route,
-) -> Response<TonicBody> {
-    let stack = call.stack.clone();
-    let then = if retry_later {
-        "will retry in the background"
-    } else {
-        "answering with an empty response"
-    };
-    match failure {
-        Some(failure) => {
-            tracing::warn!(service = %stack.directory.service(), cluster = ?stack.config.cluster, kind = ?failure.kind, "call failed; {then}");
-        }
-        None => {
-            tracing::warn!(service = %stack.directory.service(), cluster = ?stack.config.cluster, "no provider; {then}");
-        }
-    }
-    stack.stats.note_swallowed();
-    if retry_later && call.body.replayable() {
-        stack.failback.enqueue(FailbackRetry { call, route });
-    }
-    empty_response()
-}
-
-/// A failed call waiting in the failback queue.
-struct FailbackRetry {
-    call: Call,
-    route: Route,
-}
-
-impl RetryJob for FailbackRetry {
-    fn retry(&mut self) -> BoxFuture<'_, Retried> {
-        Box::pin(async move {
-            self.call.forget_tried();
-            match self.call.send(self.route).await {
-                Some(Outcome::Success(_) | Outcome::AppError(_)) => Retried::Done,
-                _ if !self.call.body.replayable() => Retried::Spent,
-                _ => Retried::Failed,
-            }
-        })
-    }
-}
-
-/// A successful gRPC response carrying one empty message (every field at its default)
-/// and status OK: what failsafe and failback give the caller instead of an error.
-fn empty_response() -> Response<TonicBody> {
-    use bytes::Bytes;
-    use http_body::Frame;
-    use http_body_util::StreamBody;
-
-    // One length-prefixed message frame: not compressed, length 0.
-    let message = Frame::data(Bytes::from_static(&[0, 0, 0, 0, 0]));
-    let mut trailers = http::HeaderMap::new();
-    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-    let frames = futures_util::stream::iter([
-        Ok::<_, std::convert::Infallible>(message),
-        Ok(Frame::trailers(trailers)),
-    ]);
-    let mut response = Response::new(TonicBody::new(StreamBody::new(frames)));
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/grpc"),
-    );
-    response
 }
 
 #[cfg(test)]
