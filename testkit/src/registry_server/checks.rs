@@ -69,12 +69,25 @@ pub(super) async fn is_leader(backend: Backend, at: Endpoint) -> bool {
     }
 }
 
-/// Whether the rnacos member at `at` has heard from a raft leader: it knows one, or holds
-/// log entries (a joining member the leader is bringing up to date).
-pub(super) async fn heard_from_leader(at: Endpoint) -> bool {
-    raft_metrics(at).await.is_some_and(|metrics| {
-        !metrics["current_leader"].is_null() || metrics["last_log_index"].as_u64() > Some(0)
-    })
+/// Asks the rnacos raft leader at `leader` to take member `id`, whose raft answers at
+/// `raft_address` (`POST /nacos/v1/raft/joinnode`): it adds the member as a non-voter,
+/// brings it up to date, then makes it a voter. Whether rnacos answered `{"ok":1}`.
+pub(super) async fn ask_to_join(leader: Endpoint, id: usize, raft_address: String) -> bool {
+    let body = serde_json::json!([id, raft_address]).to_string();
+    ok_reply(http_reply(leader, "POST", "/nacos/v1/raft/joinnode", &body).await)
+}
+
+/// Asks the rnacos raft leader at `leader` to make `ids` its voters
+/// (`POST /nacos/v1/raft/change-membership`). Whether rnacos answered `{"ok":1}`.
+pub(super) async fn change_voters(leader: Endpoint, ids: Vec<usize>) -> bool {
+    let body = serde_json::json!(ids).to_string();
+    ok_reply(http_reply(leader, "POST", "/nacos/v1/raft/change-membership", &body).await)
+}
+
+/// Whether an rnacos management reply says `{"ok":1}` (a refused change ends the
+/// connection without a reply: rnacos's handlers unwrap their errors).
+fn ok_reply(reply: Option<String>) -> bool {
+    reply.is_some_and(|reply| reply.ends_with(r#"{"ok":1}"#))
 }
 
 /// How many voting members rnacos's raft lists now (as the member at `at` knows them).
@@ -84,6 +97,25 @@ pub(super) async fn raft_members(at: Endpoint) -> usize {
             .as_array()
             .map_or(0, Vec::len)
     })
+}
+
+/// rnacos's raft metrics as one line (state, leader, log index, voters), for an error
+/// message; "no answer" when the member does not answer.
+pub(super) async fn raft_summary(at: Endpoint) -> String {
+    raft_metrics(at).await.map_or_else(
+        || "no answer".to_owned(),
+        |metrics| {
+            format!(
+                "id {} state {} leader {} last log {} voters {} after {}",
+                metrics["id"],
+                metrics["state"],
+                metrics["current_leader"],
+                metrics["last_log_index"],
+                metrics["membership_config"]["members"],
+                metrics["membership_config"]["members_after_consensus"]
+            )
+        },
+    )
 }
 
 /// rnacos's raft metrics (`GET /nacos/v1/raft/metrics`: `id`, `state`, `current_leader`,

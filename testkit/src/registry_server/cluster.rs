@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::checks::{heard_from_leader, is_leader, raft_members};
+use super::checks::{ask_to_join, change_voters, is_leader, log_tail, raft_members, raft_summary};
 use super::command::Membership;
 use super::{Backend, READY_TIMEOUT, RegistryServer};
 use crate::netlab::Host;
@@ -34,12 +34,10 @@ impl RegistryServer {
             member.spawn_process()?;
             if backend == Backend::Nacos {
                 // rnacos's raft takes one joining member at a time (two at once: one
-                // is left a non-voter), and a member asks to join only once, at start
-                // (a request lost then is not sent again): a member not counted in time
-                // is started again, and asks again.
+                // is left a non-voter), through its leader.
                 member.wait_ready().await?;
                 members.push(member);
-                join(&mut members).await?;
+                join(&members).await?;
             } else {
                 // Every member runs before any is waited on: none answers without a
                 // quorum.
@@ -70,43 +68,94 @@ impl RegistryServer {
     }
 }
 
-/// How long a joining rnacos member is given before it is started again.
+/// How long a joining rnacos member is given to be counted among the voters before the
+/// membership change is asked again.
 const JOIN_WAIT: Duration = Duration::from_secs(10);
 
-/// Waits until the first of `members` counts every one of them among rnacos's raft
-/// voters, for at most [`READY_TIMEOUT`]. The last one, once not counted for a
-/// [`JOIN_WAIT`], is started again without its data (it asks to join again) — only if
-/// its request was lost: no leader has contacted it.
+/// Makes the last of `members` an rnacos raft voter, for at most [`READY_TIMEOUT`]: the
+/// first member (the founder) is waited on until it leads, then asked to take the last
+/// (`joinnode`), then waited on until it counts every member among its voters. After a
+/// [`JOIN_WAIT`] without that, a join that was not answered is asked again, and one that
+/// was is followed by a membership change asked of the leader (rnacos's join ignores an
+/// error of its own membership change). Asking twice is harmless: rnacos refuses a join
+/// or change it already has (async-raft's `Noop`).
 ///
-/// A join the leader has taken is not asked again. The leader adds the member as a
-/// non-voter and brings it up to date before it makes it a voter, which on a loaded
-/// machine can outlast a `JOIN_WAIT`; a second request for the same member id is then
-/// refused (async-raft answers `Noop` for a non-voter being synced, and rnacos's join
-/// handler gives up on that error before it changes the membership), so a member
-/// restarted then would never be counted (seen in CI: "the first member counts 1
-/// voters" after a minute of restarts).
-async fn join(members: &mut [RegistryServer]) -> io::Result<()> {
+/// The test asks, not the joining member: rnacos's own join request is sent once, at
+/// start, and is lost for good if the first member does not lead yet, and asking again
+/// by restarting the member fails for good once the first request was taken (seen in CI:
+/// "the first member counts 1 voters" after a minute).
+async fn join(members: &[RegistryServer]) -> io::Result<()> {
     let deadline = Instant::now() + READY_TIMEOUT;
+    let first = &members[0];
+    let at = first.endpoint();
+    while !first
+        .ask(async move { is_leader(Backend::Nacos, at).await })
+        .await
+    {
+        if Instant::now() >= deadline {
+            return Err(io::Error::other(format!(
+                "the first rnacos member did not lead in time; {}",
+                join_state(members).await
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if members.len() == 1 {
+        return Ok(());
+    }
+    let joining = &members[members.len() - 1];
+    // Raft ids count from 1, in start order (`command.rs`).
+    let id = members.len();
+    let raft_address = format!("{}:{}", joining.address, joining.second_port);
+    let mut asked = false;
     loop {
+        if !asked {
+            let raft_address = raft_address.clone();
+            asked = first
+                .ask_within(
+                    deadline.saturating_duration_since(Instant::now()),
+                    async move { ask_to_join(at, id, raft_address).await },
+                )
+                .await;
+        } else {
+            let voters: Vec<usize> = (1..=members.len()).collect();
+            first
+                .ask(async move { change_voters(at, voters).await })
+                .await;
+        }
         let counted = counted(members, Instant::now() + JOIN_WAIT).await;
         if counted >= members.len() {
             return Ok(());
         }
         if Instant::now() >= deadline {
-            return Err(io::Error::other(format!(
-                "rnacos member {} did not join the cluster in time (the first member counts {counted} voters)",
-                members.len()
-            )));
-        }
-        let joining = &mut members[members.len() - 1];
-        let at = joining.endpoint();
-        if !joining
-            .ask(async move { heard_from_leader(at).await })
-            .await
-        {
-            joining.restart_without_data().await?;
+            return Err(join_error(members, counted).await);
         }
     }
+}
+
+/// The error for a member of `members` not counted in time, with what each says.
+async fn join_error(members: &[RegistryServer], counted: usize) -> io::Error {
+    io::Error::other(format!(
+        "rnacos member {} did not join the cluster in time (the first member counts {counted} voters); {}",
+        members.len(),
+        join_state(members).await
+    ))
+}
+
+/// What each of `members` says of its raft, and the end of the last one's log.
+async fn join_state(members: &[RegistryServer]) -> String {
+    let mut state = String::new();
+    for member in members {
+        let at = member.endpoint();
+        let summary = member.ask(async move { raft_summary(at).await }).await;
+        state.push_str(&format!("member at {}: {summary}; ", at.address));
+    }
+    let (first, joining) = (&members[0], &members[members.len() - 1]);
+    format!(
+        "{state}the first one's log ends with:\n{}\nthe last one's log ends with:\n{}",
+        log_tail(&first.log_path()),
+        log_tail(&joining.log_path())
+    )
 }
 
 /// How many voters the first of `members` counts, polled every 100 ms until it counts

@@ -125,18 +125,20 @@ impl Spec<'_> {
                 "RNACOS_RAFT_NODE_ADDR",
                 format!("{}:{}", self.address, self.second_port),
             );
-        // A cluster: the first member founds it, each other one asks the first to join
-        // (as a voter) once it runs; rnacos's raft admits one joining member at a time.
+        // A cluster: the first member founds it; each other one waits, without asking to
+        // join, until the test asks the first to take it (`cluster.rs`): rnacos's own
+        // join request is sent once and lost if the first is not yet leader.
         if let Some(membership) = self.membership {
-            command.env("RNACOS_RAFT_NODE_ID", (membership.index + 1).to_string());
-            if membership.index == 0 {
-                command.env("RNACOS_RAFT_AUTO_INIT", "true");
-            } else {
-                command.env("RNACOS_RAFT_AUTO_INIT", "false").env(
-                    "RNACOS_RAFT_JOIN_ADDR",
-                    format!("{}:{}", membership.addresses[0], self.second_port),
+            command
+                .env("RNACOS_RAFT_NODE_ID", (membership.index + 1).to_string())
+                .env(
+                    "RNACOS_RAFT_AUTO_INIT",
+                    if membership.index == 0 {
+                        "true"
+                    } else {
+                        "false"
+                    },
                 );
-            }
         }
         Ok(command)
     }

@@ -147,8 +147,17 @@ impl RegistryServer {
         &self,
         check: impl Future<Output = T> + Send + 'static,
     ) -> T {
+        self.ask_within(Duration::from_secs(1), check).await
+    }
+
+    /// As [`Self::ask`], bounded by `within`.
+    async fn ask_within<T: Default + Send + 'static>(
+        &self,
+        within: Duration,
+        check: impl Future<Output = T> + Send + 'static,
+    ) -> T {
         let bounded = async move {
-            tokio::time::timeout(Duration::from_secs(1), check)
+            tokio::time::timeout(within, check)
                 .await
                 .unwrap_or_default()
         };
