@@ -168,7 +168,8 @@ async fn raw_say_hello(app: &Application, headers: &[(&str, &str)], name: &str) 
 
 /// A provider configured `gzip` (greeter) and `zstd` (echo) sends its responses so, as
 /// they travel: the flag set on each message, `grpc-encoding` named; only to a client
-/// whose `grpc-accept-encoding` lists it. Every response says what the provider reads.
+/// whose `grpc-accept-encoding` lists it. Every response to such a client says what the
+/// provider reads.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_configured_service_answers_compressed_on_the_wire() {
     let hub = MemoryHub::new();

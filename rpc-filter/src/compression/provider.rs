@@ -85,7 +85,13 @@ impl<S> Layer<S> for ProviderCompressionLayer {
 ///   `grpc-accept-encoding` lists that encoding, has each message of at most
 ///   `limits.max_encoding_message_size` compressed, its flag set and `grpc-encoding`
 ///   sent; a response the generated server compressed itself is left as it is.
-/// - Every response advertises `grpc-accept-encoding: gzip,zstd,identity`.
+/// - A response to a request that speaks compression (it carries `grpc-encoding` or
+///   `grpc-accept-encoding`) advertises `grpc-accept-encoding: gzip,zstd,identity`, as
+///   does the `UNIMPLEMENTED` refusal. A request with neither comes from a client that
+///   neither compresses nor reads compressed messages (gRPC's own clients send
+///   `grpc-accept-encoding` on every call); telling it would cost each of its responses
+///   one more header to encode and parse, and gRPC's compression guide lets a peer not
+///   disclose its encodings.
 #[derive(Clone, Debug)]
 pub struct ProviderCompression<S> {
     inner: S,
@@ -118,6 +124,7 @@ where
 
     fn call(&mut self, mut request: Request<TonicBody>) -> Self::Future {
         let respond = self.response_encoding(request.uri().path(), request.headers());
+        let advertise = speaks_compression(request.headers());
         match Sent::of(request.headers()) {
             Sent::Identity => {}
             Sent::Known(encoding) => {
@@ -140,9 +147,19 @@ where
         ResponseFuture::Called {
             inner: self.inner.call(request),
             respond,
+            advertise,
             max_buffered: self.settings.limits.max_encoding_message_size,
         }
     }
+}
+
+/// Whether a request with these `headers` comes from a client that speaks compression:
+/// it names its messages' encoding or the encodings it reads. One pass over the
+/// entries (a request holds a handful) rather than two hashed lookups.
+fn speaks_compression(headers: &HeaderMap) -> bool {
+    headers
+        .keys()
+        .any(|name| name == GRPC_ACCEPT_ENCODING || name == GRPC_ENCODING)
 }
 
 /// The trailers-only answer to a request in an encoding this filter does not read.
@@ -167,6 +184,8 @@ pin_project! {
             #[pin]
             inner: F,
             respond: Option<Encoding>,
+            // The request speaks compression: the response says what this filter reads.
+            advertise: bool,
             max_buffered: usize,
         },
         /// Refused before the routes: an unsupported encoding.
@@ -185,11 +204,14 @@ where
             Projection::Called {
                 inner,
                 respond,
+                advertise,
                 max_buffered,
             } => {
                 let mut response = ready!(inner.poll(cx))?;
                 let headers = response.headers_mut();
-                headers.insert(GRPC_ACCEPT_ENCODING, PROVIDER_ACCEPTS);
+                if *advertise {
+                    headers.insert(GRPC_ACCEPT_ENCODING, PROVIDER_ACCEPTS);
+                }
                 // Not a trailers-only answer (it has no messages), and not one the
                 // generated server compressed itself.
                 let compress = respond.filter(|_| {

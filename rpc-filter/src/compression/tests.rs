@@ -371,3 +371,27 @@ async fn a_reference_refuses_a_bomb_from_a_provider() {
     let (_, body) = read(response).await;
     assert_eq!(body.unwrap_err().code(), Code::ResourceExhausted);
 }
+
+#[tokio::test]
+async fn what_the_provider_reads_is_told_to_clients_that_speak_compression() {
+    for (headers, told) in [
+        (&[][..], false),
+        (&[("grpc-accept-encoding", "identity")][..], true),
+        (&[("grpc-encoding", "identity")][..], true),
+    ] {
+        let service = provider(&[]).layer(routes(Record::default(), REPLY));
+        let response = service
+            .oneshot(request(headers, vec![framed(false, MESSAGE)]))
+            .await
+            .unwrap();
+        let (answer, body) = read(response).await;
+        assert_eq!(body.unwrap(), framed(false, REPLY), "{headers:?}");
+        assert_eq!(
+            answer
+                .get("grpc-accept-encoding")
+                .map(|v| v.to_str().unwrap()),
+            told.then_some("gzip,zstd,identity"),
+            "{headers:?}"
+        );
+    }
+}
