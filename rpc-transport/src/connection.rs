@@ -65,7 +65,7 @@ pub(crate) async fn serve<S, B>(
     signals.open.fetch_add(1, Ordering::Relaxed);
     // Accepted during a shutdown: held back from HTTP/2 until its peer sends a request
     // (see `socket.rs`); closed at the server's shutdown if it never does.
-    let accepted_in_shutdown = signals.plain_clients_go.is_cancelled();
+    let accepted_in_shutdown = signals.plain_clients_go.load(Ordering::Acquire);
     // Handlers can ask tonic's `Request::local_addr()` / `remote_addr()`, as with
     // tonic's own server.
     let info = TcpConnectInfo {

@@ -3,7 +3,7 @@
 //! connection whose close began may close without its peer's answer.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -24,10 +24,11 @@ pub(crate) const PING_ANSWER_WAIT: Duration = Duration::from_millis(100);
 /// Signals and tallies shared by a server and all of its connections.
 #[derive(Debug, Default)]
 pub(crate) struct ConnectionSignals {
-    /// Cancelled when shutdown step 2 begins: from then on, a call of a plain client
-    /// (not an rpc consumer) makes its connection start its graceful close, and a new
-    /// connection is held back from HTTP/2 until its peer sends a request.
-    pub(crate) plain_clients_go: CancellationToken,
+    /// Set when shutdown step 2 begins: from then on, a call of a plain client (not an
+    /// rpc consumer) makes its connection start its graceful close, and a new connection
+    /// is held back from HTTP/2 until its peer sends a request. A flag, not a token:
+    /// every request reads it, none waits on it.
+    pub(crate) plain_clients_go: Arc<AtomicBool>,
     /// Cancelled when every connection that never carried an rpc consumer's call must
     /// start its graceful close: shutdown step 3.
     pub(crate) goaway_plain: CancellationToken,

@@ -52,6 +52,9 @@ pub(crate) struct Peer {
     calls: InflightCounter,
     /// Cancelled by the connection's first request (any request, a health check too).
     first_request: CancellationToken,
+    /// Set with `first_request`, read by every request: a token's state is behind its
+    /// lock, a flag is one load.
+    has_requested: AtomicBool,
 }
 
 impl Peer {
@@ -72,7 +75,7 @@ impl Peer {
 
     /// Whether the peer has sent a request on this connection yet.
     pub(crate) fn has_requested(&self) -> bool {
-        self.first_request.is_cancelled()
+        self.has_requested.load(Ordering::Acquire)
     }
 
     /// Resolves once the peer has sent its first request (at once if it has).
@@ -89,17 +92,16 @@ impl Peer {
 pub(crate) struct PeerService<S> {
     inner: S,
     peer: Arc<Peer>,
-    /// The server's signal that shutdown step 2 began; `None` for a connection accepted
-    /// after it (see `PeerService::new`). Behind an `Arc` because a stack that is not
-    /// ready is cloned for a request (`connection_service.rs`), and a token's clone and
-    /// drop each take its lock.
-    plain_clients_go: Option<Arc<CancellationToken>>,
+    /// The server's flag that shutdown step 2 began; `None` for a connection accepted
+    /// after it (see `PeerService::new`). A flag, not a token: every request reads it,
+    /// and a token's state is behind its lock.
+    plain_clients_go: Option<Arc<AtomicBool>>,
     /// The server's count of streams refused with `REFUSED_STREAM`.
     refused: Arc<AtomicUsize>,
 }
 
 impl<S> PeerService<S> {
-    /// Wraps `inner` for the connection of `peer`; `plain_clients_go` is cancelled when
+    /// Wraps `inner` for the connection of `peer`; `plain_clients_go` is set when
     /// shutdown step 2 begins, `refused` counts the server's refused streams.
     ///
     /// A connection accepted once step 2 began has no `plain_clients_go`: it got past
@@ -109,13 +111,13 @@ impl<S> PeerService<S> {
     pub(crate) fn new(
         inner: S,
         peer: Arc<Peer>,
-        plain_clients_go: Option<CancellationToken>,
+        plain_clients_go: Option<Arc<AtomicBool>>,
         refused: Arc<AtomicUsize>,
     ) -> Self {
         Self {
             inner,
             peer,
-            plain_clients_go: plain_clients_go.map(Arc::new),
+            plain_clients_go,
             refused,
         }
     }
@@ -136,6 +138,7 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         if !self.peer.has_requested() {
+            self.peer.has_requested.store(true, Ordering::Release);
             self.peer.first_request.cancel();
         }
         let from_consumer = request.headers().contains_key(&CONSUMER);
@@ -147,7 +150,7 @@ where
         let step_two = self
             .plain_clients_go
             .as_deref()
-            .is_some_and(CancellationToken::is_cancelled);
+            .is_some_and(|go| go.load(Ordering::Acquire));
         if !from_consumer && is_call && step_two {
             self.peer.must_go.cancel();
         }
@@ -303,7 +306,7 @@ mod tests {
     #[tokio::test]
     async fn a_plain_clients_call_sends_its_connection_away_once_step_two_began() {
         let peer = Arc::new(Peer::default());
-        let step_two = CancellationToken::new();
+        let step_two = Arc::new(AtomicBool::new(false));
         let answering = service_fn(|_request: Request<()>| async {
             Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
         });
@@ -315,7 +318,7 @@ mod tests {
         );
         service.clone().oneshot(request(false)).await.unwrap();
         assert!(!peer.must_go.is_cancelled(), "before step 2 nothing moves");
-        step_two.cancel();
+        step_two.store(true, Ordering::Release);
         service.clone().oneshot(request(true)).await.unwrap();
         let probe = Request::builder()
             .uri("/grpc.health.v1.Health/Check")

@@ -255,7 +255,10 @@ impl ServerHandle {
     /// are; the listener stays open (see `socket.rs`).
     pub fn goaway_plain_clients_that_call(&self) {
         self.begin_close();
-        self.shared.signals.plain_clients_go.cancel();
+        self.shared
+            .signals
+            .plain_clients_go
+            .store(true, Ordering::Release);
     }
 
     /// Shutdown step 3: starts the graceful close of every connection that never
