@@ -27,8 +27,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::{Body, Frame};
-use http_body_util::BodyExt;
-use http_body_util::combinators::{MapErr, MapFrame};
 use pin_project_lite::pin_project;
 use tokio::time::Sleep;
 use tokio_util::sync::CancellationToken;
@@ -198,34 +196,54 @@ where
     }
 }
 
-/// `frame`, with a message-size status in its trailers corrected (see
-/// `message_size_status.rs`).
-fn correct_trailers(frame: Frame<Bytes>) -> Frame<Bytes> {
-    match frame.into_trailers() {
-        Ok(mut trailers) => {
-            message_size_status::correct(&mut trailers);
-            Frame::trailers(trailers)
-        }
-        Err(frame) => frame,
-    }
-}
-
 /// What a served call's response body is: the handler's, with message-size statuses in
 /// its trailers corrected and its errors boxed, cut at the call's bounds.
 pub(crate) type ServedBody<B> = BoundedBody<Corrected<B>, Bounds>;
 
-/// The handler's body, its trailers corrected and its error boxed.
-type Corrected<B> =
-    MapErr<MapFrame<B, fn(Frame<Bytes>) -> Frame<Bytes>>, fn(<B as Body>::Error) -> BoxError>;
+pin_project! {
+    /// The handler's body, its trailers corrected (see `message_size_status.rs`) and its
+    /// error boxed: one wrapper, not a frame map inside an error map (each a poll and an
+    /// indirect call per frame).
+    pub(crate) struct Corrected<B> {
+        #[pin]
+        inner: B,
+    }
+}
 
-fn corrected<B>(body: B) -> Corrected<B>
+fn corrected<B>(body: B) -> Corrected<B> {
+    Corrected { inner: body }
+}
+
+impl<B> Body for Corrected<B>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    let trailers: fn(Frame<Bytes>) -> Frame<Bytes> = correct_trailers;
-    let error: fn(B::Error) -> BoxError = Into::into;
-    body.map_frame(trailers).map_err(error)
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let mut frame = match std::task::ready!(self.project().inner.poll_frame(cx)) {
+            None => return Poll::Ready(None),
+            Some(Err(error)) => return Poll::Ready(Some(Err(error.into()))),
+            Some(Ok(frame)) => frame,
+        };
+        if let Some(trailers) = frame.trailers_mut() {
+            message_size_status::correct(trailers);
+        }
+        Poll::Ready(Some(Ok(frame)))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 /// A response with no message, whose headers carry `status` (gRPC's "trailers-only").

@@ -55,6 +55,17 @@ impl MessageScanner {
     /// Reads the next chunk of the body; the first message over the limit, if this chunk
     /// completes its prefix. After one is reported, the rest of the body is not scanned.
     pub(super) fn scan(&mut self, chunk: &[u8]) -> Option<Oversized> {
+        // The common chunk: one whole message, starting at a message boundary (a unary
+        // request or reply is usually one DATA frame). Its prefix is read in place and
+        // the scanner stays at the boundary.
+        if let State::Prefix { seen: 0, .. } = self.state
+            && let [_, a, b, c, d, ..] = *chunk
+        {
+            let length = usize::try_from(u32::from_be_bytes([a, b, c, d])).unwrap_or(usize::MAX);
+            if length <= self.limit && chunk.len() - PREFIX_LEN == length {
+                return None;
+            }
+        }
         let mut offset = 0;
         while offset < chunk.len() {
             match &mut self.state {
@@ -122,6 +133,21 @@ mod tests {
                 assert_eq!(scanner.scan(chunk), None, "chunks of {size}");
             }
         }
+    }
+
+    #[test]
+    fn chunks_of_one_whole_message_each_are_checked_too() {
+        let mut scanner = MessageScanner::new(10);
+        assert_eq!(scanner.scan(&message(10)), None);
+        assert_eq!(scanner.scan(&message(0)), None);
+        let split = message(4);
+        assert_eq!(scanner.scan(&split[..2]), None);
+        assert_eq!(scanner.scan(&split[2..]), None);
+        assert_eq!(scanner.scan(&message(3)), None, "back at a boundary");
+        assert_eq!(
+            scanner.scan(&message(11)),
+            Some(Oversized { at: 0, length: 11 })
+        );
     }
 
     #[test]
