@@ -18,8 +18,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use http::HeaderValue;
-use parking_lot::RwLock;
+use http::uri::PathAndQuery;
+use http::{HeaderValue, Uri};
 use tokio::sync::watch;
 use tonic::metadata::MetadataMap;
 
@@ -49,15 +49,11 @@ struct DrainState {
     changed: watch::Sender<()>,
     /// Streams that ended with the moved status.
     moved: AtomicUsize,
-    /// The services requests came for, each named once: a notice holds its service's
-    /// index, so that handing one out allocates nothing for the name.
-    services: RwLock<Vec<Arc<str>>>,
+    /// Set the first time any stream may have been told (every stream, or a service
+    /// manually offline), and never cleared: until then no stream can end as moved, and
+    /// trailers need not be looked at for the mark.
+    ever_told: AtomicBool,
 }
-
-/// Most services a [`StreamDrain`] names; requests for more (paths of services that do
-/// not exist, sent by a client) get notices without one, told only with the whole
-/// instance.
-const MOST_SERVICES: usize = 256;
 
 impl StreamDrain {
     /// Nothing told yet; the streams of services in `offline` are told while they are
@@ -69,13 +65,14 @@ impl StreamDrain {
                 offline,
                 changed: watch::Sender::new(()),
                 moved: AtomicUsize::new(0),
-                services: RwLock::new(Vec::new()),
+                ever_told: AtomicBool::new(false),
             }),
         }
     }
 
     /// Tells every stream, now and from now on, that its instance is going offline.
     pub fn tell_all(&self) {
+        self.state.ever_told.store(true, Ordering::Release);
         if !self.state.all.swap(true, Ordering::AcqRel) {
             self.state.changed.send_replace(());
         }
@@ -88,32 +85,33 @@ impl StreamDrain {
 
     /// The set of manually offline services changed: notices of their streams resolve.
     pub fn services_changed(&self) {
+        self.state.ever_told.store(true, Ordering::Release);
         self.state.changed.send_replace(());
     }
 
-    /// The notice for a request of `path` (`/helloworld.Greeter/SayHello`).
+    /// The notice for a request of `path` (`/helloworld.Greeter/SayHello`); a path that
+    /// is not one gives a notice told only with the whole instance.
     pub fn notice(&self, path: &str) -> DrainNotice {
         DrainNotice {
             drain: Some(self.clone()),
-            service: self.service_index(service_of(path)),
+            path: PathAndQuery::try_from(path).ok(),
         }
     }
 
-    /// The index of `service` in the names seen, added if new (and room is left).
-    fn service_index(&self, service: &str) -> Option<u16> {
-        let position = |names: &[Arc<str>]| names.iter().position(|name| **name == *service);
-        if let Some(index) = position(&self.state.services.read()) {
-            return u16::try_from(index).ok();
+    /// The notice for a request of `uri`: as [`StreamDrain::notice`], sharing the URI's
+    /// bytes instead of copying its path. The provider filter hands one to every
+    /// request, so the service is looked for only when a handler asks.
+    pub fn notice_of(&self, uri: &Uri) -> DrainNotice {
+        DrainNotice {
+            drain: Some(self.clone()),
+            path: uri.path_and_query().cloned(),
         }
-        let mut names = self.state.services.write();
-        if let Some(index) = position(&names) {
-            return u16::try_from(index).ok();
-        }
-        if names.len() >= MOST_SERVICES {
-            return None;
-        }
-        names.push(Arc::from(service));
-        u16::try_from(names.len() - 1).ok()
+    }
+
+    /// Whether any stream may have been told so far (and so may end as moved): false
+    /// until the first [`StreamDrain::tell_all`] or [`StreamDrain::services_changed`].
+    pub fn may_have_told(&self) -> bool {
+        self.state.ever_told.load(Ordering::Acquire)
     }
 
     /// Counts one stream that ended with the moved status (the provider filter, when it
@@ -137,8 +135,8 @@ impl StreamDrain {
 #[derive(Clone, Debug, Default)]
 pub struct DrainNotice {
     drain: Option<StreamDrain>,
-    /// The request's service, as an index into the drain's names.
-    service: Option<u16>,
+    /// The request's path, whose service a manual offline may tell.
+    path: Option<PathAndQuery>,
 }
 
 impl DrainNotice {
@@ -160,12 +158,10 @@ impl DrainNotice {
             return false;
         };
         drain.told_all()
-            || self.service.is_some_and(|index| {
-                let names = drain.state.services.read();
-                names
-                    .get(usize::from(index))
-                    .is_some_and(|name| drain.state.offline.covers_service(name))
-            })
+            || self
+                .path
+                .as_ref()
+                .is_some_and(|path| drain.state.offline.covers_service(service_of(path.path())))
     }
 
     /// Resolves when [`DrainNotice::is_draining`] holds (at once if it already does);

@@ -111,7 +111,7 @@ where
             };
         }
         // The handler's way to learn that this instance goes offline (`DrainNotice::of`).
-        let notice = handles.streams.notice(request.uri().path());
+        let notice = handles.streams.notice_of(request.uri());
         request.extensions_mut().insert(notice);
         ResponseFuture::Admitted {
             inner: self.inner.call(request),
@@ -193,7 +193,10 @@ pub struct ServedCall {
 
 impl BodyGuard for ServedCall {
     fn body_ended(self, end: BodyEnd<'_>) -> Option<Self> {
+        // A stream ends as moved only once told: until then its trailers are not looked
+        // at (one lookup less per call).
         if let BodyEnd::Trailers(trailers) = end
+            && self.streams.may_have_told()
             && metadata::header(trailers, &STREAM_MOVED).is_some()
         {
             self.streams.note_moved();
