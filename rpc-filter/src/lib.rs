@@ -15,6 +15,8 @@
 //! - [`metrics::CallMetricsLayer`]: call durations by service, method and gRPC status,
 //!   into Prometheus histograms, on either side.
 //! - [`trace::CallTraceLayer`]: one `tracing` span per call, on either side.
+//! - [`observe::CallObserveLayer`]: the metrics and trace filters as one layer (one
+//!   future and body wrapper per call instead of two), as rpc stacks them.
 //! - [`access_log::AccessLogLayer`]: one JSON line per call, on either side (off by
 //!   default).
 //! - [`compression::ProviderCompressionLayer`], [`compression::ConsumerCompressionLayer`]:
@@ -34,6 +36,7 @@ pub mod graceful;
 mod grpc_path;
 pub mod limit;
 pub mod metrics;
+pub mod observe;
 mod refusal;
 pub mod trace;
 

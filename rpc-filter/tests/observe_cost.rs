@@ -13,6 +13,7 @@ use std::convert::Infallible;
 
 use http::{Request, Response};
 use rpc_filter::metrics::{CallMetricsLayer, MethodHistograms, STATUS_CODE};
+use rpc_filter::observe::CallObserveLayer;
 use rpc_filter::trace::CallTraceLayer;
 use tonic::body::Body;
 use tower::service_fn;
@@ -38,14 +39,21 @@ fn the_metrics_and_trace_filters_add_no_allocation() {
     let histograms = std::sync::Arc::new(MethodHistograms::new("cost", "Cost.", STATUS_CODE));
 
     let plain = allocations_per_request(&runtime, inner);
+    let both = CallObserveLayer::new(
+        CallMetricsLayer::new(histograms.clone()),
+        CallTraceLayer::server(),
+    )
+    .layer(inner);
+    let through_both = allocations_per_request(&runtime, both);
     let metrics = CallMetricsLayer::new(histograms).layer(inner);
     let through_metrics = allocations_per_request(&runtime, metrics);
     let trace = CallTraceLayer::server().layer(inner);
     let through_trace = allocations_per_request(&runtime, trace);
     println!(
         "heap blocks per request: plain {plain}, metrics filter {through_metrics}, \
-         trace filter {through_trace}"
+         trace filter {through_trace}, both as one layer {through_both}"
     );
     assert_eq!(through_metrics - plain, 0, "metrics filter");
     assert_eq!(through_trace - plain, 0, "trace filter");
+    assert_eq!(through_both - plain, 0, "both as one layer");
 }

@@ -29,6 +29,13 @@ impl CallMetricsLayer {
     pub fn disabled() -> Self {
         Self { histograms: None }
     }
+
+    /// The timer of a call to `path`, started now; `None` when disabled.
+    pub(crate) fn timer(&self, path: &str) -> Option<CallTimer> {
+        self.histograms
+            .as_ref()
+            .map(|histograms| CallTimer::start(histograms, path))
+    }
 }
 
 impl<S> Layer<S> for CallMetricsLayer {

@@ -37,6 +37,11 @@ impl CallTraceLayer {
     pub fn disabled() -> Self {
         Self { side: None }
     }
+
+    /// The side its spans stand for; `None` when disabled.
+    pub(crate) fn side(&self) -> Option<Side> {
+        self.side
+    }
 }
 
 impl<S> Layer<S> for CallTraceLayer {

@@ -14,7 +14,7 @@
 //! exporter that asks for DEBUG spans of `rpc_filter` and `rpc_cluster` gets them all.
 
 #[cfg(test)]
-mod capture;
+pub(crate) mod capture;
 mod layer;
 mod span;
 

@@ -1,9 +1,10 @@
 //! Where the metrics and trace filters sit on each side of a call.
 //!
-//! Provider: access log → metrics → trace → graceful → routes. Consumer: access log →
-//! metrics → trace → graceful → compression → cluster. The access log and the metrics outermost, so a
-//! call's duration includes everything below; the span next, so the graceful filter and
-//! the cluster (its attempt spans) run inside it.
+//! Provider: access log → metrics and trace → graceful → routes. Consumer: access log →
+//! metrics and trace → graceful → compression → cluster. The metrics and trace filters
+//! are one layer (`CallObserve`: one future and body wrapper per call, not two): the
+//! call's duration includes everything below, and the graceful filter and the cluster
+//! (its attempt spans) run inside the call's span.
 
 use std::convert::Infallible;
 
@@ -14,8 +15,8 @@ use rpc_cluster::resume::StreamResume;
 use rpc_filter::access_log::{AccessLog, AccessLogLayer};
 use rpc_filter::compression::ConsumerCompression;
 use rpc_filter::graceful::{ConsumerGraceful, ServedBody};
-use rpc_filter::metrics::CallMetrics;
-use rpc_filter::trace::{CallTrace, CallTraceLayer};
+use rpc_filter::observe::{CallObserve, CallObserveLayer};
+use rpc_filter::trace::CallTraceLayer;
 use rpc_lifecycle::BoxHttpService;
 use tonic::body::Body as TonicBody;
 use tower::ServiceExt;
@@ -27,7 +28,7 @@ use super::metrics::Metrics;
 
 /// The channel a reference gives application code: the consumer filters over the
 /// cluster. Generated clients take it unchanged: `GreeterClient::new(channel)`.
-pub type ReferenceChannel = AccessLog<CallMetrics<CallTrace<ConsumerGraceful<ReferenceCore>>>>;
+pub type ReferenceChannel = AccessLog<CallObserve<ConsumerGraceful<ReferenceCore>>>;
 
 /// Below the graceful filter: resumable streams over compression over the cluster.
 pub type ReferenceCore = StreamResume<ConsumerCompression<ClusterChannel>>;
@@ -46,7 +47,8 @@ pub(crate) fn reference_channel(
     } else {
         CallTraceLayer::disabled()
     };
-    access_log.layer(metrics.client_layer().layer(trace.layer(graceful)))
+    let observe = CallObserveLayer::new(metrics.client_layer(), trace);
+    access_log.layer(observe.layer(graceful))
 }
 
 /// `graceful` (the provider's graceful filter over its routes) behind the access-log,
@@ -75,7 +77,7 @@ where
     } else {
         CallTraceLayer::disabled()
     };
-    let observed = metrics.server_layer().layer(trace.layer(graceful));
+    let observed = CallObserveLayer::new(metrics.server_layer(), trace).layer(graceful);
     // An access log that is off is left out rather than passed through: each layer is
     // one more future and body wrapper per call.
     match access_log {
