@@ -22,7 +22,8 @@ pub struct ProviderHandles {
     pub phase: PhaseReader,
     /// Inbound requests in flight, until their response body ends (step 4 drains it).
     pub inbound: InflightCounter,
-    /// When the latest inbound request arrived (ends step 2 early once it is quiet).
+    /// When the latest inbound request arrived since shutdown began (ends step 2 early
+    /// once it is quiet; the provider filter notes no request while serving).
     pub requests: RequestClock,
     /// Inbound requests refused as "closing, not executed" (the report's `rejected`).
     pub rejections: RejectionCounter,

@@ -102,8 +102,13 @@ where
             inflight: handles.inbound.acquire(),
             streams: handles.streams.clone(),
         };
-        handles.requests.touch();
-        if handles.phase.get().rejects_inbound() {
+        let phase = handles.phase.get();
+        // Only shutdown step 2 reads when the latest request arrived, and only requests
+        // after its start count: serving, a request reads no clock for it.
+        if phase.is_closing() {
+            handles.requests.touch();
+        }
+        if phase.rejects_inbound() {
             drop(guard);
             handles.rejections.note();
             return ResponseFuture::Refused {
