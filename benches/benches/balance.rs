@@ -11,8 +11,9 @@
 //! They run alternately in this process, in back-to-back pairs (the order alternates),
 //! at 16 and 64 concurrent calls (closed loop). Each side's median run is printed, and
 //! the medians of the per-pair ratios (ours / tonic). The last line is
-//! `balance: qps_ratio=X p99_ratio=Y` for 16 calls. Target (issue 16): qps_ratio ≥ 1.25
-//! with p99_ratio < 1.
+//! `balance: qps_ratio=X p99_ratio=Y` for 16 calls. Target (issue 20): qps_ratio ≥ 1.10
+//! at 16 and 64 calls with p99_ratio < 1, and a real spread: each row also prints each
+//! provider's share of each side's calls (by the address its echo reply names).
 //!
 //! Environment: `BALANCE_MILLIS` per run (default 1500), `BALANCE_ROUNDS` pairs per
 //! concurrency (default 7); `BALANCE_PROFILE=rpc|tonic` runs one client alone for
@@ -20,10 +21,12 @@
 //! for a profiler, printing its requests and CPU time per request.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use proto::echo::echo_client::EchoClient;
-use rpc_benches::stacks::{echo_calls, our_consumer_of, plain_server};
+use rpc_benches::shares::ProviderShares;
+use rpc_benches::stacks::{counted_echo_calls, our_consumer_of, plain_server};
 use rpc_benches::{
     BoxedCall, drive, env_u64, median_of, median_run, profile, ratios, trace_as_in_production,
 };
@@ -87,8 +90,11 @@ async fn main() {
     }
     let tonic_client = tonic_balanced(&addrs);
     let (our_client, _app) = our_consumer_of(&addrs).await;
-    let ours = echo_calls(our_client, "rpc");
-    let tonic = echo_calls(tonic_client, "tonic");
+    // Each side counts which provider answered: the spread, printed per row.
+    let our_shares = Arc::new(ProviderShares::new(&addrs));
+    let tonic_shares = Arc::new(ProviderShares::new(&addrs));
+    let ours = counted_echo_calls(our_client, "rpc", Some(our_shares.clone()));
+    let tonic = counted_echo_calls(tonic_client, "tonic", Some(tonic_shares.clone()));
     if let Ok(client) = std::env::var("BALANCE_PROFILE") {
         let duration = Duration::from_millis(env_u64("BALANCE_PROFILE_MILLIS", 3_000));
         let calls = env_u64("BALANCE_PROFILE_CALLS", 16) as usize;
@@ -101,6 +107,8 @@ async fn main() {
     // Warm both: connections to all five, allocator, latency estimates.
     drive(ours.clone(), 16, Duration::from_secs(1)).await;
     drive(tonic.clone(), 16, Duration::from_secs(1)).await;
+    our_shares.take_percentages();
+    tonic_shares.take_percentages();
 
     println!(
         "{:>14} {:>6} {:>10} {:>9} {:>9}",
@@ -120,6 +128,12 @@ async fn main() {
             "{:>14} {concurrency:>6} qps_ratio={qps:.3} p50_ratio={p50:.3} p99_ratio={p99:.3} (median of {rounds} pairs)",
             "rpc/tonic"
         );
+        for (name, shares) in [("rpc (p2c)", &our_shares), ("tonic balance", &tonic_shares)] {
+            println!(
+                "{name:>14} {concurrency:>6} share per provider, % of its calls: {}",
+                shares.take_percentages()
+            );
+        }
         if concurrency == 16 {
             at_16 = Some((qps, p99));
         }

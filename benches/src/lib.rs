@@ -5,6 +5,7 @@
 #![warn(missing_docs)]
 
 pub mod plain_h2;
+pub mod shares;
 pub mod stacks;
 
 use std::future::Future;

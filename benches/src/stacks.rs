@@ -117,11 +117,33 @@ where
     T::ResponseBody: tonic::codegen::Body<Data = bytes::Bytes> + Send + 'static,
     <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
 {
+    counted_echo_calls(client, name, None)
+}
+
+/// As [`echo_calls`]; each reply's provider is noted in `shares` when given.
+pub fn counted_echo_calls<T>(
+    client: EchoClient<T>,
+    name: &'static str,
+    shares: Option<std::sync::Arc<crate::shares::ProviderShares>>,
+) -> impl Fn() -> crate::BoxedCall + Clone + Send + 'static
+where
+    T: tonic::client::GrpcService<tonic::body::Body> + Clone + Send + 'static,
+    T::Future: Send,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: tonic::codegen::Body<Data = bytes::Bytes> + Send + 'static,
+    <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
     move || -> crate::BoxedCall {
         let mut client = client.clone();
+        let shares = shares.clone();
         Box::pin(async move {
-            if let Err(status) = client.echo(request()).await {
-                panic!("{name} echo succeeds: {status}");
+            match client.echo(request()).await {
+                Ok(reply) => {
+                    if let Some(shares) = shares {
+                        shares.note(&reply.into_inner().provider);
+                    }
+                }
+                Err(status) => panic!("{name} echo succeeds: {status}"),
             }
         })
     }
