@@ -37,9 +37,10 @@ pub const HASH_KEY: HeaderName = HeaderName::from_static("rpc-hash-key");
 pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
 
 /// The value of `name` in `headers` — by a scan of the entries when there are few (a
-/// gRPC response's headers and trailers hold one to three), else by a hashed lookup.
+/// gRPC response's headers and trailers hold one to three, a plain gRPC client's request
+/// three or four), else by a hashed lookup.
 ///
-/// Every response of every call is looked at this way, several times (its status, its
+/// Every call is looked at this way, several times (its deadline, its status, its
 /// marks): hashing a name like `grpc-status` costs about 100 instructions, comparing it
 /// with a handful of names a fraction of that (callgrind, `benches/instructions.sh`).
 pub fn header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
@@ -105,7 +106,7 @@ pub struct MalformedTimeout(pub String);
 /// # Errors
 /// [`MalformedTimeout`] when the header is present but not a valid timeout.
 pub fn read_grpc_timeout(headers: &HeaderMap) -> Result<Option<Duration>, MalformedTimeout> {
-    let Some(value) = headers.get(&GRPC_TIMEOUT) else {
+    let Some(value) = header(headers, &GRPC_TIMEOUT) else {
         return Ok(None);
     };
     let malformed = || MalformedTimeout(String::from_utf8_lossy(value.as_bytes()).into_owned());

@@ -180,7 +180,11 @@ where
                 if let Poll::Ready(result) = inner.poll(cx) {
                     let bounds = bounds.take();
                     return Poll::Ready(result.map(|mut response| {
-                        message_size_status::correct(response.headers_mut());
+                        // A status in the headers is a trailers-only answer's, whose
+                        // body has ended already; any other's status is in its trailers.
+                        if response.body().is_end_stream() {
+                            message_size_status::correct(response.headers_mut());
+                        }
                         response.map(|body| BoundedBody::new(corrected(body), bounds))
                     }));
                 }
@@ -349,6 +353,24 @@ mod tests {
             .unwrap();
         assert_eq!(response.headers().get("grpc-status").unwrap(), "4");
         assert!(response.into_body().frame().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn tonics_size_limit_answer_leaves_as_resource_exhausted() {
+        let cut = Arc::new(ShutdownCut::default());
+        // What a generated server answers to a request over its own decoding limit: a
+        // trailers-only OUT_OF_RANGE, its body tonic's empty one.
+        let handler = service_fn(|_request: Request<()>| {
+            let status = Status::out_of_range(
+                "Error, decoded message length too large: found 9 bytes, the limit is: 4 bytes",
+            );
+            std::future::ready(Ok::<_, Infallible>(status.into_http::<tonic::body::Body>()))
+        });
+        let response = CallBounds::new(handler, cut)
+            .oneshot(request(None))
+            .await
+            .unwrap();
+        assert_eq!(response.headers().get("grpc-status").unwrap(), "8");
     }
 
     #[tokio::test]

@@ -141,7 +141,8 @@ where
             self.peer.has_requested.store(true, Ordering::Release);
             self.peer.first_request.cancel();
         }
-        let from_consumer = request.headers().contains_key(&CONSUMER);
+        // A request carries a handful of headers: a scan, not a hashed lookup.
+        let from_consumer = rpc_core::metadata::header(request.headers(), &CONSUMER).is_some();
         if from_consumer && !self.peer.reads_closing_mark() {
             self.peer.reads_closing_mark.store(true, Ordering::Relaxed);
         }

@@ -17,7 +17,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use http::{Request, Response};
 use tonic::body::Body as TonicBody;
@@ -64,7 +64,18 @@ impl ServiceRoutes {
             + 'static,
         S::Future: Send + 'static,
     {
-        let call = move |request| -> CallFuture { Box::pin(service.clone().oneshot(request)) };
+        let call = move |request| -> CallFuture {
+            let mut service = service.clone();
+            // A generated server is always ready: its future alone is boxed. Any other
+            // service not ready at once is waited on (it has registered the no-op
+            // waker only; `oneshot` polls it again with the call's).
+            let mut noop = Context::from_waker(Waker::noop());
+            match service.poll_ready(&mut noop) {
+                Poll::Ready(Ok(())) => Box::pin(service.call(request)),
+                Poll::Ready(Err(never)) => match never {},
+                Poll::Pending => Box::pin(service.oneshot(request)),
+            }
+        };
         let routes = Arc::make_mut(&mut self.routes);
         routes.retain(|route| &*route.name != S::NAME);
         routes.push(Route {
@@ -175,6 +186,42 @@ mod tests {
         assert_eq!(status(&routes, "/a.Five/M").await, "5");
         assert_eq!(status(&routes, "/a.Six/Other").await, "6");
         assert_eq!(routes.names().collect::<Vec<_>>(), ["a.Five", "a.Six"]);
+    }
+
+    /// Not ready the first time it is asked (each clone), ready from then on.
+    #[derive(Clone, Default)]
+    struct Slow {
+        asked: bool,
+    }
+
+    impl NamedService for Slow {
+        const NAME: &'static str = "a.Slow";
+    }
+
+    impl Service<Request<TonicBody>> for Slow {
+        type Response = Response<TonicBody>;
+        type Error = Infallible;
+        type Future = std::future::Ready<Result<Response<TonicBody>, Infallible>>;
+
+        fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            if std::mem::replace(&mut self.asked, true) {
+                return Poll::Ready(Ok(()));
+            }
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+
+        fn call(&mut self, _: Request<TonicBody>) -> Self::Future {
+            assert!(self.asked, "called only once ready");
+            std::future::ready(Ok(tonic::Status::new(7.into(), "").into_http()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_service_not_ready_at_once_is_waited_on() {
+        let mut routes = ServiceRoutes::default();
+        routes.add_service(Slow::default());
+        assert_eq!(status(&routes, "/a.Slow/M").await, "7");
     }
 
     #[tokio::test]

@@ -78,7 +78,7 @@ pub(crate) enum Sent {
 impl Sent {
     /// What `headers` say.
     pub(crate) fn of(headers: &HeaderMap) -> Self {
-        let Some(value) = headers.get(GRPC_ENCODING) else {
+        let Some(value) = rpc_core::metadata::header(headers, &GRPC_ENCODING) else {
             return Self::Identity;
         };
         let Ok(name) = value.to_str() else {
