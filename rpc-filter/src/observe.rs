@@ -144,6 +144,10 @@ mod tests {
         ))
     }
 
+    fn echo() -> Request<()> {
+        Request::builder().uri("/echo.Echo/Echo").body(()).unwrap()
+    }
+
     fn scrape(histograms: &Arc<MethodHistograms>) -> String {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(histograms.clone()));
@@ -167,10 +171,9 @@ mod tests {
             CallTraceLayer::server(),
         );
 
-        let request = Request::builder().uri("/echo.Echo/Echo").body(()).unwrap();
         let response = layer
             .layer(service_fn(serve))
-            .oneshot(request)
+            .oneshot(echo())
             .await
             .unwrap();
         assert!(
@@ -194,10 +197,9 @@ mod tests {
     #[tokio::test]
     async fn with_both_off_a_call_carries_nothing_to_its_end() {
         let layer = CallObserveLayer::new(CallMetricsLayer::disabled(), CallTraceLayer::disabled());
-        let request = Request::builder().uri("/echo.Echo/Echo").body(()).unwrap();
         let response = layer
             .layer(service_fn(serve))
-            .oneshot(request)
+            .oneshot(echo())
             .await
             .unwrap();
         let collected = response.into_body().collect().await.unwrap();

@@ -90,6 +90,14 @@ fn ok_reply(reply: Option<String>) -> bool {
     reply.is_some_and(|reply| reply.ends_with(r#"{"ok":1}"#))
 }
 
+/// Whether the rnacos member at `at` has heard from a raft leader: it knows one, or holds
+/// log entries (a joining member the leader is bringing up to date).
+pub(super) async fn heard_from_leader(at: Endpoint) -> bool {
+    raft_metrics(at).await.is_some_and(|metrics| {
+        !metrics["current_leader"].is_null() || metrics["last_log_index"].as_u64() > Some(0)
+    })
+}
+
 /// How many voting members rnacos's raft lists now (as the member at `at` knows them).
 pub(super) async fn raft_members(at: Endpoint) -> usize {
     raft_metrics(at).await.map_or(0, |metrics| {
@@ -178,6 +186,25 @@ async fn four_letter_word(at: Endpoint, word: &[u8], answer: &[u8]) -> bool {
     let mut reply = Vec::new();
     let _ = stream.read_to_end(&mut reply).await;
     reply == answer
+}
+
+/// The last 40 lines of the log at `path` that do not contain `noise` and are not a
+/// backtrace's frames.
+pub(super) fn log_tail_without(path: &Path, noise: &str) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let frame = |line: &str| {
+        let line = line.trim_start();
+        line.starts_with("at ")
+            || line
+                .split(':')
+                .next()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+    };
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|line| !line.contains(noise) && !frame(line))
+        .collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
 /// The last lines of a server's log, for an error message.
