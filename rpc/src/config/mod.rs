@@ -347,6 +347,19 @@ graceful_shutdown:
     }
 
     #[test]
+    fn an_unquoted_version_that_would_change_is_named() {
+        let (key, message) = invalid_key("provider:\n  services:\n    a.B:\n      version: 1.0\n");
+        assert_eq!(key, "provider.services.a.B.version");
+        assert!(message.contains("quoted: \"1.0\""), "{message}");
+        // Quoted, or a number that reads back as written, is kept.
+        for version in ["\"1.0\"", "1.5", "2"] {
+            let text = format!("provider:\n  services:\n    a.B:\n      version: {version}\n");
+            let config = Config::from_str_with_env(&text, ConfigFormat::Yaml, "test.yaml", []);
+            assert!(config.is_ok(), "{version}: {config:?}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_key_and_the_file() {
         let (key, message) = invalid_key("graceful_shutdown:\n  timout: 3s\n");
         assert_eq!(key, "graceful_shutdown.timout");

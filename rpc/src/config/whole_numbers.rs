@@ -1,6 +1,7 @@
 //! Numbers the `config` crate would round: it turns a fractional value into an integer
 //! setting by rounding (and a negative one into 0, since the cast saturates), so
-//! `retries: -1.5` would silently mean 0 and `port: 20880.6` would mean 20881. After the
+//! `retries: -1.5` would silently mean 0 and `port: 20880.6` would mean 20881; and a
+//! number into text its own way, so an unquoted `version: 1.0` would be the text `1`. After the
 //! configuration is read, each fractional number of the merged input is compared with
 //! the setting it became; one that changed is an error naming its key.
 //!
@@ -41,19 +42,22 @@ fn rounded_under(input: &Value, read: &Value, path: &str) -> Option<(String, Str
             let kept = match became {
                 Value::Number(read) => read.as_f64() == Some(given),
                 Value::Bool(_) => false,
-                // Text (a name, a version): the number was written as text, unchanged.
+                // Text (a version, a name): kept only as written. `version: 1.0` unquoted
+                // is the number 1, which the `config` crate turns into the text `1`: a
+                // consumer asking for "1.0" would find no provider.
+                Value::String(text) => *text == number.to_string(),
                 _ => true,
             };
             (!kept).then(|| {
-                let expected = if became.is_boolean() {
-                    "true or false"
-                } else {
-                    "a whole number of at least 0"
+                let message = match became {
+                    Value::String(text) => format!(
+                        "write it as text, quoted: \"{number}\" (unquoted, it is the number \
+                         {given}, read as `{text}`)"
+                    ),
+                    Value::Bool(_) => format!("expected true or false, found {given}"),
+                    _ => format!("expected a whole number of at least 0, found {given}"),
                 };
-                (
-                    path.to_owned(),
-                    format!("expected {expected}, found {given}"),
-                )
+                (path.to_owned(), message)
             })
         }
         _ => None,
@@ -80,6 +84,15 @@ mod tests {
         let input = json!({ "metrics": { "enabled": 0.5 } });
         let read = json!({ "metrics": { "enabled": true } });
         assert_eq!(first_rounded(&input, &read).unwrap().0, "metrics.enabled");
+    }
+
+    #[test]
+    fn a_number_read_as_other_text_than_written_is_named() {
+        let input = json!({ "provider": { "services": { "a.B": { "version": 1.0 } } } });
+        let read = json!({ "provider": { "services": { "a.B": { "version": "1" } } } });
+        let (key, message) = first_rounded(&input, &read).unwrap();
+        assert_eq!(key, "provider.services.a.B.version");
+        assert!(message.contains("quoted: \"1.0\""), "{message}");
     }
 
     #[test]
