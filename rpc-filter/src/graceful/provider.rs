@@ -172,9 +172,10 @@ where
                 }
                 // A handler that returned the moved status before its stream began (a
                 // trailers-only response); one that ends its stream so is counted at the
-                // trailers (`ServedCall`). Only looked for while streams are told.
-                if (*offline || handles.streams.told_all() || handles.offline.any())
-                    && response.headers().contains_key(STREAM_MOVED)
+                // trailers (`ServedCall`). Only looked for once a stream may have been
+                // told, as at the trailers.
+                if handles.streams.may_have_told()
+                    && metadata::header(response.headers(), &STREAM_MOVED).is_some()
                 {
                     handles.streams.note_moved();
                 }

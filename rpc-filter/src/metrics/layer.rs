@@ -32,10 +32,13 @@ impl CallMetricsLayer {
 
     /// The timer of a call to `path`, started now; `None` when disabled.
     pub(crate) fn timer(&self, path: &str) -> Option<CallTimer> {
-        self.histograms
-            .as_ref()
-            .map(|histograms| CallTimer::start(histograms, path))
+        start_timer(self.histograms.as_ref(), path)
     }
+}
+
+/// The timer of a call to `path` counted in `histograms`, started now; none without.
+fn start_timer(histograms: Option<&Arc<MethodHistograms>>, path: &str) -> Option<CallTimer> {
+    histograms.map(|histograms| CallTimer::start(histograms, path))
 }
 
 impl<S> Layer<S> for CallMetricsLayer {
@@ -73,10 +76,7 @@ where
     }
 
     fn call(&mut self, request: Request<RequestBody>) -> Self::Future {
-        let timer = self
-            .histograms
-            .as_ref()
-            .map(|histograms| CallTimer::start(histograms, request.uri().path()));
+        let timer = start_timer(self.histograms.as_ref(), request.uri().path());
         CallEndFuture::new(self.inner.call(request), timer)
     }
 }
