@@ -57,7 +57,11 @@ mod woken;
 
 pub use bounded_body::{BodyBound, BoundedBody};
 pub use call_bounds::CUT_AT_SHUTDOWN;
-pub use client::{ChannelOptions, InstanceConnection, NotSent, ResponseBody, connect_lazy};
+pub use client::{
+    ChannelOptions, DEFAULT_IDLE_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_INTERVAL,
+    DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_PROBE_TIMEOUT, DEFAULT_TCP_USER_TIMEOUT, InstanceConnection,
+    Liveness, NotSent, ResponseBody, SendReport, connect_lazy,
+};
 pub use counts::{ConnectionCounts, ServerShutdown};
 pub use error::TransportError;
 pub use inherit::{ADMIN_LISTENER, GRPC_LISTENER, InheritedListeners, LISTEN_FDS_START, ListenFds};

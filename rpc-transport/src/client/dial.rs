@@ -1,8 +1,10 @@
-//! Making one connection: TCP (with `TCP_NODELAY`), TLS when configured (tokio-rustls,
-//! ALPN `h2`), then the HTTP/2 preface with the settings of `options.rs`; the whole
-//! dial bounded by the connect timeout.
+//! Making one connection: TCP (with `TCP_NODELAY` and `TCP_USER_TIMEOUT`), TLS when
+//! configured (tokio-rustls, ALPN `h2`, its files read now), then the HTTP/2 preface
+//! with the settings of `options.rs`; the whole dial bounded by the connect timeout.
 
 use std::io;
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use h2::client::SendRequest;
@@ -10,60 +12,80 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use super::driver::{self, KeepAlive};
+use super::driver::{self, Watch};
+use super::heard::Heard;
+use super::link::Link;
 use super::options::http2;
-use crate::ChannelOptions;
-use crate::tls::ClientTlsConfig;
+use crate::{ChannelOptions, ClientTls};
 
 /// Where a connection goes and how.
 #[derive(Debug)]
 pub(super) struct Target {
     /// `host:port`, as dialled.
     pub(super) authority: String,
-    pub(super) tls: Option<ClientTlsConfig>,
-    pub(super) keepalive: Option<KeepAlive>,
-    pub(super) connect_timeout: std::time::Duration,
+    /// The host part of `authority`: the name a TLS certificate must carry by default.
+    host: String,
+    /// TLS settings; the files are read at each dial, so a rotation is seen by the next
+    /// connection, and a file that cannot be read fails that dial only.
+    tls: Option<ClientTls>,
+    watch: Watch,
+    connect_timeout: Duration,
+    tcp_user_timeout: Option<Duration>,
 }
 
 impl Target {
-    pub(super) fn new(
-        authority: String,
-        options: &ChannelOptions,
-        tls: Option<ClientTlsConfig>,
-    ) -> Self {
+    pub(super) fn new(authority: String, host: String, options: &ChannelOptions) -> Self {
         Self {
             authority,
-            tls,
-            keepalive: options.http2_keepalive_interval.map(|interval| KeepAlive {
-                interval,
-                timeout: options.http2_keepalive_timeout,
-            }),
+            host,
+            tls: options.tls.clone(),
+            watch: Watch {
+                busy: options.http2_keepalive_interval,
+                idle: options.http2_idle_keepalive_interval,
+                keepalive_timeout: options.http2_keepalive_timeout,
+                probe_timeout: options.probe_timeout,
+            },
             connect_timeout: options.connect_timeout,
+            tcp_user_timeout: options.tcp_user_timeout,
         }
+    }
+
+    /// Whether connections speak TLS.
+    pub(super) fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 }
 
 /// A new connection to `target`, its task spawned (`ended` runs when it ends); the
-/// handle that opens streams on it.
+/// handle that opens streams on it and what its calls share with its task.
 ///
 /// # Errors
-/// The dial's `io::Error`: refused, unreachable, TLS refused, or `TimedOut` past the
-/// connect timeout.
+/// The dial's `io::Error`: refused, unreachable, a TLS file that cannot be used, TLS
+/// refused, or `TimedOut` past the connect timeout.
 pub(super) async fn dial(
     target: &Target,
     ended: impl FnOnce() + Send + 'static,
-) -> io::Result<SendRequest<Bytes>> {
+) -> io::Result<(SendRequest<Bytes>, Arc<Link>)> {
     let connect = async {
         let tcp = TcpStream::connect(&target.authority).await?;
         tcp.set_nodelay(true)?;
-        match &target.tls {
-            None => handshake(tcp, target, ended).await,
-            Some(tls) => {
-                let connector = TlsConnector::from(tls.config.clone());
-                let stream = connector.connect(tls.server_name.clone(), tcp).await?;
-                handshake(stream, target, ended).await
-            }
+        if let Some(timeout) = target.tcp_user_timeout {
+            set_tcp_user_timeout(&tcp, timeout);
         }
+        let link = Link::new();
+        let io = Heard::new(tcp, link.clone());
+        let send = match &target.tls {
+            None => handshake(io, target, &link, ended).await?,
+            Some(tls) => {
+                let config = tls
+                    .client_config(&target.host)
+                    .map_err(|error| io::Error::other(error.to_string()))?;
+                let connector = TlsConnector::from(config.config);
+                let stream = connector.connect(config.server_name, io).await?;
+                handshake(stream, target, &link, ended).await?
+            }
+        };
+        Ok((send, link))
     };
     match tokio::time::timeout(target.connect_timeout, connect).await {
         Ok(result) => result,
@@ -77,9 +99,21 @@ pub(super) async fn dial(
     }
 }
 
+/// `TCP_USER_TIMEOUT` on `tcp` where the system has it; a failure only loses the
+/// backstop, so it is logged, not returned.
+fn set_tcp_user_timeout(tcp: &TcpStream, timeout: Duration) {
+    #[cfg(any(target_os = "linux", target_os = "android", target_os = "fuchsia"))]
+    if let Err(error) = socket2::SockRef::from(tcp).set_tcp_user_timeout(Some(timeout)) {
+        tracing::debug!(%error, "cannot set TCP_USER_TIMEOUT on a dialled socket");
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android", target_os = "fuchsia")))]
+    let _ = (tcp, timeout);
+}
+
 async fn handshake<T>(
     io: T,
     target: &Target,
+    link: &Arc<Link>,
     ended: impl FnOnce() + Send + 'static,
 ) -> io::Result<SendRequest<Bytes>>
 where
@@ -98,7 +132,8 @@ where
         .map_err(|error| io::Error::other(error.to_string()))?;
     driver::spawn(
         connection,
-        target.keepalive,
+        link.clone(),
+        target.watch,
         target.authority.clone(),
         ended,
     );

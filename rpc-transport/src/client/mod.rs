@@ -6,28 +6,37 @@
 //!   stream is opened on the caller's task; only the connection future has a task
 //!   (`driver.rs`). There is no request queue and no dispatch task between the caller
 //!   and the connection, as tonic's `Channel` (tower `Buffer`) and hyper's client
-//!   dispatch have; `SendRequest::ready` is the backpressure at the peer's
-//!   `SETTINGS_MAX_CONCURRENT_STREAMS`.
+//!   dispatch have. At the peer's `SETTINGS_MAX_CONCURRENT_STREAMS` a call waits for a
+//!   stream permit in the open (`link.rs`), never in h2's own queue, where it would look
+//!   sent.
 //! - **gRPC over HTTP/2** (grpc/grpc `doc/PROTOCOL-HTTP2.md`): `:scheme` and
 //!   `:authority` from the instance's address, the stub's path, its headers as given;
 //!   the status in the trailers is read by the layers above.
 //! - **Transparent retry** (gRPC proposal A6): a request that never reached the instance
 //!   fails with [`NotSent`] — no connection could be made, the connection had closed, or
-//!   the instance's GOAWAY came first (h2 refuses new streams after it) — so the cluster
-//!   layer re-sends it without the risk of running it twice. Dropping the connection after
-//!   a GOAWAY and dialling again on the next call is also how a hot upgrade's new
-//!   process is reached: the old one's socket is closed, the new one listens on the same
-//!   port.
+//!   the instance's GOAWAY came first (h2 refuses new streams after it) — and its
+//!   [`SendReport`] says its stream never opened, so the cluster layer re-sends it without
+//!   the risk of running it twice. Dropping the connection after a GOAWAY and dialling
+//!   again on the next call is also how a hot upgrade's new process is reached: the old
+//!   one's socket is closed, the new one listens on the same port.
+//! - **Dead peers**: keep-alive PINGs when the peer has been silent (`driver.rs`), a
+//!   PING on demand for a call whose answer is overdue ([`SendReport::probe`]), and
+//!   `TCP_USER_TIMEOUT` under both; an unanswered PING closes the connection.
 //!
 //! Files: `options.rs` (settings), `dial.rs` (TCP, TLS, the HTTP/2 handshake),
-//! `driver.rs` (the connection's task, keep-alive), `request_body.rs` (a body onto its
+//! `driver.rs` (the connection's task, its PINGs), `link.rs` (what calls and the task
+//! share: stream permits, liveness), `heard.rs` (the socket's reads counted),
+//! `report.rs` (what a call learns of its sending), `request_body.rs` (a body onto its
 //! stream, with flow control), `response_body.rs` (a stream into a body),
 //! `not_sent.rs` (the error of a request that certainly did not leave).
 
 mod dial;
 mod driver;
+mod heard;
+mod link;
 mod not_sent;
 mod options;
+mod report;
 mod request_body;
 mod response_body;
 #[cfg(test)]
@@ -48,12 +57,18 @@ use http::{Request, Response, Uri};
 use http_body::Body;
 use rpc_core::BoxError;
 
+pub use link::Liveness;
 pub use not_sent::NotSent;
-pub use options::ChannelOptions;
+pub use options::{
+    ChannelOptions, DEFAULT_IDLE_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_INTERVAL,
+    DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_PROBE_TIMEOUT, DEFAULT_TCP_USER_TIMEOUT,
+};
+pub use report::SendReport;
 pub use response_body::ResponseBody;
 
 use crate::TransportError;
 use dial::Target;
+use link::Link;
 
 /// The connection to one instance (or several: [`ChannelOptions::connections_per_instance`]),
 /// made on first use and made again after it closed.
@@ -75,6 +90,8 @@ struct Shared {
     slots: Box<[Slot]>,
     /// The slot of the next call, round robin (used with more than one).
     next: AtomicUsize,
+    /// Itself, for a connection's task to forget its connection when it ends.
+    weak: Weak<Shared>,
 }
 
 /// One connection to the instance, open or not.
@@ -91,6 +108,8 @@ struct Slot {
 #[derive(Debug)]
 struct Open {
     send: SendRequest<Bytes>,
+    /// What its calls share with its task.
+    link: Arc<Link>,
     /// The dial that made it, so that an old connection's end does not forget a newer one.
     dial: u64,
 }
@@ -104,12 +123,12 @@ struct DialRecord {
 /// A connection to `authority` (`host:port`) that is made on the first call and again
 /// after it closed. Must be called within a tokio runtime (connections have tasks).
 ///
-/// With [`ChannelOptions::tls`], the connection speaks HTTPS and its TLS files are read
-/// now (so a connection made after a rotation uses the new files).
+/// With [`ChannelOptions::tls`], the connection speaks HTTPS, and its TLS files are read
+/// at each dial: a connection made after a rotation uses the new files, and a file that
+/// cannot be read (half-written during a rotation) fails that dial only, as not sent.
 ///
 /// # Errors
-/// [`TransportError::InvalidAddress`] when `authority` is not a valid `host:port`;
-/// [`TransportError::Tls`] when a TLS file cannot be used.
+/// [`TransportError::InvalidAddress`] when `authority` is not a valid `host:port`.
 pub fn connect_lazy(
     authority: &str,
     options: &ChannelOptions,
@@ -124,24 +143,22 @@ pub fn connect_lazy(
     if parsed.port_u16().is_none() {
         return Err(invalid("no port".to_owned()));
     }
-    let tls = match &options.tls {
-        Some(tls) => Some(tls.client_config(parsed.host())?),
-        None => None,
-    };
-    let scheme = if tls.is_some() {
+    let target = Target::new(authority.to_owned(), parsed.host().to_owned(), options);
+    let scheme = if target.is_tls() {
         Scheme::HTTPS
     } else {
         Scheme::HTTP
     };
     Ok(InstanceConnection {
-        shared: Arc::new(Shared {
-            target: Target::new(authority.to_owned(), options, tls),
+        shared: Arc::new_cyclic(|weak| Shared {
+            target,
             scheme,
             authority: parsed,
             slots: (0..options.connections_per_instance.max(1))
                 .map(|_| Slot::default())
                 .collect(),
             next: AtomicUsize::new(0),
+            weak: weak.clone(),
         }),
     })
 }
@@ -159,6 +176,55 @@ impl InstanceConnection {
             .iter()
             .any(|slot| slot.current.load().is_some())
     }
+
+    /// Sends `request` on a stream of its own: the connection made first if there is
+    /// none, a stream permit taken (waiting while the instance's stream limit is
+    /// reached), the head written, the body sent; resolves with the response's head.
+    /// `report` tells the caller, also after this future was dropped, whether the
+    /// stream was opened, and lets it probe the connection (see [`SendReport`]).
+    ///
+    /// # Errors
+    /// [`NotSent`] for a request that certainly did not leave (no connection, the
+    /// connection closed or refused new streams before the stream opened);
+    /// `h2::Error` once the stream was opened (reset, GOAWAY, connection lost).
+    pub fn send<'a, B>(
+        &'a self,
+        request: Request<B>,
+        report: &'a SendReport,
+    ) -> impl Future<Output = Result<Response<ResponseBody>, BoxError>> + Send + 'a
+    where
+        B: Body<Data = Bytes> + Send + Unpin + 'static,
+        B::Error: Into<BoxError>,
+    {
+        self.shared.send(request, report)
+    }
+}
+
+impl InstanceConnection {
+    /// Makes sure every connection of the instance answers: each is made if there is
+    /// none, and sent a PING that must be answered within the probe timeout. Used
+    /// before trusting a call to an instance that stopped answering before (an
+    /// ejected instance's probe): a paused process's kernel still accepts connections,
+    /// so a connection alone proves nothing.
+    ///
+    /// # Errors
+    /// [`NotSent`]: no connection could be made, or one did not answer its PING (it is
+    /// closed).
+    pub async fn check(&self) -> Result<(), BoxError> {
+        for slot in 0..self.shared.slots.len() {
+            let (_, link, _) = self.shared.open(slot).await?;
+            if link.probe().await == Liveness::Unresponsive {
+                return Err(Box::new(NotSent::new(
+                    format!(
+                        "the connection to {} did not answer a PING",
+                        self.shared.target.authority
+                    ),
+                    "PING unanswered",
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl<B> tower::Service<Request<B>> for InstanceConnection
@@ -175,9 +241,10 @@ where
         Poll::Ready(Ok(()))
     }
 
+    /// As [`InstanceConnection::send`], without a report.
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let shared = self.shared.clone();
-        Box::pin(async move { shared.send(request).await })
+        Box::pin(async move { shared.send(request, &SendReport::default()).await })
     }
 }
 
@@ -185,16 +252,22 @@ impl Shared {
     /// One request: a stream on the open connection (made first if there is none), its
     /// body sent, its response's headers awaited.
     async fn send<B>(
-        self: Arc<Self>,
+        &self,
         request: Request<B>,
+        report: &SendReport,
     ) -> Result<Response<ResponseBody>, BoxError>
     where
         B: Body<Data = Bytes> + Send + Unpin + 'static,
         B::Error: Into<BoxError>,
     {
         let slot = self.pick();
-        let (send, dial) = self.open(slot).await?;
+        let (send, link, dial) = self.open(slot).await?;
+        report.on(&link);
         let (head, body) = self.head(request)?;
+        let limit = || send.current_max_send_streams();
+        let Some(permit) = link.admit(limit).await else {
+            return Err(self.closed_before_open(slot, dial, "closed"));
+        };
         let mut send = match send.ready().await {
             Ok(send) => send,
             Err(error) => return Err(self.closed(slot, dial, error)),
@@ -204,13 +277,14 @@ impl Shared {
             Ok(opened) => opened,
             Err(error) => return Err(self.closed(slot, dial, error)),
         };
+        report.opened();
         let request = if end {
             None
         } else {
             request_body::send(body, stream)
         };
         let response = response.await?;
-        Ok(response.map(|recv| ResponseBody::new(recv, request)))
+        Ok(response.map(|recv| ResponseBody::new(recv, request, permit)))
     }
 
     /// The request's head for h2: the URI made absolute on the instance's address, the
@@ -248,18 +322,18 @@ impl Shared {
         }
     }
 
-    /// The handle of `slot`'s open connection and its dial, dialling first when there is
-    /// none. Of callers arriving during a dial, all take its result: one failed dial
-    /// fails them together rather than each trying in turn.
-    async fn open(self: &Arc<Self>, slot: usize) -> Result<(SendRequest<Bytes>, u64), BoxError> {
+    /// The handle of `slot`'s open connection, its link and its dial, dialling first
+    /// when there is none. Of callers arriving during a dial, all take its result: one
+    /// failed dial fails them together rather than each trying in turn.
+    async fn open(&self, slot: usize) -> Result<(SendRequest<Bytes>, Arc<Link>, u64), BoxError> {
         let connection = &self.slots[slot];
         if let Some(open) = connection.current.load().as_deref() {
-            return Ok((open.send.clone(), open.dial));
+            return Ok((open.send.clone(), open.link.clone(), open.dial));
         }
         let seen = connection.dials.load(Ordering::Acquire);
         let mut record = connection.dialing.lock().await;
         if let Some(open) = connection.current.load().as_deref() {
-            return Ok((open.send.clone(), open.dial));
+            return Ok((open.send.clone(), open.link.clone(), open.dial));
         }
         if connection.dials.load(Ordering::Acquire) != seen
             && let Some((kind, message)) = &record.failure
@@ -267,15 +341,16 @@ impl Shared {
             return Err(self.not_dialled(io::Error::new(*kind, message.clone())));
         }
         let dial = connection.dials.fetch_add(1, Ordering::AcqRel) + 1;
-        let weak = Arc::downgrade(self);
+        let weak = self.weak.clone();
         match dial::dial(&self.target, move || forget(&weak, slot, dial)).await {
-            Ok(send) => {
+            Ok((send, link)) => {
                 record.failure = None;
                 connection.current.store(Some(Arc::new(Open {
                     send: send.clone(),
+                    link: link.clone(),
                     dial,
                 })));
-                Ok((send, dial))
+                Ok((send, link, dial))
             }
             Err(error) => {
                 record.failure = Some((error.kind(), error.to_string()));
@@ -294,6 +369,10 @@ impl Shared {
     /// The connection of `dial` takes no new stream (closed, or GOAWAY received): it is
     /// forgotten, so the next call dials again, and this request was not sent.
     fn closed(&self, slot: usize, dial: u64, error: h2::Error) -> BoxError {
+        self.closed_before_open(slot, dial, error)
+    }
+
+    fn closed_before_open(&self, slot: usize, dial: u64, error: impl Into<BoxError>) -> BoxError {
         self.forget(slot, dial);
         Box::new(NotSent::new(
             format!(

@@ -4,28 +4,72 @@ use std::time::Duration;
 
 use crate::ClientTls;
 
+/// Default [`ChannelOptions::http2_keepalive_interval`]: 20 s.
+pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
+/// Default [`ChannelOptions::http2_idle_keepalive_interval`]: 60 s.
+pub const DEFAULT_IDLE_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
+/// Default [`ChannelOptions::http2_keepalive_timeout`]: 10 s.
+pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default [`ChannelOptions::probe_timeout`]: 1 s.
+pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Default [`ChannelOptions::tcp_user_timeout`]: 20 s.
+pub const DEFAULT_TCP_USER_TIMEOUT: Duration = Duration::from_secs(20);
+
 /// Settings of the connection to one instance.
+///
+/// Built from [`ChannelOptions::default`] and changed field by field (it grows: a
+/// struct literal would break when a field is added).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ChannelOptions {
     /// Bound on establishing a connection: TCP, the TLS handshake and the HTTP/2
     /// preface together. Default 1 s: on loopback or in a data centre a dial that takes
     /// longer is failing, and a quick error lets failover act.
     pub connect_timeout: Duration,
-    /// Interval of HTTP/2 keep-alive PINGs on an open connection; `None` (default) sends
-    /// none. With it, a host that vanished without a reset (its link blackholed, its
-    /// power cut) is found within `interval + keepalive_timeout`, and the calls in flight
-    /// on it fail then instead of at their own timeouts.
+    /// While calls are open on a connection, a keep-alive PING is sent once nothing has
+    /// been heard from the peer for this long; `None` sends none. Default
+    /// [`DEFAULT_KEEPALIVE_INTERVAL`] (20 s). A busy connection never pings: anything the
+    /// peer sends counts. It is what finds a dead peer under a long, quiet stream; a
+    /// call still waiting for its answer is watched more closely (see
+    /// [`SendReport::probe`](crate::SendReport::probe)).
+    ///
+    /// grpc-go and grpc-java servers allow a client one PING per 5 minutes while they
+    /// send nothing, and close the connection with `GOAWAY ENHANCE_YOUR_CALM` after
+    /// three more: for references to such servers with streams quiet for minutes, set
+    /// 5 minutes. Our own providers and Dubbo's accept any rate.
     pub http2_keepalive_interval: Option<Duration>,
+    /// On a connection with no call open, a keep-alive PING is sent once nothing has
+    /// been heard from the peer for this long; `None` sends none. Default
+    /// [`DEFAULT_IDLE_KEEPALIVE_INTERVAL`] (60 s): an idle connection to a host that
+    /// vanished is found before a call is sent into it, at a rate no peer minds
+    /// (grpc-go answers idle pings more often than every 2 hours with a GOAWAY after
+    /// the third, which costs an idle connection and nothing else: the next call dials
+    /// again).
+    pub http2_idle_keepalive_interval: Option<Duration>,
     /// How long a keep-alive PING may wait for its answer before the connection is
-    /// closed. Default 20 s (hyper's); used only with `http2_keepalive_interval`.
+    /// closed (unless frames arrived meanwhile). Default [`DEFAULT_KEEPALIVE_TIMEOUT`]
+    /// (10 s). The calls still open on a connection closed this way fail over.
     pub http2_keepalive_timeout: Duration,
+    /// How long the PING that checks a connection whose call is overdue may wait for its
+    /// answer before the connection is closed. Default [`DEFAULT_PROBE_TIMEOUT`] (1 s):
+    /// a live peer answers a PING from its connection task, without its handlers, in
+    /// well under a millisecond on a data-centre network (also measured under full load
+    /// in the lab: README, "Faults and soak"), so 1 s closes nothing that lives, and the
+    /// instance takes no new call while its PING is out anyway.
+    pub probe_timeout: Duration,
+    /// `TCP_USER_TIMEOUT` of each connection's socket (Linux): data unacknowledged this
+    /// long breaks the connection in the kernel. `None` leaves the kernel's default
+    /// (about 15 minutes of retransmissions). Default [`DEFAULT_TCP_USER_TIMEOUT`] (20
+    /// s): a backstop under the PINGs for a peer whose host vanished while this end was
+    /// writing to it.
+    pub tcp_user_timeout: Option<Duration>,
     /// HTTP/2 connections to each instance; calls take them in turn. Default 1. h2 writes
     /// one connection's streams under one lock (hyperium/h2#531), so at high
     /// concurrency more than one may carry more; each also costs the provider a
     /// connection. Values below 1 count as 1.
     pub connections_per_instance: usize,
-    /// TLS: dial providers over HTTPS and verify them with these settings. Default
-    /// none (plain HTTP/2).
+    /// TLS: dial providers over HTTPS and verify them with these settings, read from
+    /// their files at each dial. Default none (plain HTTP/2).
     pub tls: Option<ClientTls>,
 }
 
@@ -33,21 +77,29 @@ impl Default for ChannelOptions {
     fn default() -> Self {
         Self {
             connect_timeout: Duration::from_secs(1),
-            http2_keepalive_interval: None,
-            http2_keepalive_timeout: Duration::from_secs(20),
+            http2_keepalive_interval: Some(DEFAULT_KEEPALIVE_INTERVAL),
+            http2_idle_keepalive_interval: Some(DEFAULT_IDLE_KEEPALIVE_INTERVAL),
+            http2_keepalive_timeout: DEFAULT_KEEPALIVE_TIMEOUT,
+            probe_timeout: DEFAULT_PROBE_TIMEOUT,
+            tcp_user_timeout: Some(DEFAULT_TCP_USER_TIMEOUT),
             connections_per_instance: 1,
             tls: None,
         }
     }
 }
 
-/// HTTP/2 settings of every connection, as hyper's client (and so tonic's channel)
-/// has them by default: they decide how much one call may have in flight.
+/// HTTP/2 settings of every connection: they decide how much one call may have in
+/// flight.
 pub(super) mod http2 {
-    /// Initial connection flow-control window: 5 MiB.
-    pub(crate) const CONNECTION_WINDOW: u32 = 5 * 1024 * 1024;
-    /// Initial stream flow-control window: 2 MiB.
+    /// Initial stream flow-control window: 2 MiB, as hyper's client (and so tonic's
+    /// channel) has it.
     pub(crate) const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
+    /// Initial connection flow-control window: 128 stream windows (256 MiB, Envoy's
+    /// default). With hyper's 5 MiB, three streams whose readers paused held the whole
+    /// window and every other call on the connection stalled until it timed out; now
+    /// it takes 128. Memory is bounded by the stream windows, not by this: what the
+    /// peer may send and nobody has read is at most 2 MiB per paused stream.
+    pub(crate) const CONNECTION_WINDOW: u32 = 128 * STREAM_WINDOW;
     /// Largest frame this end accepts: 16 KiB (the protocol's default).
     pub(crate) const MAX_FRAME_SIZE: u32 = 16 * 1024;
     /// Largest header list this end accepts: 16 KiB.

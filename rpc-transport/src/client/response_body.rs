@@ -8,13 +8,16 @@ use h2::RecvStream;
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::oneshot;
 
+use super::link::StreamPermit;
+
 /// The body of a response from an instance: its DATA frames, then its trailers (where
 /// gRPC puts the status).
 ///
 /// Flow control follows the data: each frame's bytes are given back to the peer's
 /// window as the frame is handed to the caller (h2's `FlowControl::release_capacity`),
-/// so a slow reader holds back at most one stream window (2 MiB). Dropped before its
-/// end, the stream is reset (`CANCEL`) and the instance stops working on it.
+/// so a slow reader holds back at most one stream window (2 MiB), and never the other
+/// calls of its connection (the connection's window holds 128 of them). Dropped before
+/// its end, the stream is reset (`CANCEL`) and the instance stops working on it.
 #[derive(Debug)]
 pub struct ResponseBody {
     recv: RecvStream,
@@ -22,14 +25,21 @@ pub struct ResponseBody {
     /// Held while a streaming request body is still being sent: dropping this body
     /// tells that sender to stop (and reset the stream).
     _request: Option<oneshot::Sender<()>>,
+    /// The stream's permit: returned when the body ends or is dropped.
+    permit: Option<StreamPermit>,
 }
 
 impl ResponseBody {
-    pub(super) fn new(recv: RecvStream, request: Option<oneshot::Sender<()>>) -> Self {
+    pub(super) fn new(
+        recv: RecvStream,
+        request: Option<oneshot::Sender<()>>,
+        permit: StreamPermit,
+    ) -> Self {
         Self {
             recv,
             data_done: false,
             _request: request,
+            permit: Some(permit),
         }
     }
 }
@@ -55,7 +65,10 @@ impl Body for ResponseBody {
                 None => this.data_done = true,
             }
         }
-        match ready!(this.recv.poll_trailers(cx)) {
+        let trailers = ready!(this.recv.poll_trailers(cx));
+        // The stream has ended: its permit goes back for the next call.
+        this.permit = None;
+        match trailers {
             Ok(Some(trailers)) => Poll::Ready(Some(Ok(Frame::trailers(trailers)))),
             Ok(None) => Poll::Ready(None),
             Err(error) => Poll::Ready(Some(Err(error))),

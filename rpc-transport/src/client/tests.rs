@@ -25,10 +25,17 @@ enum Serve {
     Send(usize),
     /// Answers one request, then sends GOAWAY and closes when idle.
     OnceThenGoAway,
+    /// Takes each request and never answers it (a slow handler; the connection lives).
+    Hold,
 }
 
 /// An h2 server on `127.0.0.1:0`; its address and the connections it accepted.
 async fn server(serve: Serve) -> (String, Arc<AtomicUsize>) {
+    server_with(serve, None).await
+}
+
+/// As [`server`], allowing `max_streams` streams per connection.
+async fn server_with(serve: Serve, max_streams: Option<u32>) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let accepted = Arc::new(AtomicUsize::new(0));
@@ -36,14 +43,18 @@ async fn server(serve: Serve) -> (String, Arc<AtomicUsize>) {
     tokio::spawn(async move {
         while let Ok((tcp, _)) = listener.accept().await {
             count.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(connection(tcp, serve));
+            tokio::spawn(connection(tcp, serve, max_streams));
         }
     });
     (addr, accepted)
 }
 
-async fn connection(tcp: tokio::net::TcpStream, serve: Serve) {
-    let Ok(mut connection) = h2::server::handshake(tcp).await else {
+async fn connection(tcp: tokio::net::TcpStream, serve: Serve, max_streams: Option<u32>) {
+    let mut builder = h2::server::Builder::new();
+    if let Some(max) = max_streams {
+        builder.max_concurrent_streams(max);
+    }
+    let Ok(mut connection) = builder.handshake(tcp).await else {
         return;
     };
     while let Some(Ok((request, respond))) = connection.accept().await {
@@ -59,6 +70,10 @@ async fn answer(
     mut respond: h2::server::SendResponse<Bytes>,
     serve: Serve,
 ) {
+    if let Serve::Hold = serve {
+        let _held = (request, respond);
+        return std::future::pending().await;
+    }
     let mut body = request.into_body();
     let mut stream = respond
         .send_response(Response::new(()), false)
@@ -73,6 +88,7 @@ async fn answer(
         Serve::Send(bytes) => stream
             .send_data(Bytes::from(vec![0; bytes]), false)
             .unwrap(),
+        Serve::Hold => unreachable!("held above"),
     }
     let mut trailers = http::HeaderMap::new();
     trailers.insert("grpc-status", "0".parse().unwrap());
@@ -208,7 +224,8 @@ async fn after_a_goaway_the_next_call_dials_again_and_none_is_lost() {
 
 #[tokio::test]
 async fn a_response_larger_than_the_windows_arrives_whole() {
-    let size = 3 * options::http2::CONNECTION_WINDOW as usize;
+    // Three stream windows, and more than hyper's 5 MiB connection window.
+    let size = 3 * options::http2::STREAM_WINDOW as usize;
     let (addr, _) = server(Serve::Send(size)).await;
     let connection = connect_lazy(&addr, &ChannelOptions::default()).unwrap();
     let response = tokio::time::timeout(BOUND, connection.oneshot(request(b"")))
@@ -264,6 +281,7 @@ async fn an_unanswered_keepalive_ends_the_calls_on_its_connection() {
         http2_keepalive_timeout: Duration::from_millis(200),
         ..ChannelOptions::default()
     };
+    // Pinged while the call is open: nothing is ever heard.
     let connection = connect_lazy(&addr, &options).unwrap();
     let result = tokio::time::timeout(BOUND, connection.clone().oneshot(request(b"x")))
         .await
@@ -278,4 +296,178 @@ async fn an_unanswered_keepalive_ends_the_calls_on_its_connection() {
 fn an_address_without_a_port_is_refused_at_once() {
     let error = connect_lazy("example", &ChannelOptions::default()).unwrap_err();
     assert!(error.to_string().contains("example"), "{error}");
+}
+
+/// A peer that accepts TCP connections and never says anything: a paused process.
+async fn mute_peer() -> (String, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let held = tokio::spawn(async move {
+        let mut sockets = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            sockets.push(tcp);
+        }
+    });
+    (addr, held)
+}
+
+#[tokio::test]
+async fn a_call_over_the_stream_limit_waits_unsent_and_goes_once_a_stream_ends() {
+    let (addr, _) = server_with(Serve::Echo, Some(2)).await;
+    let connection = connect_lazy(&addr, &ChannelOptions::default()).unwrap();
+    // Two calls hold the connection's two streams: their request bodies stay open.
+    let mut holders = Vec::new();
+    for _ in 0..2 {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<http_body::Frame<Bytes>, io::Error>>(1);
+        let body = StreamBody::new(Box::pin(futures_util::stream::unfold(
+            rx,
+            |mut rx| async move { rx.recv().await.map(|chunk| (chunk, rx)) },
+        )));
+        let response = tokio::time::timeout(
+            BOUND,
+            connection
+                .clone()
+                .oneshot(Request::post("/t.S/M").body(body).unwrap()),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        holders.push((tx, response));
+    }
+    // The peer's SETTINGS said 2: a third call waits for a permit, its stream unopened.
+    let report = SendReport::default();
+    {
+        let third = connection.send(request(b"x"), &report);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), third)
+                .await
+                .is_err(),
+            "the third call waits while two streams are open"
+        );
+    }
+    assert!(
+        !report.stream_opened(),
+        "given up while waiting: certainly not sent"
+    );
+    // One holder ends its stream: a waiting call goes.
+    let report = SendReport::default();
+    let third = connection.send(request(b"y"), &report);
+    tokio::pin!(third);
+    assert!(futures_util::poll!(third.as_mut()).is_pending());
+    let (tx, response) = holders.pop().unwrap();
+    drop(tx);
+    assert_eq!(read(response).await.1.as_deref(), Some("0"));
+    let answered = tokio::time::timeout(BOUND, third).await.unwrap().unwrap();
+    assert!(report.stream_opened());
+    assert_eq!(read(answered).await, (b"y".to_vec(), Some("0".to_owned())));
+}
+
+#[tokio::test]
+async fn a_probe_of_a_live_peer_says_alive_while_its_call_waits() {
+    let (addr, _) = server(Serve::Hold).await;
+    let connection = connect_lazy(&addr, &ChannelOptions::default()).unwrap();
+    let report = SendReport::default();
+    let call = connection.send(request(b"x"), &report);
+    tokio::pin!(call);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), call.as_mut())
+            .await
+            .is_err(),
+        "held"
+    );
+    assert!(report.stream_opened());
+    let liveness = tokio::time::timeout(BOUND, report.probe()).await.unwrap();
+    assert_eq!(liveness, Some(Liveness::Alive));
+    assert!(connection.is_open(), "a live connection stays");
+}
+
+#[tokio::test]
+async fn a_probe_of_a_mute_peer_closes_the_connection_and_ends_its_calls() {
+    let (addr, held) = mute_peer().await;
+    let options = ChannelOptions {
+        probe_timeout: Duration::from_millis(200),
+        ..ChannelOptions::default()
+    };
+    let connection = connect_lazy(&addr, &options).unwrap();
+    let report = SendReport::default();
+    let call = connection.send(request(b"x"), &report);
+    tokio::pin!(call);
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), call.as_mut())
+            .await
+            .is_err()
+    );
+    let liveness = tokio::time::timeout(BOUND, report.probe()).await.unwrap();
+    assert_eq!(liveness, Some(Liveness::Unresponsive));
+    let error = tokio::time::timeout(BOUND, call)
+        .await
+        .expect("the call ends with its connection")
+        .expect_err("no answer can come");
+    assert!(report.stream_opened(), "it was sent: it may have run");
+    assert!(!is_not_sent(&error), "{error}");
+    assert!(!connection.is_open(), "the connection is forgotten");
+    held.abort();
+}
+
+#[tokio::test]
+async fn a_request_that_found_no_connection_has_nothing_to_probe() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    drop(listener);
+    let connection = connect_lazy(&addr, &ChannelOptions::default()).unwrap();
+    let report = SendReport::default();
+    let error = connection.send(request(b"x"), &report).await.unwrap_err();
+    assert!(is_not_sent(&error));
+    assert!(!report.stream_opened());
+    assert_eq!(report.probe().await, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_connection_to_a_mute_peer_is_closed_by_its_idle_keepalive() {
+    let (addr, held) = mute_peer().await;
+    let options = ChannelOptions {
+        http2_idle_keepalive_interval: Some(Duration::from_secs(60)),
+        ..ChannelOptions::default()
+    };
+    let connection = connect_lazy(&addr, &options).unwrap();
+    // A call opens the connection and is dropped: the connection is idle.
+    let report = SendReport::default();
+    {
+        let call = connection.send(request(b"x"), &report);
+        let _ = tokio::time::timeout(Duration::from_millis(10), call).await;
+    }
+    assert!(connection.is_open());
+    // Nothing heard for the idle interval: a PING, unanswered within the timeout.
+    tokio::time::sleep(Duration::from_secs(60 + 60 + 10 + 1)).await;
+    assert!(!connection.is_open(), "closed by the idle keep-alive");
+    held.abort();
+}
+
+#[tokio::test]
+async fn streams_whose_readers_paused_do_not_stall_the_other_calls_of_the_connection() {
+    // Each answer is larger than a stream window: the peer sends until the window is
+    // full and waits for a reader who never comes.
+    let size = 2 * options::http2::STREAM_WINDOW as usize;
+    let (paused_addr, _) = server(Serve::Send(size)).await;
+    let connection = connect_lazy(&paused_addr, &ChannelOptions::default()).unwrap();
+    let mut paused = Vec::new();
+    for _ in 0..4 {
+        let response = tokio::time::timeout(BOUND, connection.clone().oneshot(request(b"")))
+            .await
+            .unwrap()
+            .unwrap();
+        // Read nothing: the stream window (2 MiB) fills and stays full.
+        paused.push(response);
+    }
+    // Four full stream windows (8 MiB) exceed hyper's 5 MiB connection window: with it,
+    // the next answer could not get a byte through.
+    let next = tokio::time::timeout(BOUND, connection.clone().oneshot(request(b"")))
+        .await
+        .expect("answered while four readers are paused")
+        .unwrap();
+    let (data, status) = tokio::time::timeout(BOUND, read(next))
+        .await
+        .expect("read to its end while four readers are paused");
+    assert_eq!((data.len(), status.as_deref()), (size, Some("0")));
+    drop(paused);
 }

@@ -18,7 +18,6 @@ mod reload;
 use std::path::PathBuf;
 
 pub use client::ClientTls;
-pub(crate) use client::ClientTlsConfig;
 pub use files::{DEFAULT_RELOAD_INTERVAL, ServerTlsFiles};
 pub(crate) use reload::ServerTls;
 
