@@ -34,6 +34,7 @@ use crate::invoker::Invoker;
 #[derive(Debug, Default)]
 pub struct BlacklistStats {
     ejections: AtomicU64,
+    unresponsive: AtomicU64,
     recoveries: AtomicU64,
     closing_marks: AtomicU64,
     panic_picks: AtomicU64,
@@ -44,6 +45,9 @@ pub struct BlacklistStats {
 pub struct BlacklistCounts {
     /// Instances ejected (each ejection, including re-ejection after a failed probe).
     pub ejections: u64,
+    /// Ejections because a connection to the instance did not answer a PING (a host
+    /// that vanished, a paused process): also counted in `ejections`.
+    pub unresponsive: u64,
     /// Ejected instances restored by a successful probe.
     pub recoveries: u64,
     /// Times an instance was marked closing (closing header, rejection, GOAWAY).
@@ -57,6 +61,7 @@ impl BlacklistStats {
     pub fn counts(&self) -> BlacklistCounts {
         BlacklistCounts {
             ejections: self.ejections.load(Ordering::Relaxed),
+            unresponsive: self.unresponsive.load(Ordering::Relaxed),
             recoveries: self.recoveries.load(Ordering::Relaxed),
             closing_marks: self.closing_marks.load(Ordering::Relaxed),
             panic_picks: self.panic_picks.load(Ordering::Relaxed),
@@ -128,19 +133,61 @@ impl Blacklist {
         if !failed_probe && !self.may_eject(invoker, peers, now) {
             return;
         }
+        let reason = if failed_probe {
+            "probe failed"
+        } else {
+            "consecutive failures"
+        };
+        self.eject(invoker, record, now, rng, reason);
+    }
+
+    /// The connection of `invoker` did not answer the PING of an overdue call: the
+    /// instance is ejected at once (within `max_ejection_percent`), without waiting for
+    /// a streak of failures — its calls are failing anyway, and a new connection to a
+    /// host that vanished would only hang until the connect timeout.
+    pub(crate) fn on_unresponsive(
+        &self,
+        invoker: &Invoker,
+        peers: &[Arc<Invoker>],
+        now: Instant,
+        rng: &mut SmallRng,
+    ) {
+        if !self.config.enabled {
+            return;
+        }
+        let record = invoker.health().ejection_record(now);
+        if record.ejected || !(record.probing || self.may_eject(invoker, peers, now)) {
+            return;
+        }
+        if self.eject(invoker, record, now, rng, "PING unanswered") {
+            self.stats.unresponsive.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Ejects `invoker` for its next ejection time; false when a concurrent failure
+    /// ejected it first.
+    fn eject(
+        &self,
+        invoker: &Invoker,
+        record: EjectionRecord,
+        now: Instant,
+        rng: &mut SmallRng,
+        reason: &'static str,
+    ) -> bool {
         let ejections = self.decayed(record, now).saturating_add(1);
         let duration = self.ejection_time(ejections, rng);
-        if !health.eject(now, later(now, duration), ejections) {
-            return;
+        if !invoker.health().eject(now, later(now, duration), ejections) {
+            return false;
         }
         self.stats.ejections.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(
             instance = %invoker.id(),
             ejection_ms = duration.as_millis() as u64,
             times = ejections,
-            reason = if failed_probe { "probe failed" } else { "consecutive failures" },
+            reason,
             "instance ejected"
         );
+        true
     }
 
     /// The instance said it is going offline: stop picking it, without counting a failure.
@@ -273,6 +320,26 @@ mod tests {
         assert_eq!(target.health().availability(now), Availability::Ready);
         assert_eq!(blacklist.stats().counts().recoveries, 1);
         assert_eq!(blacklist.stats().counts().ejections, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unresponsive_connection_ejects_at_once_within_the_percentage() {
+        let peers: Vec<_> = (0..4).map(invoker).collect();
+        let blacklist = Blacklist::new(config(), Duration::from_secs(30));
+        blacklist.on_unresponsive(&peers[0], &peers, Instant::now(), &mut rng());
+        assert!(
+            peers[0].health().ejected(Instant::now()),
+            "no streak needed"
+        );
+        blacklist.on_unresponsive(&peers[1], &peers, Instant::now(), &mut rng());
+        blacklist.on_unresponsive(&peers[2], &peers, Instant::now(), &mut rng());
+        let ejected = peers
+            .iter()
+            .filter(|p| p.health().ejected(Instant::now()))
+            .count();
+        assert_eq!(ejected, 2, "50 % of 4 still");
+        let counts = blacklist.stats().counts();
+        assert_eq!((counts.ejections, counts.unresponsive), (2, 2));
     }
 
     #[tokio::test(start_paused = true)]

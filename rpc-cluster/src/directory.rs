@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::config::DirectoryConfig;
 use crate::fleet_latency::FleetLatency;
-use crate::invoker::{Invoker, InvokerSettings};
+use crate::invoker::{Invoker, InvokerSettings, StallBound};
 use crate::last_resort::LastResort;
 use crate::loadbalance::InvokerList;
 
@@ -87,6 +87,10 @@ impl Directory {
             default_rtt: config.default_rtt,
             ewma_decay: config.ewma_decay,
             fleet: Arc::new(FleetLatency::new(config.default_rtt)),
+            stall: config.stall_detection.then_some(StallBound {
+                factor: config.stall_factor,
+                floor: config.stall_floor,
+            }),
         });
         Self {
             service,

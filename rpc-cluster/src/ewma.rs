@@ -120,6 +120,12 @@ impl PeakEwma {
         self.decay(self.relaxed(estimate), stamp, now)
     }
 
+    /// The estimate at `now` as [`PeakEwma::estimate_ns`] gives it, unless it holds a
+    /// failure's penalty (`None`): what answers took, not what failures cost.
+    pub(crate) fn answered_ns(&self, now: Instant) -> Option<f64> {
+        (self.relax_from.load(Ordering::Relaxed) != HOLD).then(|| self.estimate_ns(now))
+    }
+
     /// Records one answer's latency at `now` (into the fleet's latency too).
     pub(crate) fn observe(&self, rtt: Duration, now: Instant) {
         if let Some(fleet) = &self.fleet {

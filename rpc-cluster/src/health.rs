@@ -6,7 +6,8 @@
 //! when it changes. The transitions are the ones gRPC A50 / Envoy outlier detection and
 //! linkerd's failure accrual use: healthy → ejected (until a time) → one probe →
 //! healthy again or ejected for longer; and, apart from failures, *closing* for a while
-//! once the instance said it is going offline.
+//! once the instance said it is going offline, and *suspected* while a call's answer is
+//! overdue and the PING that checks its connection is out (`call/dispatch.rs`).
 //!
 //! A healthy instance — nearly every instance nearly all the time — costs a pick one
 //! atomic load: the state behind the lock is read only while something is flagged.
@@ -23,7 +24,7 @@ pub enum Availability {
     Ready,
     /// Its ejection has ended and no probe is under way: this pick is the probe.
     Probe,
-    /// Ejected, closing, or being probed, until about `until`.
+    /// Ejected, closing, suspected or being probed, until about `until`.
     Unavailable {
         /// When it may become selectable again.
         until: Instant,
@@ -47,6 +48,10 @@ struct HealthState {
     healthy_since: Option<Instant>,
     probing: bool,
     closing_until: Option<Instant>,
+    /// Overdue calls whose connection's PING is out, and when the last of them asked
+    /// expects its answer at the latest.
+    suspicions: u32,
+    suspected_until: Option<Instant>,
 }
 
 /// What the ejection policy reads before deciding to eject an instance.
@@ -69,6 +74,11 @@ impl InstanceHealth {
             return Availability::Ready;
         }
         let mut state = self.state.lock();
+        if state.suspicions > 0
+            && let Some(until) = state.suspected_until
+        {
+            return Availability::Unavailable { until };
+        }
         if let Some(until) = state.closing_until {
             if until > now {
                 return Availability::Unavailable { until };
@@ -108,6 +118,29 @@ impl InstanceHealth {
     /// Whether the instance is ejected at `now`.
     pub(crate) fn ejected(&self, now: Instant) -> bool {
         self.is_flagged() && self.state.lock().ejected_until.is_some_and(|u| u > now)
+    }
+
+    /// Suspects the instance until the suspicion is lifted (one per overdue call);
+    /// `until` is when its PING must have been answered, for panic mode's order.
+    pub(crate) fn suspect(&self, until: Instant) {
+        let mut state = self.state.lock();
+        state.suspicions += 1;
+        state.suspected_until = Some(state.suspected_until.map_or(until, |u| u.max(until)));
+        self.flagged.store(true, Ordering::Release);
+    }
+
+    /// Lifts one suspicion of [`InstanceHealth::suspect`].
+    pub(crate) fn unsuspect(&self) {
+        let mut state = self.state.lock();
+        state.suspicions = state.suspicions.saturating_sub(1);
+        if state.suspicions == 0 {
+            state.suspected_until = None;
+        }
+    }
+
+    /// Whether an overdue call's PING is out now.
+    pub(crate) fn is_suspected(&self) -> bool {
+        self.is_flagged() && self.state.lock().suspicions > 0
     }
 
     /// Whether anything (ejection, probe, closing mark) may be recorded: false means
@@ -206,6 +239,25 @@ mod tests {
         assert!(health.record_success(later));
         assert_eq!(health.availability(later), Availability::Ready);
         assert_eq!(health.ejection_record(later).healthy_since, Some(later));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_suspected_instance_is_unavailable_until_every_suspicion_is_lifted() {
+        let health = InstanceHealth::default();
+        let now = Instant::now();
+        let until = now + Duration::from_secs(1);
+        health.suspect(until);
+        health.suspect(now + Duration::from_millis(500));
+        assert_eq!(
+            health.availability(now),
+            Availability::Unavailable { until }
+        );
+        health.unsuspect();
+        assert!(health.is_suspected());
+        health.unsuspect();
+        assert!(!health.is_suspected());
+        assert_eq!(health.availability(now), Availability::Ready);
+        assert!(!health.is_flagged());
     }
 
     #[tokio::test(start_paused = true)]

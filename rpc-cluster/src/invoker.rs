@@ -26,6 +26,16 @@ pub(crate) struct InvokerSettings {
     pub(crate) ewma_decay: Duration,
     /// The latency all instances of the directory answer with (see `ewma.rs`).
     pub(crate) fleet: Arc<FleetLatency>,
+    /// When a call's answer is overdue; `None`: never (stall detection off).
+    pub(crate) stall: Option<StallBound>,
+}
+
+/// When a call's answer is overdue on an instance: after `factor` times the instance's
+/// latency estimate, and never before `floor`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StallBound {
+    pub(crate) factor: u32,
+    pub(crate) floor: Duration,
 }
 
 /// One provider instance seen by one reference.
@@ -52,21 +62,34 @@ pub struct Invoker {
     removed: AtomicBool,
     destroyed: CancellationToken,
     dispatched: AtomicU64,
+    sent: AtomicU64,
     failures: AtomicU64,
     /// Times as nanoseconds after `first_seen`, plus one; 0 means "never".
     last_dispatch: AtomicU64,
+    last_sent: AtomicU64,
     failing_since: AtomicU64,
+    /// Calls sent and not answered yet (no response head), and the sum of their start
+    /// times (µs after `first_seen`): the age of what the instance has not answered.
+    unanswered: AtomicU64,
+    unanswered_since_us: AtomicU64,
 }
 
 /// What one consumer sent to one instance.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InvokerStats {
-    /// Attempts sent (each retry is one more).
+    /// Attempts made (each retry is one more), whether or not they reached the
+    /// instance.
     pub dispatched: u64,
+    /// Attempts whose HTTP/2 stream was opened on a connection to the instance: what
+    /// may have reached it (an attempt with no connection, or none before it gave up,
+    /// is not counted).
+    pub sent: u64,
     /// Attempts that failed at the connection level, timed out or were refused.
     pub failures: u64,
-    /// When the latest attempt was sent.
+    /// When the latest attempt was made.
     pub last_dispatch: Option<Instant>,
+    /// When the latest attempt counted in `sent` was made.
+    pub last_sent: Option<Instant>,
     /// When the current run of failures began (cleared by a success).
     pub failing_since: Option<Instant>,
 }
@@ -94,9 +117,13 @@ impl Invoker {
             removed: AtomicBool::new(false),
             destroyed: CancellationToken::new(),
             dispatched: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             last_dispatch: AtomicU64::new(0),
+            last_sent: AtomicU64::new(0),
             failing_since: AtomicU64::new(0),
+            unanswered: AtomicU64::new(0),
+            unanswered_since_us: AtomicU64::new(0),
         }
     }
 
@@ -104,8 +131,10 @@ impl Invoker {
     pub fn stats(&self) -> InvokerStats {
         InvokerStats {
             dispatched: self.dispatched.load(Ordering::Relaxed),
+            sent: self.sent.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
             last_dispatch: self.instant(&self.last_dispatch),
+            last_sent: self.instant(&self.last_sent),
             failing_since: self.instant(&self.failing_since),
         }
     }
@@ -124,6 +153,12 @@ impl Invoker {
     pub(crate) fn note_dispatch(&self, at: Instant) {
         self.dispatched.fetch_add(1, Ordering::Relaxed);
         self.last_dispatch.store(self.stamp(at), Ordering::Relaxed);
+    }
+
+    /// The attempt made at `at` opened its stream on a connection to the instance.
+    pub(crate) fn note_sent(&self, at: Instant) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+        self.last_sent.fetch_max(self.stamp(at), Ordering::Relaxed);
     }
 
     pub(crate) fn note_result(&self, failed: bool, at: Instant) {
@@ -180,9 +215,63 @@ impl Invoker {
         self.removed.load(Ordering::Acquire)
     }
 
-    /// P2C load: `(in-flight + 1) × peak-EWMA latency` in nanoseconds.
+    /// P2C load in nanoseconds: `(in-flight + 1) × latency`, where the latency is the
+    /// peak-EWMA estimate or, when larger, the mean age of the calls the instance has
+    /// not answered yet (Finagle's and linkerd's point: what an endpoint owes counts as
+    /// it ages, so an instance that stopped answering looks slower with every
+    /// millisecond, not only once a call times out).
     pub fn load(&self, now: Instant) -> f64 {
-        (self.active() as f64 + 1.0) * self.ewma.estimate_ns(now)
+        let latency = self.ewma.estimate_ns(now).max(self.unanswered_age_ns(now));
+        (self.active() as f64 + 1.0) * latency
+    }
+
+    /// The mean age of the calls sent and not answered yet, in nanoseconds (0 if none).
+    fn unanswered_age_ns(&self, now: Instant) -> f64 {
+        let count = self.unanswered.load(Ordering::Relaxed);
+        if count == 0 {
+            return 0.0;
+        }
+        let since = self.unanswered_since_us.load(Ordering::Relaxed) as f64 / count as f64;
+        let now_us = now.saturating_duration_since(self.first_seen).as_micros() as f64;
+        (now_us - since).max(0.0) * 1e3
+    }
+
+    /// Counts a call started at `at` as unanswered until the guard is dropped (its
+    /// response head arrived, or it ended without one).
+    pub(crate) fn await_answer(self: &Arc<Self>, at: Instant) -> Unanswered {
+        let since_us = at.saturating_duration_since(self.first_seen).as_micros() as u64;
+        self.unanswered_since_us
+            .fetch_add(since_us, Ordering::Relaxed);
+        self.unanswered.fetch_add(1, Ordering::Relaxed);
+        Unanswered {
+            invoker: self.clone(),
+            since_us,
+        }
+    }
+
+    /// When a call sent at `started` is overdue, if stall detection is on: after
+    /// `stall_factor` × the latency estimate, never before `stall_floor`. An estimate
+    /// that holds a failure's penalty says nothing of how fast the instance answers (and
+    /// would put the bound seconds away just when the instance is suspect), so the
+    /// fleet's latency stands in for it then.
+    pub(crate) fn overdue_at(&self, started: Instant) -> Option<Instant> {
+        let stall = self.settings.stall?;
+        let answered = self
+            .ewma
+            .answered_ns(started)
+            .unwrap_or_else(|| self.settings.fleet.ns());
+        let estimate = Duration::from_nanos(answered as u64);
+        Some(started + estimate.saturating_mul(stall.factor).max(stall.floor))
+    }
+
+    /// Suspects the instance while an overdue call's connection is checked: no call
+    /// picks it until the guard is dropped.
+    pub(crate) fn suspect(self: &Arc<Self>, now: Instant) -> Suspicion {
+        self.health
+            .suspect(now + self.settings.channel.probe_timeout);
+        Suspicion {
+            invoker: self.clone(),
+        }
     }
 
     /// The peak-EWMA latency estimate at `now` (what P2C weighs): the directory's
@@ -201,6 +290,12 @@ impl Invoker {
     /// "closing, not executed" rejection, or GOAWAY), within the closing expiry time.
     pub fn is_closing(&self, now: Instant) -> bool {
         self.health.is_closing(now)
+    }
+
+    /// Whether a call's answer is overdue on the instance and the PING that checks its
+    /// connection is out: no call picks it meanwhile.
+    pub fn is_suspected(&self) -> bool {
+        self.health.is_suspected()
     }
 
     /// Whether the blacklist has ejected the instance until a time after `now` (an
@@ -306,6 +401,34 @@ impl Invoker {
     }
 }
 
+/// Counts one call as unanswered on an invoker until dropped.
+#[derive(Debug)]
+pub(crate) struct Unanswered {
+    invoker: Arc<Invoker>,
+    since_us: u64,
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        self.invoker.unanswered.fetch_sub(1, Ordering::Relaxed);
+        self.invoker
+            .unanswered_since_us
+            .fetch_sub(self.since_us, Ordering::Relaxed);
+    }
+}
+
+/// Keeps an invoker from being picked while an overdue call's PING is out.
+#[derive(Debug)]
+pub(crate) struct Suspicion {
+    invoker: Arc<Invoker>,
+}
+
+impl Drop for Suspicion {
+    fn drop(&mut self) {
+        self.invoker.health.unsuspect();
+    }
+}
+
 /// Counts one call in flight on an invoker until dropped.
 #[derive(Debug)]
 pub(crate) struct ActiveCall {
@@ -336,6 +459,10 @@ pub(crate) mod tests {
             default_rtt: Duration::from_millis(5),
             ewma_decay: Duration::from_secs(10),
             fleet: Arc::new(FleetLatency::new(Duration::from_millis(5))),
+            stall: Some(StallBound {
+                factor: 4,
+                floor: Duration::from_millis(50),
+            }),
         })
     }
 
@@ -377,6 +504,46 @@ pub(crate) mod tests {
         assert_eq!(invoker.active(), 1);
         drop(call);
         assert_eq!(invoker.active(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unanswered_calls_weigh_more_as_they_age() {
+        let invoker = invoker(1);
+        let start = Instant::now();
+        invoker.observe_latency(Duration::from_millis(10), start);
+        let waiting = invoker.await_answer(start);
+        let _call = invoker.start_call();
+        let fresh = invoker.load(start + Duration::from_millis(5));
+        let aged = invoker.load(start + Duration::from_millis(100));
+        assert!(
+            (fresh - 2.0 * 10e6).abs() < 1e5,
+            "the estimate while young: {fresh}"
+        );
+        assert!(
+            (aged - 2.0 * 100e6).abs() < 1e5,
+            "its age once older: {aged}"
+        );
+        drop(waiting);
+        let answered = invoker.load(start + Duration::from_millis(100));
+        assert!(
+            answered < 2.0 * 11e6,
+            "answered: the estimate again: {answered}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_is_overdue_after_a_multiple_of_the_estimate_and_never_before_the_floor() {
+        let invoker = invoker(1);
+        let now = Instant::now();
+        invoker.observe_latency(Duration::from_millis(40), now);
+        let overdue = invoker.overdue_at(now).unwrap() - now;
+        assert!(overdue.abs_diff(Duration::from_millis(160)) < Duration::from_millis(1));
+        let quick = super::tests::invoker(2);
+        quick.observe_latency(Duration::from_millis(1), now);
+        assert_eq!(
+            quick.overdue_at(now).unwrap() - now,
+            Duration::from_millis(50)
+        );
     }
 
     #[tokio::test(start_paused = true)]

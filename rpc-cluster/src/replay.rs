@@ -14,7 +14,6 @@
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -182,10 +181,14 @@ impl RequestBody {
         }
     }
 
-    /// The body of one attempt, and the flag that tells whether it was polled (maybe
-    /// sent). `None` when a streaming body was already consumed.
-    pub(crate) fn attempt(&self) -> Option<(TonicBody, SentFlag)> {
-        let sent = SentFlag::default();
+    /// Whether the body was complete when the call began (a unary request's, a
+    /// server stream's): its answer is due soon after it is sent.
+    pub(crate) fn is_complete(&self) -> bool {
+        matches!(self, Self::Buffered { .. })
+    }
+
+    /// The body of one attempt. `None` when a streaming body was already consumed.
+    pub(crate) fn attempt(&self) -> Option<TonicBody> {
         let source = match self {
             Self::Buffered { data, trailers } => Source::Buffered {
                 data: data.clone(),
@@ -204,22 +207,7 @@ impl RequestBody {
                 }
             }
         };
-        let body = AttemptBody {
-            source,
-            sent: sent.clone(),
-        };
-        Some((TonicBody::new(body), sent))
-    }
-}
-
-/// Set when an attempt's body was first polled: from then on the request may have
-/// reached the provider.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct SentFlag(Arc<AtomicBool>);
-
-impl SentFlag {
-    pub(crate) fn was_sent(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        Some(TonicBody::new(AttemptBody { source }))
     }
 }
 
@@ -239,7 +227,6 @@ enum Source {
 
 struct AttemptBody {
     source: Source,
-    sent: SentFlag,
 }
 
 impl Body for AttemptBody {
@@ -250,7 +237,6 @@ impl Body for AttemptBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        self.sent.0.store(true, Ordering::Release);
         match &mut self.source {
             Source::Buffered {
                 data,
@@ -346,10 +332,8 @@ mod tests {
         );
         assert!(body.replayable());
         for _ in 0..3 {
-            let (attempt, sent) = body.attempt().unwrap();
-            assert!(!sent.was_sent());
+            let attempt = body.attempt().unwrap();
             assert_eq!(collect(attempt).await, b"abc");
-            assert!(sent.was_sent());
         }
     }
 
@@ -360,11 +344,10 @@ mod tests {
         tx.send(Ok(Frame::data(Bytes::from("a")))).await.unwrap();
         let body = RequestBody::capture(TonicBody::new(StreamBody::new(stream)), 1024);
         assert!(body.replayable());
-        let (first, sent) = body.attempt().unwrap();
+        let first = body.attempt().unwrap();
         drop(first);
-        assert!(!sent.was_sent(), "never polled");
         assert!(body.replayable(), "untouched: another attempt may have it");
-        let (second, _) = body.attempt().unwrap();
+        let second = body.attempt().unwrap();
         tx.send(Ok(Frame::data(Bytes::from("b")))).await.unwrap();
         drop(tx);
         assert_eq!(collect(second).await, b"ab");
@@ -377,20 +360,16 @@ mod tests {
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Status>>(4);
         let body =
             RequestBody::capture(TonicBody::new(StreamBody::new(tokio_stream_from(rx))), 1024);
-        let (mut first, sent) = body.attempt().unwrap();
+        let mut first = body.attempt().unwrap();
         // Polled right after the headers, as HTTP/2 clients do: nothing to send yet.
         assert!(futures_util::poll!(first.frame()).is_pending());
-        assert!(
-            sent.was_sent(),
-            "polled, so a transport error may have reached it"
-        );
         assert!(
             body.replayable(),
             "nothing of it left: another attempt may have it"
         );
         // The call moves on (the first attempt was refused); the first attempt, still
         // alive in its connection task, can no longer take the message that comes now.
-        let (second, _) = body.attempt().unwrap();
+        let second = body.attempt().unwrap();
         tx.send(Ok(Frame::data(Bytes::from("m")))).await.unwrap();
         let stale = first.frame().await.unwrap();
         assert!(stale.is_err(), "the older attempt is fenced off");
@@ -405,7 +384,7 @@ mod tests {
             stream::iter((0..4).map(|_| Ok::<_, Status>(Frame::data(Bytes::from(vec![0u8; 10])))));
         let body = RequestBody::capture(TonicBody::new(StreamBody::new(frames)), 15);
         assert!(matches!(body, RequestBody::Streaming(_)));
-        let (attempt, _) = body.attempt().unwrap();
+        let attempt = body.attempt().unwrap();
         assert_eq!(collect(attempt).await.len(), 40, "nothing lost");
     }
 

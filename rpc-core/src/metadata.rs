@@ -139,6 +139,27 @@ pub fn grpc_timeout(headers: &HeaderMap) -> Option<Duration> {
     read_grpc_timeout(headers).ok().flatten()
 }
 
+/// `limit` as a [`GRPC_TIMEOUT`] value: the finest unit whose amount fits the eight
+/// digits gRPC allows (nanoseconds below 0.1 s, microseconds below 100 s, ...),
+/// truncated, so the receiver never waits longer than the sender.
+pub fn grpc_timeout_value(limit: Duration) -> HeaderValue {
+    const MAX: u128 = 99_999_999;
+    let nanos = limit.as_nanos();
+    let (amount, unit) = [
+        (1, 'n'),
+        (1_000, 'u'),
+        (1_000_000, 'm'),
+        (1_000_000_000, 'S'),
+        (60_000_000_000, 'M'),
+        (3_600_000_000_000, 'H'),
+    ]
+    .into_iter()
+    .map(|(per_unit, unit)| (nanos / per_unit, unit))
+    .find(|(amount, _)| *amount <= MAX)
+    .unwrap_or((MAX, 'H'));
+    HeaderValue::try_from(format!("{amount}{unit}")).expect("digits and a unit are a valid header")
+}
+
 /// The status of a call whose deadline of `limit` (its `grpc-timeout`) passed.
 pub fn deadline_exceeded(limit: Duration) -> tonic::Status {
     tonic::Status::deadline_exceeded(format!(
@@ -161,6 +182,29 @@ pub fn status_trailers(status: &tonic::Status) -> HeaderMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_timeout_is_written_in_the_finest_unit_that_fits_and_read_back() {
+        for (limit, written) in [
+            (Duration::from_nanos(0), "0n"),
+            (Duration::from_millis(50), "50000000n"),
+            (Duration::from_millis(300), "300000u"),
+            (Duration::from_secs(3), "3000000u"),
+            (Duration::from_secs(250), "250000m"),
+            (Duration::from_secs(200_000), "200000S"),
+        ] {
+            let value = grpc_timeout_value(limit);
+            assert_eq!(value, written, "{limit:?}");
+            let mut headers = HeaderMap::new();
+            headers.insert(GRPC_TIMEOUT, value);
+            let read = grpc_timeout(&headers).unwrap();
+            assert!(
+                read <= limit && limit - read < Duration::from_secs(1),
+                "{limit:?}"
+            );
+        }
+        assert_eq!(grpc_timeout_value(Duration::MAX), "99999999H");
+    }
 
     #[test]
     fn a_header_is_found_by_scan_or_lookup_as_by_get() {

@@ -4,17 +4,16 @@
 //! the call.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::Request;
 use rand::rngs::SmallRng;
 use tonic::body::Body as TonicBody;
 use tracing::Instrument;
 
+use super::dispatch::Wait;
 use super::{dispatch, learn, telemetry};
 use crate::classify::Outcome;
 use crate::invoker::Invoker;
-use crate::replay::SentFlag;
 use crate::stack::ReferenceStack;
 
 /// Where one attempt goes, and which of its call's attempts it is.
@@ -32,24 +31,16 @@ pub(super) async fn attempt(
     stack: &ReferenceStack,
     target: Target<'_>,
     request: Request<TonicBody>,
-    timeout: Option<Duration>,
-    sent: &SentFlag,
+    wait: Wait,
     rng: &mut SmallRng,
 ) -> Outcome {
     let invoker = target.invoker;
     let span = telemetry::attempt_span(stack, target.path, invoker, target.number);
-    let dispatched = dispatch::dispatch(invoker, request, timeout, sent)
+    let dispatched = dispatch::dispatch(invoker, request, wait)
         .instrument(span.clone())
         .await;
     let (blacklist, directory) = (&stack.blacklist, &stack.directory);
-    let took = learn::learn(
-        blacklist,
-        directory,
-        invoker,
-        &dispatched.outcome,
-        dispatched.started,
-        rng,
-    );
+    let took = learn::learn(blacklist, directory, invoker, &dispatched, rng);
     telemetry::attempt_ended(stack, target.path, &dispatched.outcome, took, &span);
     dispatched.into_outcome()
 }

@@ -1,19 +1,33 @@
-//! Sending one attempt to one instance, bounded by the attempt's timeout, and telling
-//! what its result means (`classify.rs`).
+//! Sending one attempt to one instance, bounded by the attempt's timeout, watched for
+//! an answer that is overdue, and telling what its result means (`classify.rs`).
+//!
+//! **Overdue answers.** A host that vanished (no reset, no ICMP) or a process that is
+//! paused answers nothing and refuses nothing: left alone, its calls wait for their
+//! timeouts (seconds) and new calls keep going to it. So a call whose answer (its
+//! response head) is later than its instance's latency allows — `stall_factor` times
+//! the peak-EWMA estimate, never before `stall_floor` — *suspects* the instance: no call
+//! picks it while a PING checks its connection ([`SendReport::probe`]). A PING answered
+//! lifts the suspicion (the instance is alive, only slow: P2C weighs the age of what it
+//! owes, `invoker.rs`); one unanswered closes the connection, so the calls on it end at
+//! once — as not sent if their stream never opened, else as failed, and re-sent
+//! elsewhere when idempotent — and the instance is ejected (`learn.rs`).
+//!
+//! Only a call whose request was complete when it began (unary, server streaming) is
+//! watched: a client stream's answer comes when its caller has finished sending.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::Request;
-use rpc_core::GuardedBody;
+use http::{Request, Response};
+use rpc_core::{BoxError, GuardedBody};
+use rpc_transport::{InstanceConnection, Liveness, ResponseBody, SendReport};
 use tokio::time::Instant;
 use tonic::body::Body as TonicBody;
-use tower::ServiceExt;
 
 use crate::classify::{Failure, FailureKind, Outcome, classify_error, classify_response};
 use crate::health::Availability;
 use crate::invoker::{ActiveCall, Invoker};
-use crate::replay::SentFlag;
 
 /// One attempt as it came back from its instance.
 pub(super) struct Dispatched {
@@ -21,6 +35,8 @@ pub(super) struct Dispatched {
     pub(super) outcome: Outcome,
     /// When the attempt was sent.
     pub(super) started: Instant,
+    /// Whether its connection was closed because it did not answer a PING.
+    pub(super) unresponsive: bool,
     /// Counts the attempt in the instance's calls in flight.
     in_flight: ActiveCall,
 }
@@ -38,71 +54,178 @@ impl Dispatched {
     }
 }
 
-/// Sends `request` to `invoker`, bounded by `timeout`; `sent` tells whether the body was
-/// read. An instance due for its probe gets this attempt as the probe.
+/// How one attempt waits for its answer.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Wait {
+    /// Bound on the attempt, until its response head.
+    pub(super) timeout: Option<Duration>,
+    /// Whether an overdue answer has its connection checked (a complete request).
+    pub(super) watch_overdue: bool,
+}
+
+/// Sends `request` to `invoker` and waits for its answer as `wait` says. An instance
+/// due for its probe gets this attempt as the probe: its connection must answer a PING
+/// before the request goes (an instance ejected because it stopped answering may still
+/// accept connections — a paused process's kernel does — and a request sent into it
+/// would wait for its timeout); if it does not, the request is not sent, and goes
+/// elsewhere.
 pub(super) async fn dispatch(
     invoker: &Arc<Invoker>,
     request: Request<TonicBody>,
-    timeout: Option<Duration>,
-    sent: &SentFlag,
+    wait: Wait,
 ) -> Dispatched {
     let started = Instant::now();
     invoker.note_dispatch(started);
-    if invoker.health().availability(started) == Availability::Probe {
-        invoker.health().begin_probe(started);
-    }
+    let probe = invoker.health().availability(started) == Availability::Probe
+        && invoker.health().begin_probe(started);
     let in_flight = invoker.start_call();
+    let report = SendReport::default();
     let outcome = match invoker.channel() {
         None => Outcome::Failure(Failure::status(
             FailureKind::NotSent,
             tonic::Status::unavailable(format!("instance {} is gone", invoker.authority())),
         )),
-        Some(channel) => {
-            let response = channel.oneshot(request);
-            // A removed instance's calls are cancelled when its expiry passes. With a
-            // timeout (the default) the call ends sooner anyway, so only untimed calls
-            // pay for watching the cancellation.
-            let result = match timeout {
-                // The deadline from the clock already read saves a second read.
-                Some(limit) => tokio::time::timeout_at(started + limit, response)
-                    .await
-                    .map_err(|_| Some(limit)),
-                None => tokio::select! {
-                    biased;
-                    _ = invoker.destroyed().cancelled() => Err(None),
-                    result = response => Ok(result),
-                },
-            };
-            match result {
-                Ok(Ok(response)) => classify_response(response.map(TonicBody::new)),
-                Ok(Err(error)) => Outcome::Failure(classify_error(error, sent.was_sent())),
-                Err(Some(limit)) => Outcome::Failure(timed_out(invoker, limit)),
-                Err(None) => Outcome::Failure(removed(invoker, sent)),
+        Some(channel) => match probe_first(probe, &channel).await {
+            Err(failure) => Outcome::Failure(failure),
+            Ok(()) => {
+                let unanswered = invoker.await_answer(started);
+                let response = channel.send(request, &report);
+                let answer = answer(invoker, response, &report, started, wait).await;
+                drop(unanswered);
+                match answer {
+                    Answer::Response(Ok(response)) => {
+                        classify_response(response.map(TonicBody::new))
+                    }
+                    Answer::Response(Err(error)) => {
+                        Outcome::Failure(classify_error(error, report.stream_opened()))
+                    }
+                    Answer::TimedOut(limit) => Outcome::Failure(timed_out(invoker, limit, &report)),
+                    Answer::Removed => Outcome::Failure(removed(invoker, &report)),
+                }
             }
-        }
+        },
     };
+    if report.stream_opened() {
+        invoker.note_sent(started);
+    }
     Dispatched {
         outcome,
         started,
+        unresponsive: report.connection_unresponsive(),
         in_flight,
     }
 }
 
-/// No response within `limit`: the request may have run.
-fn timed_out(invoker: &Invoker, limit: Duration) -> Failure {
-    Failure::status(
-        FailureKind::Timeout,
-        tonic::Status::deadline_exceeded(format!(
+/// For an ejected instance's probe, checks that its connection answers first; a
+/// failed check is a failure of a request that was not sent.
+async fn probe_first(probe: bool, channel: &InstanceConnection) -> Result<(), Failure> {
+    if !probe {
+        return Ok(());
+    }
+    channel
+        .check()
+        .await
+        .map_err(|error| classify_error(error, false))
+}
+
+/// How the wait for an answer ended.
+enum Answer {
+    Response(Result<Response<ResponseBody>, BoxError>),
+    TimedOut(Duration),
+    /// The instance was removed and its expiry passed with the call still running.
+    Removed,
+}
+
+/// Waits for `response`: until the attempt's deadline, or, without one, until the
+/// instance's removal expires; once the answer is overdue, with the instance suspected
+/// while its connection is checked.
+async fn answer(
+    invoker: &Arc<Invoker>,
+    response: impl Future<Output = Result<Response<ResponseBody>, BoxError>>,
+    report: &SendReport,
+    started: Instant,
+    wait: Wait,
+) -> Answer {
+    tokio::pin!(response);
+    let deadline = wait.timeout.map(|limit| (started + limit, limit));
+    let overdue = wait
+        .watch_overdue
+        .then(|| invoker.overdue_at(started))
+        .flatten()
+        .filter(|overdue| deadline.is_none_or(|(deadline, _)| *overdue < deadline));
+    if let Some(overdue) = overdue {
+        // 1. Until the answer is overdue (the timer the deadline would use anyway).
+        if let Ok(result) = tokio::time::timeout_at(overdue, response.as_mut()).await {
+            return Answer::Response(result);
+        }
+        // 2. Overdue: no call picks the instance until its connection answers a PING.
+        let suspicion = invoker.suspect(Instant::now());
+        let checked = tokio::select! {
+            biased;
+            result = response.as_mut() => return Answer::Response(result),
+            answer = until_deadline_or_removed(invoker, deadline) => return answer,
+            liveness = report.probe() => liveness,
+        };
+        drop(suspicion);
+        if checked == Some(Liveness::Unresponsive) {
+            tracing::warn!(
+                instance = %invoker.id(),
+                "no answer to a PING while a call was overdue: connection closed"
+            );
+        }
+    }
+    // 3. The rest of the wait. A connection closed as unresponsive ends its calls now.
+    tokio::select! {
+        biased;
+        result = response => Answer::Response(result),
+        answer = until_deadline_or_removed(invoker, deadline) => answer,
+    }
+}
+
+/// Resolves at the attempt's deadline, or, for an attempt without one, when its removed
+/// instance's expiry passes (a removed instance's calls are cancelled then).
+async fn until_deadline_or_removed(
+    invoker: &Invoker,
+    deadline: Option<(Instant, Duration)>,
+) -> Answer {
+    match deadline {
+        Some((at, limit)) => {
+            tokio::time::sleep_until(at).await;
+            Answer::TimedOut(limit)
+        }
+        None => {
+            invoker.destroyed().cancelled().await;
+            Answer::Removed
+        }
+    }
+}
+
+/// No response within `limit`: the request may have run, if its stream opened.
+fn timed_out(invoker: &Invoker, limit: Duration, report: &SendReport) -> Failure {
+    let message = if report.stream_opened() {
+        format!(
             "no response from {} within {} ms",
             invoker.authority(),
             limit.as_millis()
-        )),
-    )
+        )
+    } else {
+        format!(
+            "no stream to {} within {} ms (not sent)",
+            invoker.authority(),
+            limit.as_millis()
+        )
+    };
+    let kind = if report.stream_opened() {
+        FailureKind::Timeout
+    } else {
+        FailureKind::NotSent
+    };
+    Failure::status(kind, tonic::Status::deadline_exceeded(message))
 }
 
 /// The instance was removed and its expiry passed with the call still running.
-fn removed(invoker: &Invoker, sent: &SentFlag) -> Failure {
-    let kind = if sent.was_sent() {
+fn removed(invoker: &Invoker, report: &SendReport) -> Failure {
+    let kind = if report.stream_opened() {
         FailureKind::Transport
     } else {
         FailureKind::NotSent

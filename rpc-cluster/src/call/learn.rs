@@ -7,32 +7,39 @@ use std::time::Duration;
 use rand::rngs::SmallRng;
 use tokio::time::Instant;
 
+use super::dispatch::Dispatched;
 use crate::blacklist::Blacklist;
 use crate::classify::{FailureKind, Outcome, says_closing};
 use crate::directory::Directory;
 use crate::invoker::Invoker;
 
-/// Feeds the `outcome` of an attempt sent to `invoker` at `started` to the instance's
-/// record, its latency estimate and the `blacklist`; `directory` gives the failure
-/// penalty and the peers an ejection is weighed against, `rng` an ejection's jitter.
+/// Feeds the outcome of an attempt `dispatched` to `invoker` to the instance's record,
+/// its latency estimate and the `blacklist`; `directory` gives the failure penalty and
+/// the peers an ejection is weighed against, `rng` an ejection's jitter.
 ///
 /// A success or an application error is a healthy answer. A closing provider's refusal
 /// marks the instance closing and counts nothing against it; it (and a refused
 /// connection) also ends the instance's use as the directory's last resort. Any other failure counts
 /// toward ejection and enters the latency estimate as at least the failure penalty, so
-/// an instance that fails fast does not look fast to P2C.
+/// an instance that fails fast does not look fast to P2C. A connection that did not
+/// answer the PING of an overdue call ejects the instance at once: that is proof, not
+/// a streak of doubtful failures.
 ///
-/// Returns how long the attempt took, from `started` to its result.
+/// Returns how long the attempt took, from its start to its result.
 pub(super) fn learn(
     blacklist: &Blacklist,
     directory: &Directory,
     invoker: &Arc<Invoker>,
-    outcome: &Outcome,
-    started: Instant,
+    dispatched: &Dispatched,
     rng: &mut SmallRng,
 ) -> Duration {
     let now = Instant::now();
-    let rtt = now - started;
+    let rtt = now - dispatched.started;
+    let outcome = &dispatched.outcome;
+    if dispatched.unresponsive {
+        let peers = directory.current();
+        blacklist.on_unresponsive(invoker, peers.invokers(), now, rng);
+    }
     let response = match outcome {
         Outcome::Success(response) | Outcome::AppError(response) => {
             invoker.note_result(false, now);

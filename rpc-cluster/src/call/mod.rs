@@ -33,10 +33,14 @@ use bytes::Bytes;
 use http::Request;
 use rand::rngs::SmallRng;
 use rpc_core::InstanceId;
-use rpc_core::metadata::{CONSUMER, CONSUMER_VALUE, RETRIES, grpc_timeout};
+use rpc_core::metadata::{
+    CONSUMER, CONSUMER_VALUE, GRPC_TIMEOUT, RETRIES, grpc_timeout, grpc_timeout_value,
+};
 use smallvec::SmallVec;
+use tokio::time::Instant;
 use tonic::body::Body as TonicBody;
 
+use self::dispatch::Wait;
 use self::headers::RequestHeaders;
 use crate::classify::Failure;
 use crate::replay::RequestBody;
@@ -64,11 +68,12 @@ pub(crate) struct Call {
     body: RequestBody,
     /// The value of the consistent-hash header, when the load balance reads one.
     hash_key: Option<Bytes>,
-    /// Bound on each attempt: the smaller of the configured timeout and the caller's
-    /// `grpc-timeout`.
+    /// The configured bound on each attempt (the method's `timeout`).
     timeout: Option<Duration>,
     /// The caller's deadline (`grpc-timeout`), which bounds the whole call.
     caller_deadline: Option<Duration>,
+    /// When the call began: the caller's deadline counts from here.
+    started: Instant,
     idempotent: bool,
     retries_allowed: u32,
     /// Attempts answered so far (re-routed refusals of closing providers not counted).
@@ -108,10 +113,7 @@ impl Call {
         let method = parts.uri.path().rsplit('/').next().unwrap_or_default();
         let retries_allowed = override_retries.unwrap_or_else(|| config.retries_for(method));
         let caller_deadline = grpc_timeout(&parts.headers);
-        let timeout = match (config.timeout_for(method), caller_deadline) {
-            (Some(configured), Some(asked)) => Some(configured.min(asked)),
-            (configured, asked) => configured.or(asked),
-        };
+        let timeout = config.timeout_for(method);
         let idempotent = config.is_idempotent(method);
         let hash_key = stack
             .hash_header
@@ -138,6 +140,7 @@ impl Call {
             hash_key,
             timeout,
             caller_deadline,
+            started: Instant::now(),
             retries_allowed,
             attempts: 0,
             sent: 0,
@@ -159,18 +162,49 @@ impl Call {
         self.stack.strategy.plan()
     }
 
-    /// A request for one more attempt, with `body`. The first attempt takes the
-    /// request's headers and extensions (cloning them costs allocations on every call);
-    /// later attempts get a copy of the headers and no extensions, as nothing below the
-    /// cluster reads them.
-    fn request_with(&mut self, body: TonicBody) -> Request<TonicBody> {
+    /// A request for one more attempt, with `body`, and how the attempt waits for its
+    /// answer. The first attempt takes the request's headers and extensions (cloning
+    /// them costs allocations on every call); later attempts get a copy of the headers
+    /// and no extensions, as nothing below the cluster reads them.
+    ///
+    /// Each attempt is bounded by the configured timeout or what remains of the
+    /// caller's deadline, whichever is shorter, and tells the provider so in its
+    /// `grpc-timeout`: a retry sends only the time that remains, and a provider never
+    /// works on past the moment nobody waits for its answer.
+    fn request_with(&mut self, body: TonicBody) -> (Request<TonicBody>, Wait) {
+        let watch_overdue = self.body.is_complete();
         let mut request = Request::new(body);
         *request.method_mut() = self.parts.method.clone();
         *request.uri_mut() = self.parts.uri.clone();
         *request.version_mut() = self.parts.version;
         *request.headers_mut() = self.headers.for_attempt();
         *request.extensions_mut() = std::mem::take(&mut self.parts.extensions);
-        request
+        let timeout = self.attempt_timeout();
+        if let Some(timeout) = timeout {
+            let value = match (self.stack.timeout_header.as_ref(), self.caller_deadline) {
+                // Only the reference's own timeout: its header is made once.
+                (Some((reference, value)), None) if *reference == timeout => value.clone(),
+                _ => grpc_timeout_value(timeout),
+            };
+            request.headers_mut().insert(GRPC_TIMEOUT, value);
+        }
+        let wait = Wait {
+            timeout,
+            watch_overdue,
+        };
+        (request, wait)
+    }
+
+    /// The bound on the next attempt: the configured timeout, or what remains of the
+    /// caller's deadline if that is shorter.
+    fn attempt_timeout(&self) -> Option<Duration> {
+        let remaining = self
+            .caller_deadline
+            .map(|deadline| deadline.saturating_sub(self.started.elapsed()));
+        match (self.timeout, remaining) {
+            (Some(configured), Some(remaining)) => Some(configured.min(remaining)),
+            (configured, remaining) => configured.or(remaining),
+        }
     }
 }
 

@@ -86,24 +86,16 @@ impl Call {
 
     /// Sends one attempt to `invoker`. `None` when the body can no longer be sent.
     async fn attempt(&mut self, invoker: &Arc<Invoker>) -> Option<Outcome> {
-        let (body, sent) = self.body.attempt()?;
+        let body = self.body.attempt()?;
         self.tried.push(invoker.id().clone());
         self.sent += 1;
-        let request = self.request_with(body);
+        let (request, wait) = self.request_with(body);
         let target = Target {
             invoker,
             path: self.parts.uri.path(),
             number: self.sent,
         };
-        let outcome = attempt::attempt(
-            &self.stack,
-            target,
-            request,
-            self.timeout,
-            &sent,
-            &mut self.rng,
-        )
-        .await;
+        let outcome = attempt::attempt(&self.stack, target, request, wait, &mut self.rng).await;
         Some(outcome)
     }
 
@@ -115,12 +107,11 @@ impl Call {
     ) -> Vec<impl Future<Output = Outcome> + 'a> {
         let mut attempts = Vec::with_capacity(invokers.len());
         for invoker in invokers {
-            let Some((body, sent)) = self.body.attempt() else {
+            let Some(body) = self.body.attempt() else {
                 break;
             };
-            let request = self.request_with(body);
+            let (request, wait) = self.request_with(body);
             let stack = self.stack.clone();
-            let timeout = self.timeout;
             let mut rng = rng::fork(&mut self.rng);
             self.sent += 1;
             let number = self.sent;
@@ -132,7 +123,7 @@ impl Call {
                     path: uri.path(),
                     number,
                 };
-                attempt::attempt(&stack, target, request, timeout, &sent, &mut rng).await
+                attempt::attempt(&stack, target, request, wait, &mut rng).await
             });
         }
         attempts

@@ -26,7 +26,7 @@ impl Call {
     pub(super) async fn wait_for_provider(&mut self, route: Route) -> Option<Arc<Invoker>> {
         let configured = self.stack.config.wait_for_provider;
         let bound = self
-            .timeout
+            .attempt_timeout()
             .map_or(configured, |timeout| timeout.min(configured));
         if bound.is_zero() || self.attempts > 0 {
             return None;

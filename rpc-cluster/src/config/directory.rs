@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::invalid::{InvalidSetting, positive};
+use super::invalid::{InvalidSetting, invalid, positive};
 
 /// How the directory treats registry notifications, under `consumer.directory`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +34,22 @@ pub struct DirectoryConfig {
     /// Decay time of the peak-EWMA estimate. Default 10 s (linkerd's).
     #[serde(with = "humantime_serde", alias = "ewma-decay")]
     pub ewma_decay: Duration,
+    /// Stall detection: a call whose answer (its response head) is overdue takes its
+    /// instance out of the picks while a PING checks the connection; an unanswered PING
+    /// closes the connection and ejects the instance. Default true.
+    #[serde(alias = "stall-detection")]
+    pub stall_detection: bool,
+    /// A call is overdue after this many times its instance's latency estimate (the
+    /// peak-EWMA, which jumps to any slower answer)... Default 4.
+    #[serde(alias = "stall-factor")]
+    pub stall_factor: u32,
+    /// ... and never before this. Default 50 ms: well above a loopback or data-centre
+    /// round trip and the usual scheduling delays of a loaded host, and well below any
+    /// attempt timeout, so a host that vanished or a paused process stops getting new
+    /// calls within about a tenth of a second. A call slower than that on a live
+    /// instance costs one PING (answered in well under a millisecond), no failure.
+    #[serde(with = "humantime_serde", alias = "stall-floor")]
+    pub stall_floor: Duration,
 }
 
 impl DirectoryConfig {
@@ -43,6 +59,13 @@ impl DirectoryConfig {
     /// The first [`InvalidSetting`] found.
     pub fn validate(&self) -> Result<(), InvalidSetting> {
         positive("ewma_decay", Some(self.ewma_decay))?;
+        positive("stall_floor", Some(self.stall_floor))?;
+        if self.stall_factor == 0 {
+            invalid(
+                "stall_factor",
+                "must be at least 1 (stall_detection: false turns the detection off)",
+            )?;
+        }
         positive(
             "closing_invoker_expire_time",
             Some(self.closing_invoker_expire_time),
@@ -58,6 +81,9 @@ impl Default for DirectoryConfig {
             default_rtt: Duration::from_millis(5),
             failure_penalty: Duration::from_secs(1),
             ewma_decay: Duration::from_secs(10),
+            stall_detection: true,
+            stall_factor: 4,
+            stall_floor: Duration::from_millis(50),
         }
     }
 }
