@@ -128,7 +128,8 @@ struct InstanceView {
     id: String,
     address: String,
     weight: u32,
-    /// `healthy`, `ejected` (by the blacklist) or `closing` (it said it is leaving).
+    /// `healthy`, `suspected` (an overdue call's PING is out), `ejected` (by the
+    /// blacklist) or `closing` (it said it is leaving).
     state: &'static str,
     in_flight: usize,
     /// The peak-EWMA latency estimate P2C weighs.
@@ -286,10 +287,14 @@ impl InstanceView {
 }
 
 /// What the cluster thinks of an instance: `closing` once it said it is leaving,
-/// `ejected` while the blacklist keeps it out (or it awaits its probe), else `healthy`.
+/// `suspected` while an overdue call's PING is out, `ejected` while the blacklist keeps
+/// it out (or it awaits its probe), else `healthy`.
 fn instance_state(invoker: &Invoker, now: Instant) -> &'static str {
     if invoker.is_closing(now) {
         return "closing";
+    }
+    if invoker.is_suspected() {
+        return "suspected";
     }
     match invoker.availability(now) {
         Availability::Ready => "healthy",

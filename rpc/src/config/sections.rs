@@ -138,17 +138,36 @@ pub struct ConsumerConfig {
     /// another instance.
     #[serde(with = "humantime_serde", alias = "connect-timeout")]
     pub connect_timeout: Duration,
-    /// Interval of HTTP/2 keep-alive PINGs to each provider. Default none (no PINGs):
-    /// gRPC servers limit how often clients may ping (grpc-go accepts one per 5 min by
-    /// default, and answers more with a GOAWAY), so set it to what the providers allow.
-    /// With it, a provider whose host vanished without a reset is found within
-    /// `keepalive_interval + keepalive_timeout`.
+    /// While calls are open on a connection to a provider, a keep-alive PING is sent
+    /// once nothing has been heard from it for this long; `null` sends none. Default
+    /// 20 s. A busy connection never pings. It finds a provider that vanished under a
+    /// long, quiet stream; a call still waiting for its answer is watched more closely
+    /// (`directory.stall_detection`). grpc-go and grpc-java servers allow one PING per 5
+    /// minutes while they send nothing and close the connection after three more: for
+    /// references to such servers with streams quiet for minutes, set `5m`.
     #[serde(with = "humantime_serde::option", alias = "keepalive-interval")]
     pub keepalive_interval: Option<Duration>,
+    /// On a connection with no call open, a keep-alive PING is sent once nothing has been
+    /// heard for this long; `null` sends none. Default 60 s: an idle connection to a host
+    /// that vanished is found before a call is sent into it.
+    #[serde(with = "humantime_serde::option", alias = "idle-keepalive-interval")]
+    pub idle_keepalive_interval: Option<Duration>,
     /// How long a keep-alive PING waits for its answer before the connection is closed
-    /// and the calls on it fail over. Default 20 s; more than 0.
+    /// and the calls on it fail over. Default 10 s; more than 0.
     #[serde(with = "humantime_serde", alias = "keepalive-timeout")]
     pub keepalive_timeout: Duration,
+    /// How long the PING that checks a connection whose call is overdue
+    /// (`directory.stall_detection`) waits for its answer before the connection is
+    /// closed. Default 1 s; more than 0. A live provider answers a PING from its
+    /// connection task in well under a millisecond; the instance takes no new call while
+    /// the PING is out anyway.
+    #[serde(with = "humantime_serde", alias = "probe-timeout")]
+    pub probe_timeout: Duration,
+    /// `TCP_USER_TIMEOUT` of each connection to a provider (Linux): data unacknowledged
+    /// this long breaks the connection. `null` leaves the kernel's default (about 15
+    /// minutes). Default 20 s: a backstop under the PINGs.
+    #[serde(with = "humantime_serde::option", alias = "tcp-user-timeout")]
+    pub tcp_user_timeout: Option<Duration>,
     /// HTTP/2 connections to each provider instance, taken by calls in turn. Default 1;
     /// 1 to 64.
     #[serde(alias = "connections-per-instance")]
@@ -158,13 +177,16 @@ pub struct ConsumerConfig {
 impl ConsumerConfig {
     /// The settings of each connection to a provider, as this section gives them.
     pub fn channel_options(&self) -> rpc_transport::ChannelOptions {
-        rpc_transport::ChannelOptions {
-            connect_timeout: self.connect_timeout,
-            http2_keepalive_interval: self.keepalive_interval,
-            http2_keepalive_timeout: self.keepalive_timeout,
-            connections_per_instance: self.connections_per_instance,
-            tls: self.tls.clone(),
-        }
+        let mut options = rpc_transport::ChannelOptions::default();
+        options.connect_timeout = self.connect_timeout;
+        options.http2_keepalive_interval = self.keepalive_interval;
+        options.http2_idle_keepalive_interval = self.idle_keepalive_interval;
+        options.http2_keepalive_timeout = self.keepalive_timeout;
+        options.probe_timeout = self.probe_timeout;
+        options.tcp_user_timeout = self.tcp_user_timeout;
+        options.connections_per_instance = self.connections_per_instance;
+        options.tls = self.tls.clone();
+        options
     }
 
     /// The connection settings that are out of range: the key (under `consumer.`) and
@@ -174,6 +196,9 @@ impl ConsumerConfig {
             ("connect_timeout", Some(self.connect_timeout)),
             ("keepalive_timeout", Some(self.keepalive_timeout)),
             ("keepalive_interval", self.keepalive_interval),
+            ("idle_keepalive_interval", self.idle_keepalive_interval),
+            ("probe_timeout", Some(self.probe_timeout)),
+            ("tcp_user_timeout", self.tcp_user_timeout),
         ];
         for (key, value) in positive {
             if value.is_some_and(|value| value.is_zero()) {
@@ -201,8 +226,11 @@ impl Default for ConsumerConfig {
             directory: DirectoryConfig::default(),
             tls: None,
             connect_timeout: Duration::from_secs(1),
-            keepalive_interval: None,
-            keepalive_timeout: Duration::from_secs(20),
+            keepalive_interval: Some(rpc_transport::DEFAULT_KEEPALIVE_INTERVAL),
+            idle_keepalive_interval: Some(rpc_transport::DEFAULT_IDLE_KEEPALIVE_INTERVAL),
+            keepalive_timeout: rpc_transport::DEFAULT_KEEPALIVE_TIMEOUT,
+            probe_timeout: rpc_transport::DEFAULT_PROBE_TIMEOUT,
+            tcp_user_timeout: Some(rpc_transport::DEFAULT_TCP_USER_TIMEOUT),
             connections_per_instance: 1,
         }
     }
@@ -222,17 +250,32 @@ mod tests {
     fn the_connection_settings_reach_the_transport() {
         let defaults = consumer("").unwrap().channel_options();
         assert_eq!(defaults.connect_timeout, Duration::from_secs(1));
-        assert_eq!(defaults.http2_keepalive_interval, None);
+        assert_eq!(
+            defaults.http2_keepalive_interval,
+            Some(Duration::from_secs(20)),
+            "dead-peer detection is on by default"
+        );
+        assert_eq!(
+            defaults.http2_idle_keepalive_interval,
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(defaults.http2_keepalive_timeout, Duration::from_secs(10));
+        assert_eq!(defaults.probe_timeout, Duration::from_secs(1));
+        assert_eq!(defaults.tcp_user_timeout, Some(Duration::from_secs(20)));
         assert_eq!(defaults.connections_per_instance, 1);
         let set = consumer(
             "consumer: { connect_timeout: 250ms, keepalive_interval: 10s, \
-             keepalive_timeout: 2s, connections_per_instance: 4 }",
+             idle_keepalive_interval: null, keepalive_timeout: 2s, probe_timeout: 300ms, \
+             tcp_user_timeout: 5s, connections_per_instance: 4 }",
         )
         .unwrap()
         .channel_options();
         assert_eq!(set.connect_timeout, Duration::from_millis(250));
         assert_eq!(set.http2_keepalive_interval, Some(Duration::from_secs(10)));
+        assert_eq!(set.http2_idle_keepalive_interval, None, "null: none");
         assert_eq!(set.http2_keepalive_timeout, Duration::from_secs(2));
+        assert_eq!(set.probe_timeout, Duration::from_millis(300));
+        assert_eq!(set.tcp_user_timeout, Some(Duration::from_secs(5)));
         assert_eq!(set.connections_per_instance, 4);
     }
 
@@ -250,6 +293,11 @@ mod tests {
             (
                 "consumer: { keepalive_timeout: 0s }",
                 "consumer.keepalive_timeout",
+            ),
+            ("consumer: { probe_timeout: 0s }", "consumer.probe_timeout"),
+            (
+                "consumer: { tcp_user_timeout: 0s }",
+                "consumer.tcp_user_timeout",
             ),
             (
                 "consumer: { connections_per_instance: 0 }",

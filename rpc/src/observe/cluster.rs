@@ -24,6 +24,8 @@ use super::scrape::{counters, gauge, gauges};
 /// - `rpc_client_instances{service,state}`: instances `healthy`, `ejected` (by the
 ///   blacklist) and `closing` (they said they are going offline);
 /// - `rpc_client_ejections_total{service}`: ejections by the blacklist;
+/// - `rpc_client_unresponsive_ejections_total{service}`: ejections because a connection
+///   did not answer a PING;
 /// - `rpc_client_retries_total{service,reason}`: retries, by the failure that led to
 ///   them (`not_sent`, `unavailable`, `transport`, `timeout`);
 /// - `rpc_client_retry_budget_exhausted_total{service}`: retries not made because the
@@ -176,6 +178,13 @@ impl Collector for ReferencesCollector {
             "rpc_client_ejections",
             "Instances ejected by the blacklist.",
             |counts| counts.blacklist.ejections,
+        )?;
+        Self::per_service(
+            encoder,
+            &views,
+            "rpc_client_unresponsive_ejections",
+            "Ejections because a connection did not answer a PING (a host that vanished, a paused process); also in rpc_client_ejections.",
+            |counts| counts.blacklist.unresponsive,
         )?;
         let retries = views.iter().flat_map(|view| {
             RETRY_REASONS.map(|reason| {
