@@ -245,11 +245,25 @@ pub async fn consumer_on_at(
     watch::Sender<usize>,
     impl std::future::Future<Output = Vec<Tally>>,
 ) {
+    consumer_on_with(host, discovery, rate, consumer_config()).await
+}
+
+/// As [`consumer_on_at`], the consumer configured by `config`.
+pub async fn consumer_on_with(
+    host: &Host,
+    discovery: &Discovery,
+    rate: u32,
+    config: Config,
+) -> (
+    Arc<Directory>,
+    watch::Sender<usize>,
+    impl std::future::Future<Output = Vec<Tally>>,
+) {
     let (phase, phase_rx) = watch::channel(0);
     let (directory_tx, directory) = oneshot::channel();
     let discovery = discovery.clone();
     let load = tokio::spawn(host.run(move || async move {
-        let (client, app) = consumer(discovery).await;
+        let (client, app) = consumer_with(discovery, config).await;
         let _ = directory_tx.send(app.references()[0].directory().clone());
         let tallies = phases_at(&client, rate, phase_rx).await;
         // What the cluster layer did for those calls (retries by kind, ejections).

@@ -177,6 +177,26 @@ impl ProviderProcess {
         assert_eq!(answer.status, 200, "offline: {}", answer.body);
     }
 
+    /// Pauses it (SIGSTOP): its sockets stay open and its kernel still acknowledges
+    /// what arrives, but nothing answers — a process stopped by a debugger, a VM
+    /// suspended, a very long GC pause.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets a paused process run on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let sent = std::process::Command::new("kill")
+            .args([signal, &self.pid])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "{signal} reaches the provider");
+    }
+
     /// Stops it gracefully (SIGTERM, as an init system would); its shutdown report.
     pub async fn stop(mut self) -> String {
         let sent = std::process::Command::new("kill")
