@@ -1,14 +1,15 @@
 //! A small HTTP/1.1 client for the admin endpoint (hyper's connection API, one request
 //! per connection): what tests and `rolling-deploy --admin` use to ask an instance
-//! `GET /ready` or to `POST /offline`.
+//! `GET /ready` or to `POST /offline` — and, with [`request_as`], to send exactly the
+//! headers a web page's browser would (a foreign `Origin` or `Host`, `Sec-Fetch-*`).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use hyper::Request;
+use http_body_util::{BodyExt, Full};
 use hyper::header::{AUTHORIZATION, HOST};
+use hyper::{HeaderMap, Request};
 use hyper_util::rt::TokioIo;
 
 /// Longest wait for one answer, connection included.
@@ -25,6 +26,8 @@ pub struct Answer {
     pub allow: Option<String>,
     /// The body, as text (lossy UTF-8).
     pub body: String,
+    /// Every header of the answer.
+    pub headers: HeaderMap,
 }
 
 /// Why no answer came.
@@ -77,16 +80,35 @@ pub async fn request_within(
         .map_err(|_| format!("no answer from {addr} within {within:?}"))?
 }
 
+/// `method path` on `addr` with exactly `headers` — no `Host` unless one is among them —
+/// and `body`, bounded by [`TIMEOUT`]: a request shaped as a browser, or a page forging
+/// one, would send it.
+///
+/// # Errors
+/// As [`get`].
+pub async fn request_as(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Result<Answer, Error> {
+    let mut request = Request::builder().method(method).uri(path);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let request = request.body(Full::new(Bytes::copy_from_slice(body.as_bytes())))?;
+    tokio::time::timeout(TIMEOUT, send(addr, request))
+        .await
+        .map_err(|_| format!("no answer from {addr} within {TIMEOUT:?}"))?
+}
+
 async fn exchange(
     addr: SocketAddr,
     method: &str,
     path: &str,
     token: Option<&str>,
 ) -> Result<Answer, Error> {
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(connection);
     let mut request = Request::builder()
         .method(method)
         .uri(path)
@@ -94,9 +116,16 @@ async fn exchange(
     if let Some(token) = token {
         request = request.header(AUTHORIZATION, format!("Bearer {token}"));
     }
-    let response = sender
-        .send_request(request.body(Empty::<Bytes>::new())?)
-        .await?;
+    send(addr, request.body(Full::default())?).await
+}
+
+/// Sends `request` on a new connection to `addr` and reads the whole answer.
+async fn send(addr: SocketAddr, request: Request<Full<Bytes>>) -> Result<Answer, Error> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(connection);
+    let response = sender.send_request(request).await?;
     let header = |name| {
         response
             .headers()
@@ -107,11 +136,13 @@ async fn exchange(
     let status = response.status().as_u16();
     let content_type = header(hyper::header::CONTENT_TYPE);
     let allow = header(hyper::header::ALLOW);
+    let headers = response.headers().clone();
     let body = response.into_body().collect().await?.to_bytes();
     Ok(Answer {
         status,
         content_type,
         allow,
         body: String::from_utf8_lossy(&body).into_owned(),
+        headers,
     })
 }

@@ -1,7 +1,8 @@
 //! The admin endpoint end to end: every endpoint's answer, bad input (4xx with one line,
-//! never a change), the token rule, manual offline and online under traffic (our
-//! consumers stop sending within one response, no call fails, traffic comes back), and
-//! the admin port in use.
+//! never a change), the token rule, what a web page sends (refused, never a change;
+//! curl's plain POST works), manual offline and online under traffic (our consumers
+//! stop sending within one response, no call fails, traffic comes back), and the admin
+//! port in use.
 
 mod common;
 
@@ -351,6 +352,213 @@ async fn beyond_loopback_a_token_is_required_and_every_state_change_carries_it()
     let online = http::post(addr, "/online", Some("s3cret")).await.unwrap();
     assert_eq!(online.status, 200, "{online:?}");
     provider.before_shutdown().await;
+}
+
+/// The provider is serving, online, and no shutdown began: what a refused request must
+/// leave untouched.
+#[track_caller]
+fn untouched(provider: &Application) {
+    assert_eq!(provider.phase(), Phase::Serving, "no shutdown, no upgrade");
+    assert!(
+        provider.lifecycle().offline_services().is_empty(),
+        "nothing taken offline"
+    );
+}
+
+/// The four endpoints that change state.
+const CHANGING: [&str; 4] = ["/offline", "/online", "/shutdown", "/upgrade"];
+
+/// Issue 35, item 6: what a page in a browser sends to each endpoint that changes state
+/// — a foreign `Origin`, a `text/plain` body, no token, the `Sec-Fetch-*` headers — is
+/// refused with a one-line 403 or 415 before any handler runs, and changes nothing;
+/// the endpoint never answers a preflight with a CORS grant.
+#[tokio::test]
+async fn a_web_page_cannot_change_state() {
+    let hub = MemoryHub::new();
+    let provider = provider(&hub, common::config("greeter-provider"))
+        .await
+        .unwrap();
+    let addr = admin(&provider);
+    let host = addr.to_string();
+    let page = |origin| {
+        [
+            ("host", host.clone()),
+            ("origin", origin),
+            ("content-type", "text/plain;charset=UTF-8".to_owned()),
+            ("sec-fetch-site", "cross-site".to_owned()),
+            ("sec-fetch-mode", "no-cors".to_owned()),
+        ]
+    };
+    let send = async |method: &str, path: &str, headers: &[(&str, String)], body: &str| {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        http::request_as(addr, method, path, &headers, body)
+            .await
+            .expect("the admin endpoint answers")
+    };
+
+    for path in CHANGING {
+        let forged = send("POST", path, &page("http://evil.example".to_owned()), "go").await;
+        assert_line(
+            &forged,
+            403,
+            &format!("Origin `http://evil.example` is not this endpoint (http://{host})"),
+        );
+        untouched(&provider);
+        // Another port of the same host is another origin.
+        let other_port = format!("http://127.0.0.1:{}", addr.port() + 1);
+        assert_line(
+            &send("POST", path, &page(other_port), "").await,
+            403,
+            "is not this endpoint",
+        );
+        // Without Origin (a page cannot drop it, but the rules stand alone): a simple
+        // content type is refused, and so is a browser's POST without a custom header.
+        let text_body = [
+            ("host", host.clone()),
+            ("content-type", "text/plain".to_owned()),
+        ];
+        assert_line(
+            &send("POST", path, &text_body, "go").await,
+            415,
+            "takes no body",
+        );
+        let no_cors = [
+            ("host", host.clone()),
+            ("sec-fetch-mode", "no-cors".to_owned()),
+        ];
+        assert_line(
+            &send("POST", path, &no_cors, "").await,
+            403,
+            "must carry `X-Rpc-Admin: 1`",
+        );
+        untouched(&provider);
+
+        let preflight = [
+            ("host", host.clone()),
+            ("origin", "http://evil.example".to_owned()),
+            ("access-control-request-method", "POST".to_owned()),
+            ("access-control-request-headers", "x-rpc-admin".to_owned()),
+        ];
+        for headers in [&preflight[..], &preflight[..1]] {
+            let answer = send("OPTIONS", path, headers, "").await;
+            assert!(matches!(answer.status, 403 | 405), "{answer:?}");
+            assert!(
+                answer
+                    .headers
+                    .keys()
+                    .all(|name| !name.as_str().starts_with("access-control-")),
+                "never a CORS grant: {answer:?}"
+            );
+        }
+    }
+    assert_line(
+        &get(&provider, "/ready").await,
+        200,
+        "ready: serving and online",
+    );
+    let refused = &json(&get(&provider, "/status").await)["browser_refusals"];
+    assert_eq!(refused["foreign_origin"], 4 * 2 + 4, "{refused}");
+    assert_eq!(refused["simple_content_type"], 4, "{refused}");
+    assert_eq!(refused["browser_post"], 4, "{refused}");
+    provider.before_shutdown().await;
+}
+
+/// Issue 35, item 6: a page on a domain that resolves to this host (DNS rebinding)
+/// sends its own name as `Host`: reading is refused naming `admin.allowed_hosts`, the
+/// probes still answer, and a listed name is answered.
+#[tokio::test]
+async fn a_foreign_host_is_refused_except_by_the_probes_and_a_listed_name_is_answered() {
+    let hub = MemoryHub::new();
+    let mut config = common::config("greeter-provider");
+    config.admin.allowed_hosts = vec!["greeter.internal".to_owned()];
+    let provider = provider(&hub, config).await.unwrap();
+    let addr = admin(&provider);
+    let as_host = async |host: &str, path: &str| {
+        http::request_as(addr, "GET", path, &[("host", host)], "")
+            .await
+            .expect("the admin endpoint answers")
+    };
+    let rebound = format!("rebind.example:{}", addr.port());
+    for path in ["/status", "/metrics", "/", "/nope"] {
+        assert_line(
+            &as_host(&rebound, path).await,
+            403,
+            &format!("Host `{rebound}` does not name this endpoint"),
+        );
+    }
+    assert_line(
+        &as_host(&rebound, "/status").await,
+        403,
+        "admin.allowed_hosts",
+    );
+    assert_line(&as_host(&rebound, "/live").await, 200, "live");
+    assert_line(&as_host(&rebound, "/ready").await, 200, "ready");
+    assert_line(&as_host(&rebound, "/startup").await, 200, "started");
+
+    let listed = format!("Greeter.Internal:{}", addr.port());
+    assert_eq!(json(&as_host(&listed, "/status").await)["phase"], "serving");
+    assert_eq!(
+        as_host(&format!("localhost:{}", addr.port()), "/status")
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        as_host(&format!("[::1]:{}", addr.port()), "/status")
+            .await
+            .status,
+        200
+    );
+    let missing = http::request_as(addr, "GET", "/status", &[], "")
+        .await
+        .unwrap();
+    assert_line(&missing, 400, "no Host header");
+    assert_eq!(
+        json(&get(&provider, "/status").await)["browser_refusals"]["foreign_host"],
+        5
+    );
+    provider.before_shutdown().await;
+}
+
+/// What the README, getting-started and upgrade docs show: `curl -X POST` (no Origin,
+/// no Sec-Fetch-*, no body) works as it always did, and so does a browser's POST from
+/// the endpoint's own origin with `X-Rpc-Admin`.
+#[tokio::test]
+async fn curl_post_works_as_documented() {
+    let hub = MemoryHub::new();
+    let provider = provider(&hub, common::config("greeter-provider"))
+        .await
+        .unwrap();
+    let addr = admin(&provider);
+    let host = addr.to_string();
+    let curl = [
+        ("host", host.as_str()),
+        ("user-agent", "curl/8.5.0"),
+        ("accept", "*/*"),
+    ];
+    let offline = http::request_as(addr, "POST", "/offline", &curl, "")
+        .await
+        .unwrap();
+    assert_eq!(offline.status, 200, "{offline:?}");
+    assert_eq!(json(&offline)["offline_now"][0], "helloworld.Greeter");
+    let own_origin = format!("http://{host}");
+    let own_page = [
+        ("host", host.as_str()),
+        ("origin", own_origin.as_str()),
+        ("sec-fetch-site", "same-origin"),
+        ("sec-fetch-mode", "cors"),
+        ("x-rpc-admin", "1"),
+    ];
+    let online = http::request_as(addr, "POST", "/online", &own_page, "")
+        .await
+        .unwrap();
+    assert_eq!(online.status, 200, "{online:?}");
+    untouched(&provider);
+    let shutdown = http::request_as(addr, "POST", "/shutdown", &curl, "")
+        .await
+        .unwrap();
+    assert_line(&shutdown, 202, "graceful shutdown started");
+    assert_eq!(provider.wait().await.exit_code(), 0);
 }
 
 /// Sends one call and returns which provider answered; panics on a failure: the point

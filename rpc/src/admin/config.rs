@@ -1,10 +1,12 @@
-//! `admin:`, the admin endpoint's section of the configuration, and the rule that
-//! protects it: beyond loopback, a token.
+//! `admin:`, the admin endpoint's section of the configuration, and the rules that
+//! protect it: beyond loopback, a token; against DNS rebinding, the names it answers to.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::browser::AllowedHosts;
 
 /// Dubbo's QoS port, the admin endpoint's default.
 pub const DEFAULT_ADMIN_PORT: u16 = 22222;
@@ -17,6 +19,7 @@ pub const DEFAULT_ADMIN_PORT: u16 = 22222;
 ///   host: 127.0.0.1      # default; anything else requires `token`
 ///   port: 22222          # default (Dubbo's QoS port); 0 picks a free port
 ///   token: "..."         # or RPC_ADMIN__TOKEN; required beyond loopback
+///   allowed_hosts: []    # default; names `Host` may give besides IPs and localhost
 /// ```
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -37,6 +40,17 @@ pub struct AdminConfig {
     /// `Debug` shows `<redacted>` and serializing leaves it out.
     #[serde(skip_serializing)]
     pub token: Option<String>,
+    /// Names a request's `Host` may give besides an IP address and `localhost`, which
+    /// are always answered: the DNS names operators reach the endpoint by
+    /// (`greeter.internal` for any port, `greeter.internal:22222` for that port only;
+    /// case-insensitive). Any other `Host` is refused with 403 on every endpoint but
+    /// the probes, so that a web page on a domain made to resolve to this host (DNS
+    /// rebinding) cannot read it. Default empty. From the environment, one text with
+    /// the names separated by commas (`RPC_ADMIN__ALLOWED_HOSTS=a.internal,b.internal`).
+    /// An entry that is empty or a URL (a scheme, a `/`) is a configuration error
+    /// naming `admin.allowed_hosts`.
+    #[serde(deserialize_with = "names")]
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for AdminConfig {
@@ -46,6 +60,7 @@ impl Default for AdminConfig {
             host: "127.0.0.1".to_owned(),
             port: DEFAULT_ADMIN_PORT,
             token: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -57,6 +72,7 @@ impl fmt::Debug for AdminConfig {
             .field("host", &self.host)
             .field("port", &self.port)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("allowed_hosts", &self.allowed_hosts)
             .finish()
     }
 }
@@ -91,6 +107,48 @@ impl AdminConfig {
         }
         Ok(SocketAddr::new(ip, self.port))
     }
+
+    /// Checks that every entry of `allowed_hosts` is a host name with an optional port.
+    ///
+    /// # Errors
+    /// `admin.allowed_hosts` and the first entry that is not (empty, a URL).
+    pub(crate) fn check_allowed_hosts(&self) -> Result<(), (&'static str, String)> {
+        AllowedHosts::parse(&self.allowed_hosts)
+            .map(drop)
+            .map_err(|message| ("admin.allowed_hosts", message))
+    }
+}
+
+/// A list of names: a list in a file, or one text with the names separated by commas
+/// (what an environment variable can give; empty: none).
+fn names<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    struct Names;
+    impl<'de> serde::de::Visitor<'de> for Names {
+        type Value = Vec<String>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of host names, or one text of names separated by commas")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+            if text.trim().is_empty() {
+                return Ok(Vec::new());
+            }
+            Ok(text.split(',').map(|name| name.trim().to_owned()).collect())
+        }
+
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut names = Vec::new();
+            while let Some(name) = seq.next_element()? {
+                names.push(name);
+            }
+            Ok(names)
+        }
+    }
+    deserializer.deserialize_any(Names)
 }
 
 #[cfg(test)]

@@ -10,10 +10,11 @@ use crate::config::origin::BUILT_IN_CODE;
 #[non_exhaustive]
 pub enum AdminError {
     /// `admin.host` or `admin.token` breaks a rule (see
-    /// [`AdminConfig::bind_addr`](super::AdminConfig::bind_addr)).
+    /// [`AdminConfig::bind_addr`](super::AdminConfig::bind_addr)), or an entry of
+    /// `admin.allowed_hosts` is not a host name.
     #[error("key `{key}`: {message}")]
     Invalid {
-        /// `admin.host` or `admin.token`.
+        /// `admin.host`, `admin.token` or `admin.allowed_hosts`.
         key: &'static str,
         /// What is wrong.
         message: String,

@@ -11,15 +11,23 @@
 //! | `POST /online[?service=REGEX]` | registers them again; JSON of what changed |
 //! | `POST /shutdown` | starts the graceful sequence (as SIGTERM does), answers 202 at once |
 //! | `POST /upgrade` | runs a hot upgrade (as SIGUSR2 does) and answers once it is decided: its report as JSON, 200 succeeded, 409 refused, 500 failed |
-//! | `GET /status` | the application as JSON: phase and history, registrations, references and their instances, in-flight counters, the shutdown's steps and last report |
+//! | `GET /status` | the application as JSON: phase and history, registrations, references and their instances, in-flight counters, the shutdown's steps and last report, the browser rules' refusals |
 //! | `GET /metrics` | Prometheus text ([`Metrics::encode`](crate::Metrics::encode)) |
 //! | `GET /` | a status page that refreshes itself (no external assets) |
 //!
 //! Probes answer 200 or 503 with a one-line reason; every refusal is a 4xx with a
-//! one-line reason (400 bad regex, 401 token, 404 unknown path or service, 405 wrong
-//! method, 409 offline during start-up or shutdown), never a panic and never a change.
+//! one-line reason (400 bad regex or no `Host`, 401 token, 403 what a web page sends,
+//! 404 unknown path or service, 405 wrong method, 409 offline during start-up or
+//! shutdown, 415 a body of a simple content type), never a panic and never a change.
 //! Nothing that changes state is reachable by GET; beyond loopback a token is required
 //! and every state change must carry it (see [`AdminConfig`]).
+//!
+//! No web page can drive it (`browser/`): every endpoint but the probes refuses a
+//! foreign `Origin` (403) and a `Host` that is not an IP address, `localhost` or a name
+//! in `admin.allowed_hosts` (403, against DNS rebinding); a POST that changes state
+//! from a browser must carry `X-Rpc-Admin` or the token (403), and none may carry a
+//! body of a simple content type (415). `curl -X POST` sends no browser header and works
+//! unchanged.
 //!
 //! It composes every part — lifecycle, cluster, configuration — so it lives in the
 //! composition root, not in `rpc-core`. Its handlers are thin: they call the
@@ -34,6 +42,7 @@
 
 mod answer;
 mod auth;
+mod browser;
 mod config;
 mod error;
 mod handover;

@@ -1,6 +1,6 @@
 //! `GET /status`: the application as JSON — phase and its history, the probes,
 //! registrations registry by registry, each reference with its instances, in-flight
-//! counters and the shutdown's steps. Everything is read through the lifecycle's and
+//! counters, the shutdown's steps, and what the browser rules refused. Everything is read through the lifecycle's and
 //! the cluster's public API; this file only shapes it for people and for the page.
 
 use std::collections::BTreeMap;
@@ -18,6 +18,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use super::answer;
+use super::browser::RefusalCounts;
 use super::state::AdminState;
 use super::upgrade::UpgradeView;
 
@@ -44,6 +45,10 @@ pub(crate) struct Status {
     shutdown: ShutdownView,
     /// The last hot upgrade this process ran (decided), if any.
     last_upgrade: Option<UpgradeView>,
+    /// Requests the admin endpoint refused as a web page could have sent them (a
+    /// foreign `Origin` or `Host`, a changing POST without proof), by rule, since it
+    /// started.
+    browser_refusals: RefusalCounts,
 }
 
 /// The shutdown sequence: its steps so far, each with its duration and outcome, while
@@ -178,6 +183,7 @@ impl Status {
             references: state.references.iter().map(ReferenceView::of).collect(),
             shutdown: ShutdownView::of(lifecycle),
             last_upgrade: lifecycle.last_upgrade().as_ref().map(UpgradeView::of),
+            browser_refusals: state.refusals.counts(),
         }
     }
 }

@@ -27,8 +27,8 @@ impl ApplicationBuilder {
     /// false) and gives the lifecycle its closing.
     ///
     /// # Errors
-    /// [`ApplicationError::Admin`] naming `admin.port` (in use), `admin.host` or
-    /// `admin.token`; nothing has started then.
+    /// [`ApplicationError::Admin`] naming `admin.port` (in use), `admin.host`,
+    /// `admin.token` or `admin.allowed_hosts`; nothing has started then.
     pub(super) fn start_admin(&self) -> Result<Option<AdminStarted>, ApplicationError> {
         let config = &self.config.admin;
         if !config.enabled {
@@ -44,7 +44,8 @@ impl ApplicationBuilder {
             references,
             self.metrics.clone(),
             config.token(),
-        );
+        )
+        .with_allowed_hosts(&config.allowed_hosts)?;
         let listener = admin_listener(config, self.config.origin())?;
         let server = AdminServer::serve(listener, state).map_err(AdminError::Serve)?;
         let started = AdminStarted {

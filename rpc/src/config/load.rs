@@ -421,6 +421,26 @@ mod tests {
         );
     }
 
+    /// A list from the environment is one text, its names separated by commas.
+    #[test]
+    fn admin_allowed_hosts_from_the_environment_are_separated_by_commas() {
+        let config =
+            with_env(&[("RPC_ADMIN__ALLOWED_HOSTS", "a.internal, B.internal:22222")]).unwrap();
+        assert_eq!(
+            config.admin.allowed_hosts,
+            ["a.internal", "B.internal:22222"]
+        );
+        let none = with_env(&[("RPC_ADMIN__ALLOWED_HOSTS", "")]).unwrap();
+        assert!(none.admin.allowed_hosts.is_empty());
+        match with_env(&[("RPC_ADMIN__ALLOWED_HOSTS", "a.internal,,b")]).unwrap_err() {
+            ConfigError::Invalid { key, origin, .. } => {
+                assert_eq!(key, "admin.allowed_hosts");
+                assert_eq!(origin, "environment variable RPC_ADMIN__ALLOWED_HOSTS");
+            }
+            other => panic!("expected Invalid, got {other}"),
+        }
+    }
+
     fn toml_with_env(text: &str, vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
         let vars = vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned()));
         Config::from_str_with_env(text, ConfigFormat::Toml, "provider.toml", vars)

@@ -294,6 +294,29 @@ graceful_shutdown:
         assert!(yaml("admin: { enabled: false, host: 0.0.0.0 }\n").is_ok());
     }
 
+    /// Issue 35, item 6: the names the admin endpoint answers to besides IP addresses
+    /// and localhost; an entry that is no host name is an error naming the key.
+    #[test]
+    fn admin_allowed_hosts_are_host_names_and_a_bad_one_names_the_key() {
+        assert!(
+            yaml("").unwrap().admin.allowed_hosts.is_empty(),
+            "none by default"
+        );
+        let config =
+            yaml("admin:\n  allowed_hosts: [greeter.internal, \"admin.example:22222\"]\n").unwrap();
+        assert_eq!(
+            config.admin.allowed_hosts,
+            ["greeter.internal", "admin.example:22222"]
+        );
+        for bad in ["\"\"", "\"http://greeter.internal\"", "greeter.internal/x"] {
+            let (key, message) = invalid_key(&format!("admin: {{ allowed_hosts: [{bad}] }}\n"));
+            assert_eq!(key, "admin.allowed_hosts", "{bad}");
+            assert!(message.contains("is not a host name"), "{bad}: {message}");
+        }
+        let (key, _) = invalid_key("admin: { allowed_hosts: 3 }\n");
+        assert_eq!(key, "admin.allowed_hosts");
+    }
+
     #[test]
     fn dubbo_go_spellings_are_aliases() {
         let config =

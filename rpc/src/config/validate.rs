@@ -65,6 +65,9 @@ impl Config {
             self.admin
                 .bind_addr()
                 .map_err(|(key, message)| (key.to_owned(), message))?;
+            self.admin
+                .check_allowed_hosts()
+                .map_err(|(key, message)| (key.to_owned(), message))?;
         }
         self.tracing
             .validate()

@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod dubbo;
 pub mod lab;
 pub mod lab_process;
+pub mod page_server;
 
 use std::sync::Arc;
 use std::time::Duration;
