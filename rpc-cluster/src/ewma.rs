@@ -29,7 +29,7 @@
 //! nobody refreshes should not keep an instance out.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -61,6 +61,8 @@ pub(crate) struct PeakEwma {
     /// The fleet's answer count when an answer last set the estimate ([`HOLD`] after
     /// a penalty).
     relax_from: AtomicU64,
+    /// Whether an answer was ever observed (the estimate is more than the prior).
+    answered: AtomicBool,
 }
 
 impl PeakEwma {
@@ -71,6 +73,7 @@ impl PeakEwma {
             packed: AtomicU64::new(pack(initial.as_nanos() as f32, 0)),
             fleet: None,
             relax_from: AtomicU64::new(0),
+            answered: AtomicBool::new(false),
         }
     }
 
@@ -120,10 +123,12 @@ impl PeakEwma {
         self.decay(self.relaxed(estimate), stamp, now)
     }
 
-    /// The estimate at `now` as [`PeakEwma::estimate_ns`] gives it, unless it holds a
-    /// failure's penalty (`None`): what answers took, not what failures cost.
+    /// The estimate at `now` as [`PeakEwma::estimate_ns`] gives it, once an answer was
+    /// observed and unless it holds a failure's penalty (`None`): what answers took,
+    /// not the prior, nor what failures cost.
     pub(crate) fn answered_ns(&self, now: Instant) -> Option<f64> {
-        (self.relax_from.load(Ordering::Relaxed) != HOLD).then(|| self.estimate_ns(now))
+        let observed = self.answered.load(Ordering::Relaxed);
+        (observed && self.relax_from.load(Ordering::Relaxed) != HOLD).then(|| self.estimate_ns(now))
     }
 
     /// Records one answer's latency at `now` (into the fleet's latency too).
@@ -134,6 +139,9 @@ impl PeakEwma {
         self.update(rtt, now);
         if let Some(fleet) = &self.fleet {
             self.relax_from.store(fleet.answers(), Ordering::Relaxed);
+        }
+        if !self.answered.load(Ordering::Relaxed) {
+            self.answered.store(true, Ordering::Relaxed);
         }
     }
 

@@ -215,14 +215,20 @@ impl Invoker {
         self.removed.load(Ordering::Acquire)
     }
 
-    /// P2C load in nanoseconds: `(in-flight + 1) × latency`, where the latency is the
-    /// peak-EWMA estimate or, when larger, the mean age of the calls the instance has
-    /// not answered yet (Finagle's and linkerd's point: what an endpoint owes counts as
-    /// it ages, so an instance that stopped answering looks slower with every
-    /// millisecond, not only once a call times out).
+    /// P2C load in nanoseconds: `(in-flight + waiting + 1) × latency`, where the latency
+    /// is the peak-EWMA estimate or, when larger, the mean age of the calls the instance
+    /// has not answered yet (Finagle's and linkerd's point: what an endpoint owes counts
+    /// as it ages, so an instance that stopped answering looks slower with every
+    /// millisecond, not only once a call times out). Calls waiting for a stream at the
+    /// instance's stream limit count twice: in flight, and again as the queue a new
+    /// call would join, so an instance with room is preferred to one that is full.
     pub fn load(&self, now: Instant) -> f64 {
         let latency = self.ewma.estimate_ns(now).max(self.unanswered_age_ns(now));
-        (self.active() as f64 + 1.0) * latency
+        let waiting = match self.channel.get() {
+            Some(Some(channel)) => channel.waiting_for_streams(),
+            _ => 0,
+        };
+        (self.active() as f64 + waiting as f64 + 1.0) * latency
     }
 
     /// The mean age of the calls sent and not answered yet, in nanoseconds (0 if none).
@@ -253,13 +259,17 @@ impl Invoker {
     /// `stall_factor` × the latency estimate, never before `stall_floor`. An estimate
     /// that holds a failure's penalty says nothing of how fast the instance answers (and
     /// would put the bound seconds away just when the instance is suspect), so the
-    /// fleet's latency stands in for it then.
+    /// fleet's latency stands in for it then. `None` too while neither the instance nor
+    /// the fleet has answered a call: with no latency known, nothing is overdue (a burst
+    /// of slow first calls is not a stall).
     pub(crate) fn overdue_at(&self, started: Instant) -> Option<Instant> {
         let stall = self.settings.stall?;
-        let answered = self
-            .ewma
-            .answered_ns(started)
-            .unwrap_or_else(|| self.settings.fleet.ns());
+        let fleet = &self.settings.fleet;
+        let answered = match self.ewma.answered_ns(started) {
+            Some(answered) => answered,
+            None if fleet.answers() > 0 => fleet.ns(),
+            None => return None,
+        };
         let estimate = Duration::from_nanos(answered as u64);
         Some(started + estimate.saturating_mul(stall.factor).max(stall.floor))
     }
@@ -535,6 +545,7 @@ pub(crate) mod tests {
     async fn a_call_is_overdue_after_a_multiple_of_the_estimate_and_never_before_the_floor() {
         let invoker = invoker(1);
         let now = Instant::now();
+        assert_eq!(invoker.overdue_at(now), None, "no latency known yet");
         invoker.observe_latency(Duration::from_millis(40), now);
         let overdue = invoker.overdue_at(now).unwrap() - now;
         assert!(overdue.abs_diff(Duration::from_millis(160)) < Duration::from_millis(1));

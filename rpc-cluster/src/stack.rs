@@ -45,9 +45,6 @@ pub(crate) struct ReferenceStack {
     /// The Triple headers of the reference's version and group, sent with every call
     /// (none for a service with neither): Dubbo providers route by them.
     pub(crate) service_headers: Vec<(http::HeaderName, http::HeaderValue)>,
-    /// The reference's `timeout` and its `grpc-timeout` value, made once: the header of
-    /// every call that has no deadline of its caller's.
-    pub(crate) timeout_header: Option<(std::time::Duration, http::HeaderValue)>,
 }
 
 impl ReferenceStack {
@@ -75,9 +72,6 @@ impl ReferenceStack {
             attempt_observer: OnceLock::new(),
             attempt_spans: AtomicBool::new(true),
             service_headers: rpc_core::triple::service_headers(directory.service()),
-            timeout_header: config
-                .timeout
-                .map(|timeout| (timeout, rpc_core::metadata::grpc_timeout_value(timeout))),
             directory,
             config,
         }

@@ -245,3 +245,48 @@ async fn mutual_tls_serves_only_consumers_with_a_certificate_from_its_client_ca(
     let report = provider.before_shutdown().await;
     assert_eq!(report.exit_code(), 0, "{report}");
 }
+
+/// The consumer's TLS files are read at each dial, and a file that cannot be read fails
+/// that dial only (issue 35): a key file caught half-written by a rotation fails the
+/// calls made while it is broken, and the first dial after it is whole again serves —
+/// nothing about the instance is remembered as gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_key_broken_at_one_dial_is_read_again_at_the_next() {
+    common::logs();
+    let dir = tempfile::tempdir().expect("a directory");
+    let ca = TestCa::new(dir.path(), "main").expect("a CA");
+    let server = ca.issue("provider", &NAMES).expect("a certificate");
+    let hub = MemoryHub::new();
+    let provider = provider(
+        &hub,
+        ServerTlsFiles {
+            client_ca: Some(ca.ca().to_owned()),
+            ..ServerTlsFiles::new(&server.cert, &server.key)
+        },
+    )
+    .await;
+    let member = ca.issue("consumer", &["consumer"]).expect("a certificate");
+    let whole_key = std::fs::read(&member.key).expect("the key");
+    std::fs::write(&member.key, &whole_key[..whole_key.len() / 2]).expect("half a key");
+    let (consumer, mut client) = consumer(&hub, with_identity(ca.ca(), &member)).await;
+
+    let refused = hello(&mut client)
+        .await
+        .expect_err("no dial with half a key");
+    println!("with half a key: {refused:?}");
+    assert_eq!(refused.code(), Code::Unavailable, "{refused:?}");
+    assert!(
+        format!("{refused:?}").contains(&member.key.display().to_string()),
+        "the error names the file: {refused:?}"
+    );
+
+    std::fs::write(&member.key, &whole_key).expect("the whole key again");
+    let reply = hello(&mut client)
+        .await
+        .expect("the next dial reads the whole key");
+    assert!(reply.contains("Hello, tls!"), "{reply}");
+
+    consumer.before_shutdown().await;
+    let report = provider.before_shutdown().await;
+    assert_eq!(report.exit_code(), 0, "{report}");
+}

@@ -158,7 +158,12 @@ async fn answer(
         if let Ok(result) = tokio::time::timeout_at(overdue, response.as_mut()).await {
             return Answer::Response(result);
         }
-        // 2. Overdue: no call picks the instance until its connection answers a PING.
+        // 2. Overdue: unless the peer has sent anything since the request left (it was
+        //    alive after it: the call is only slow), no call picks the instance until
+        //    its connection answers a PING.
+        if report.heard_since_opened() {
+            return rest_of_the_wait(invoker, response, deadline).await;
+        }
         let suspicion = invoker.suspect(Instant::now());
         let checked = tokio::select! {
             biased;
@@ -175,6 +180,16 @@ async fn answer(
         }
     }
     // 3. The rest of the wait. A connection closed as unresponsive ends its calls now.
+    rest_of_the_wait(invoker, response, deadline).await
+}
+
+/// Waits for `response` until the deadline, or without one until the instance's
+/// removal expires.
+async fn rest_of_the_wait(
+    invoker: &Invoker,
+    response: impl Future<Output = Result<Response<ResponseBody>, BoxError>>,
+    deadline: Option<(Instant, Duration)>,
+) -> Answer {
     tokio::select! {
         biased;
         result = response => Answer::Response(result),

@@ -168,9 +168,12 @@ impl Call {
     /// and no extensions, as nothing below the cluster reads them.
     ///
     /// Each attempt is bounded by the configured timeout or what remains of the
-    /// caller's deadline, whichever is shorter, and tells the provider so in its
-    /// `grpc-timeout`: a retry sends only the time that remains, and a provider never
-    /// works on past the moment nobody waits for its answer.
+    /// caller's deadline, whichever is shorter; its `grpc-timeout` says what remains of
+    /// the caller's deadline, so a retry sends only that, and a provider never works on
+    /// past the moment its caller stops waiting. The reference's own `timeout` is not
+    /// sent: it bounds an attempt until its response head, while a provider reads
+    /// `grpc-timeout` as the deadline of the whole call — a server stream would be cut
+    /// at it (README, "Cluster behaviour").
     fn request_with(&mut self, body: TonicBody) -> (Request<TonicBody>, Wait) {
         let watch_overdue = self.body.is_complete();
         let mut request = Request::new(body);
@@ -179,15 +182,16 @@ impl Call {
         *request.version_mut() = self.parts.version;
         *request.headers_mut() = self.headers.for_attempt();
         *request.extensions_mut() = std::mem::take(&mut self.parts.extensions);
-        let timeout = self.attempt_timeout();
-        if let Some(timeout) = timeout {
-            let value = match (self.stack.timeout_header.as_ref(), self.caller_deadline) {
-                // Only the reference's own timeout: its header is made once.
-                (Some((reference, value)), None) if *reference == timeout => value.clone(),
-                _ => grpc_timeout_value(timeout),
-            };
-            request.headers_mut().insert(GRPC_TIMEOUT, value);
+        let remaining = self.remaining();
+        if let Some(remaining) = remaining {
+            request
+                .headers_mut()
+                .insert(GRPC_TIMEOUT, grpc_timeout_value(remaining));
         }
+        let timeout = match (self.timeout, remaining) {
+            (Some(configured), Some(remaining)) => Some(configured.min(remaining)),
+            (configured, remaining) => configured.or(remaining),
+        };
         let wait = Wait {
             timeout,
             watch_overdue,
@@ -195,13 +199,16 @@ impl Call {
         (request, wait)
     }
 
+    /// What remains of the caller's deadline, if it gave one.
+    fn remaining(&self) -> Option<Duration> {
+        self.caller_deadline
+            .map(|deadline| deadline.saturating_sub(self.started.elapsed()))
+    }
+
     /// The bound on the next attempt: the configured timeout, or what remains of the
     /// caller's deadline if that is shorter.
     fn attempt_timeout(&self) -> Option<Duration> {
-        let remaining = self
-            .caller_deadline
-            .map(|deadline| deadline.saturating_sub(self.started.elapsed()));
-        match (self.timeout, remaining) {
+        match (self.timeout, self.remaining()) {
             (Some(configured), Some(remaining)) => Some(configured.min(remaining)),
             (configured, remaining) => configured.or(remaining),
         }
@@ -262,5 +269,59 @@ pub(crate) mod testing {
             .body(TonicBody::empty())
             .unwrap();
         Call::new(channel.stack().clone(), request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::channel;
+    use super::*;
+    use crate::config::{BlacklistConfig, ReferenceConfig};
+
+    fn sent_timeout(request: &Request<TonicBody>) -> Duration {
+        grpc_timeout(request.headers()).expect("every attempt says its deadline")
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_attempt_sends_what_remains_of_the_callers_deadline() {
+        let config = ReferenceConfig {
+            timeout: Some(Duration::from_secs(3)),
+            ..ReferenceConfig::default()
+        };
+        let channel = channel(&[1], config, BlacklistConfig::default(), 1);
+        let request = Request::builder()
+            .uri("/t.S/M")
+            .header(GRPC_TIMEOUT, "1S")
+            .body(TonicBody::empty())
+            .unwrap();
+        let mut call = Call::new(channel.stack().clone(), request);
+        let (first, wait) = call.request_with(TonicBody::empty());
+        assert_eq!(sent_timeout(&first), Duration::from_secs(1));
+        assert_eq!(
+            wait.timeout,
+            Some(Duration::from_secs(1)),
+            "the shorter bounds it"
+        );
+        tokio::time::advance(Duration::from_millis(300)).await;
+        let (retry, wait) = call.request_with(TonicBody::empty());
+        assert_eq!(sent_timeout(&retry), Duration::from_millis(700));
+        assert_eq!(wait.timeout, Some(Duration::from_millis(700)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_callers_deadline_nothing_is_sent_and_the_attempt_timeout_bounds() {
+        let config = ReferenceConfig {
+            timeout: Some(Duration::from_millis(250)),
+            ..ReferenceConfig::default()
+        };
+        let channel = channel(&[1], config, BlacklistConfig::default(), 1);
+        let mut call = super::testing::call(&channel);
+        let (request, wait) = call.request_with(TonicBody::empty());
+        assert_eq!(
+            grpc_timeout(request.headers()),
+            None,
+            "the reference's timeout bounds only the response head: a provider would cut a stream at it"
+        );
+        assert_eq!(wait.timeout, Some(Duration::from_millis(250)));
     }
 }

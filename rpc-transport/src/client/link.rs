@@ -90,8 +90,18 @@ impl Link {
     }
 
     /// A stream permit, waiting while the peer's limit is reached; `None` once the
-    /// connection died. `limit` reads the peer's current limit from h2.
-    pub(super) async fn admit(self: &Arc<Self>, limit: impl Fn() -> usize) -> Option<StreamPermit> {
+    /// connection died. `limit` reads the peer's current limit from h2; `waiting`
+    /// counts this call while it waits.
+    pub(super) async fn admit(
+        self: &Arc<Self>,
+        limit: impl Fn() -> usize,
+        waiting: &AtomicUsize,
+    ) -> Option<StreamPermit> {
+        if self.try_admit(&limit) {
+            return Some(StreamPermit { link: self.clone() });
+        }
+        waiting.fetch_add(1, Ordering::Relaxed);
+        let _counted = Counted(waiting);
         loop {
             let freed = self.freed.notified();
             tokio::pin!(freed);
@@ -180,6 +190,15 @@ impl Link {
     }
 }
 
+/// Uncounts a waiting call when dropped (admitted, or given up).
+struct Counted<'a>(&'a AtomicUsize);
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 /// One admitted stream; returns its permit when dropped (the stream ended).
 #[derive(Debug)]
 pub(super) struct StreamPermit {
@@ -202,11 +221,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_stream_over_the_limit_waits_for_a_permit() {
         let link = Link::new();
-        let first = link.admit(|| 2).await.unwrap();
-        let _second = link.admit(|| 2).await.unwrap();
+        let first = link.admit(|| 2, &AtomicUsize::new(0)).await.unwrap();
+        let _second = link.admit(|| 2, &AtomicUsize::new(0)).await.unwrap();
         let third = tokio::spawn({
             let link = link.clone();
-            async move { link.admit(|| 2).await.is_some() }
+            async move { link.admit(|| 2, &AtomicUsize::new(0)).await.is_some() }
         });
         tokio::time::sleep(Duration::from_millis(10)).await;
         assert!(!third.is_finished(), "waits while two are open");
@@ -217,28 +236,31 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_peers_current_limit_is_what_admits() {
         let link = Link::new();
-        let _first = link.admit(|| 3).await.unwrap();
-        let _second = link.admit(|| 3).await.unwrap();
+        let _first = link.admit(|| 3, &AtomicUsize::new(0)).await.unwrap();
+        let _second = link.admit(|| 3, &AtomicUsize::new(0)).await.unwrap();
         assert_eq!(link.open_streams(), 2);
-        let limit = std::sync::atomic::AtomicUsize::new(2);
-        let third = link.admit(|| limit.load(Ordering::Relaxed));
+        let limit = AtomicUsize::new(2);
+        let waiting = AtomicUsize::new(0);
+        let third = link.admit(|| limit.load(Ordering::Relaxed), &waiting);
         tokio::pin!(third);
         assert!(
             futures_util::poll!(third.as_mut()).is_pending(),
             "lowered to 2"
         );
+        assert_eq!(waiting.load(Ordering::Relaxed), 1, "counted while it waits");
         limit.store(3, Ordering::Relaxed);
         drop(_first);
         assert!(third.await.is_some());
+        assert_eq!(waiting.load(Ordering::Relaxed), 0);
     }
 
     #[tokio::test(start_paused = true)]
     async fn waiters_are_released_when_the_connection_dies() {
         let link = Link::new();
-        let _first = link.admit(|| 1).await.unwrap();
+        let _first = link.admit(|| 1, &AtomicUsize::new(0)).await.unwrap();
         let waiting = tokio::spawn({
             let link = link.clone();
-            async move { link.admit(|| 1).await.is_none() }
+            async move { link.admit(|| 1, &AtomicUsize::new(0)).await.is_none() }
         });
         let probing = tokio::spawn({
             let link = link.clone();

@@ -92,6 +92,8 @@ struct Shared {
     next: AtomicUsize,
     /// Itself, for a connection's task to forget its connection when it ends.
     weak: Weak<Shared>,
+    /// Calls waiting for a stream permit on any of the instance's connections.
+    waiting: AtomicUsize,
 }
 
 /// One connection to the instance, open or not.
@@ -159,6 +161,7 @@ pub fn connect_lazy(
                 .collect(),
             next: AtomicUsize::new(0),
             weak: weak.clone(),
+            waiting: AtomicUsize::new(0),
         }),
     })
 }
@@ -175,6 +178,13 @@ impl InstanceConnection {
             .slots
             .iter()
             .any(|slot| slot.current.load().is_some())
+    }
+
+    /// Calls waiting now for a stream: the instance's stream limit is reached on their
+    /// connection. A load balance can weigh them: each waits for a call ahead of it to
+    /// end.
+    pub fn waiting_for_streams(&self) -> usize {
+        self.shared.waiting.load(Ordering::Relaxed)
     }
 
     /// Sends `request` on a stream of its own: the connection made first if there is
@@ -265,7 +275,7 @@ impl Shared {
         report.on(&link);
         let (head, body) = self.head(request)?;
         let limit = || send.current_max_send_streams();
-        let Some(permit) = link.admit(limit).await else {
+        let Some(permit) = link.admit(limit, &self.waiting).await else {
             return Err(self.closed_before_open(slot, dial, "closed"));
         };
         let mut send = match send.ready().await {
@@ -277,7 +287,7 @@ impl Shared {
             Ok(opened) => opened,
             Err(error) => return Err(self.closed(slot, dial, error)),
         };
-        report.opened();
+        report.opened(&link);
         let request = if end {
             None
         } else {

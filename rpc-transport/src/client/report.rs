@@ -2,7 +2,7 @@
 //! was opened ("sent", in gRPC A6's sense: a request whose stream never opened certainly
 //! did not run), and a way to check the connection it went on.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::link::{Link, Liveness};
@@ -13,6 +13,8 @@ use super::link::{Link, Liveness};
 #[derive(Debug, Default)]
 pub struct SendReport {
     opened: AtomicBool,
+    /// The connection's count of reads that brought bytes when the stream opened.
+    heard_at_open: AtomicU64,
     link: OnceLock<Arc<Link>>,
 }
 
@@ -26,6 +28,17 @@ impl SendReport {
     /// headers alone, so sending the body is not what counts.
     pub fn stream_opened(&self) -> bool {
         self.opened.load(Ordering::Acquire)
+    }
+
+    /// Whether the peer has sent anything on the request's connection since its stream
+    /// opened (any frame: an answer to another call, a PING's): its connection task
+    /// was alive after the request left.
+    pub fn heard_since_opened(&self) -> bool {
+        self.stream_opened()
+            && self
+                .link
+                .get()
+                .is_some_and(|link| link.heard() != self.heard_at_open.load(Ordering::Relaxed))
     }
 
     /// Checks the connection the request went on with an HTTP/2 PING (one for every
@@ -49,7 +62,8 @@ impl SendReport {
         let _ = self.link.set(link.clone());
     }
 
-    pub(super) fn opened(&self) {
+    pub(super) fn opened(&self, link: &Link) {
+        self.heard_at_open.store(link.heard(), Ordering::Relaxed);
         self.opened.store(true, Ordering::Release);
     }
 }
