@@ -118,6 +118,13 @@ impl Registrations {
         self.changes.lock().await
     }
 
+    /// The right to change registrations now, if no manual change holds it: the hot
+    /// upgrade claims its run under it, so that it never begins while a manual offline
+    /// or online moves registrations.
+    pub(crate) fn try_one_change(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        self.changes.try_lock().ok()
+    }
+
     /// As [`Registrations::one_change_at_a_time`], until `bound` at most: shutdown step
     /// 1 takes it so that no online registers an instance again behind its back. `None`
     /// if the bound passed first (the change under way is then still waiting on its

@@ -32,6 +32,10 @@ pub struct ExportedService {
     /// The instance id to register under. Default `None`: a fresh one. A hot upgrade's
     /// new process passes its predecessor's, so that it registers the *same* instance.
     pub instance_id: Option<InstanceId>,
+    /// Start it manually offline: not registered, health NOT_SERVING, the closing mark
+    /// on its responses, until `Lifecycle::online` registers it. Default false. A hot
+    /// upgrade's new process passes its predecessor's offline services.
+    pub offline: bool,
 }
 
 impl ExportedService {
@@ -43,6 +47,7 @@ impl ExportedService {
             metadata: BTreeMap::new(),
             delay: Duration::ZERO,
             instance_id: None,
+            offline: false,
         }
     }
 }

@@ -107,10 +107,7 @@ impl Lifecycle {
     }
 
     /// Binds and serves every export; returns the instances to register.
-    async fn start_services(
-        &self,
-        exports: Vec<Export>,
-    ) -> Result<Vec<(Instance, Duration)>, StartError> {
+    async fn start_services(&self, exports: Vec<Export>) -> Result<Vec<Pending>, StartError> {
         let mut pending = Vec::new();
         for export in exports {
             let server = match export.listener {
@@ -133,30 +130,43 @@ impl Lifecycle {
                     instance.id = id;
                 }
                 instance.metadata = service.metadata;
-                pending.push((instance, service.delay));
+                pending.push(Pending {
+                    instance,
+                    delay: service.delay,
+                    offline: service.offline,
+                });
             }
         }
         Ok(pending)
     }
 
+    /// Registers every pending instance in every registry, except those to start
+    /// offline: they are kept withdrawn (an online registers them), and marked offline.
     async fn register_all(
         &self,
-        pending: Vec<(Instance, Duration)>,
+        pending: Vec<Pending>,
         registries: &[Arc<dyn Registry>],
     ) -> Result<(), StartError> {
-        let registrations = pending.iter().flat_map(|(instance, delay)| {
-            registries.iter().map(move |registry| async move {
-                tokio::time::sleep(*delay).await;
-                registry
-                    .register(instance)
-                    .await
-                    .map(|()| (registry.clone(), instance.clone()))
-                    .map_err(|source| StartError::Register {
-                        instance: instance.id.clone(),
-                        source,
-                    })
-            })
-        });
+        let (offline, pending): (Vec<Pending>, Vec<Pending>) =
+            pending.into_iter().partition(|pending| pending.offline);
+        self.start_offline(offline, registries).await;
+        let registrations = pending.iter().flat_map(
+            |Pending {
+                 instance, delay, ..
+             }| {
+                registries.iter().map(move |registry| async move {
+                    tokio::time::sleep(*delay).await;
+                    registry
+                        .register(instance)
+                        .await
+                        .map(|()| (registry.clone(), instance.clone()))
+                        .map_err(|source| StartError::Register {
+                            instance: instance.id.clone(),
+                            source,
+                        })
+                })
+            },
+        );
         let mut first_error = None;
         for result in join_all(registrations).await {
             match result {
@@ -168,6 +178,36 @@ impl Lifecycle {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+impl Lifecycle {
+    /// Puts `offline` in the state a manual offline leaves: their registrations kept
+    /// withdrawn, their health NOT_SERVING, the closing mark on their responses.
+    async fn start_offline(&self, offline: Vec<Pending>, registries: &[Arc<dyn Registry>]) {
+        if offline.is_empty() {
+            return;
+        }
+        let services: Vec<_> = offline.iter().map(|p| p.instance.service.clone()).collect();
+        let withdrawn = offline
+            .into_iter()
+            .flat_map(|pending| {
+                registries
+                    .iter()
+                    .map(move |registry| (registry.clone(), pending.instance.clone()))
+            })
+            .collect();
+        self.inner.registrations.keep_withdrawn(withdrawn);
+        self.mark_offline(&services, true).await;
+        tracing::info!(app = %self.name(), ?services, "started manually offline, as the previous generation was");
+    }
+}
+
+/// An instance start-up registers once its listener serves.
+struct Pending {
+    instance: Instance,
+    delay: Duration,
+    /// Start it manually offline (see `ExportedService::offline`).
+    offline: bool,
 }
 
 async fn run_gates(gates: Vec<ReadinessGate>) -> Result<(), StartError> {

@@ -13,7 +13,10 @@
 //! One change runs at a time, and none once shutdown has begun: shutdown step 1 waits
 //! for a change under way (`Registrations::settle`), and a change asked for after
 //! that is refused ([`TrafficError::ShuttingDown`]), so an online can never register an
-//! instance again behind the shutdown's back.
+//! instance again behind the shutdown's back. Nor while a hot upgrade owns the
+//! registrations, from its claim until it is decided, nor after this process handed
+//! them over ([`TrafficError::Upgrading`]): the upgrade claims its run under the same
+//! lock, and carries the offline set over to the new process.
 
 use std::sync::Arc;
 
@@ -58,6 +61,13 @@ pub enum TrafficError {
         "the application is shutting down (phase {0}): its registrations are being withdrawn for good"
     )]
     ShuttingDown(Phase),
+    /// A hot upgrade owns the registrations: one is under way (the new process is about
+    /// to register the same instances; a change now would be undone by it, or undo
+    /// it), or this process handed them over to its successor (ask the new process).
+    #[error(
+        "{0}: the registrations belong to the upgrade; try again once it is decided (the new process takes the offline set over)"
+    )]
+    Upgrading(crate::upgrade::Refusal),
 }
 
 fn list(services: &[ServiceKey]) -> String {
@@ -176,6 +186,11 @@ impl Lifecycle {
     }
 
     fn check_serving(&self) -> Result<(), TrafficError> {
+        // The upgrade first: a process that handed over drains like one shutting down,
+        // but its registrations live on, in the new process.
+        if let Some(refusal) = self.inner.upgrade.gate.holds_registrations() {
+            return Err(TrafficError::Upgrading(refusal));
+        }
         match self.phase() {
             Phase::Serving => Ok(()),
             phase if phase < Phase::Serving => Err(TrafficError::Starting(phase)),
@@ -186,7 +201,7 @@ impl Lifecycle {
     /// Adds `services` to the offline set (or removes them), and turns their health
     /// NOT_SERVING (or SERVING). The whole server's health (`""`, what Kubernetes' gRPC
     /// probe asks) is NOT_SERVING while any service is offline, as `/ready` is.
-    async fn mark_offline(&self, services: &[ServiceKey], offline: bool) {
+    pub(crate) async fn mark_offline(&self, services: &[ServiceKey], offline: bool) {
         if services.is_empty() {
             return;
         }

@@ -72,8 +72,12 @@ async fn a_build_whose_check_fails_is_reported_with_its_message_and_the_instance
     assert_eq!(report.exit_code(), 0, "{report}");
 }
 
+/// Issue 36: a manual offline and an upgrade never race. An upgrade of a process with a
+/// service manually offline goes ahead (the new process would start it offline; here
+/// the broken build's check ends it) and the service stays offline; an offline asked
+/// while the upgrade runs is refused with 409 naming it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upgrade_is_refused_while_a_service_is_manually_offline() {
+async fn an_offline_service_stays_offline_through_an_upgrade_and_offline_waits_for_none() {
     let dir = tempfile::tempdir().expect("temp dir");
     let broken = script(dir.path(), "broken-build", "echo broken >&2; exit 2");
     let app = provider(broken, Duration::from_secs(10)).await;
@@ -82,20 +86,46 @@ async fn an_upgrade_is_refused_while_a_service_is_manually_offline() {
         http::post(admin, "/offline", None).await.unwrap().status,
         200
     );
-
-    let refused = http::post(admin, "/upgrade", None).await.expect("answered");
-    assert_eq!(refused.status, 409, "{}", refused.body);
-    let report = json(&refused);
-    assert_eq!(report["refusal"], "manually-offline", "{report}");
-    assert_eq!(http::get(admin, "/ready").await.unwrap().status, 503);
-
-    // Online again, the upgrade goes ahead (here to the broken build's check).
+    let tried = http::post(admin, "/upgrade", None).await.expect("answered");
+    assert_eq!(
+        tried.status, 500,
+        "it ran, to the broken build's check: {}",
+        tried.body
+    );
+    assert_eq!(
+        http::get(admin, "/ready").await.unwrap().status,
+        503,
+        "still offline"
+    );
     assert_eq!(
         http::post(admin, "/online", None).await.unwrap().status,
         200
     );
-    let tried = http::post(admin, "/upgrade", None).await.expect("answered");
-    assert_eq!(tried.status, 500, "{}", tried.body);
+
+    // An upgrade whose check never ends: an offline meanwhile is refused, naming it.
+    let slow = script(dir.path(), "slow-build", "exec sleep 60");
+    let app_slow = provider(slow, Duration::from_secs(60)).await;
+    let admin = app_slow.admin_addr().expect("admin endpoint");
+    let upgrade = tokio::spawn(async move { http::post(admin, "/upgrade", None).await });
+    let under_way = async {
+        while app_slow.lifecycle().upgrade_steps().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), under_way)
+        .await
+        .expect("the upgrade starts");
+    let refused = http::post(admin, "/offline", None).await.expect("answered");
+    assert_eq!(refused.status, 409, "{}", refused.body);
+    assert!(refused.body.contains("upgrade"), "{}", refused.body);
+    assert_eq!(
+        http::get(admin, "/ready").await.unwrap().status,
+        200,
+        "nothing changed"
+    );
+    let report = app_slow.before_shutdown().await;
+    assert_eq!(report.exit_code(), 0, "{report}");
+    let _ = upgrade.await;
     let report = app.before_shutdown().await;
     assert_eq!(report.exit_code(), 0, "{report}");
 }

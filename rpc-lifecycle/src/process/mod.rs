@@ -11,11 +11,20 @@
 //! | the hand-over channel | one end of a Unix socket pair, [`CHANNEL_FD_VAR`] | the child writes `ready`; the old process holds its end until it exits, so the child reads EOF when its predecessor is gone |
 //! | the original standard error | a descriptor, [`STDERR_FD_VAR`] | until ready the child's stderr is a file the old process reads the tail of when the start fails; once ready the child puts the original back on fd 2 and its logs go where they always went |
 //! | the instance ids | JSON, [`INSTANCES_VAR`] | the new process registers the *same* instances (registry continuity) |
+//! | the instances manually offline | JSON, [`OFFLINE_VAR`] | the new process starts them offline, under the same ids: the operator's `POST /offline` holds across the upgrade |
 //! | the role | [`ROLE_VAR`] = `check` or `successor` | `check` only loads and validates the configuration, starts nothing, and exits (pg_doorman's `-t`) |
 //! | the check's report | one end of another Unix socket pair, [`CHECK_FD_VAR`] (a `check` only) | the checking process writes `passed` or `failed` with its message before `start()` returns ([`check_report`]): the outcome does not depend on the exit code `main` chooses; the exit status decides only when no report came |
 //!
 //! Every other descriptor of the old process is close-on-exec (Rust opens everything
 //! so), so nothing else leaks into the new process.
+//!
+//! **The variables are for the new process alone.** They stay in its environment —
+//! removing a variable is `unsafe` in a multi-threaded process (`std::env::remove_var`),
+//! and every process of ours is one — so they are bound to it the way systemd binds
+//! `LISTEN_FDS`: [`Role::current`] reads a role only when `LISTEN_PID` is this
+//! process's pid. A process the new one starts in turn (a helper, a shell, another rpc
+//! application) inherits the variables with its parent's pid in `LISTEN_PID`, reads
+//! itself as [`Role::Plain`], and adopts nothing.
 
 pub mod check_report;
 pub mod predecessor;
@@ -34,16 +43,20 @@ pub const STDERR_FD_VAR: &str = "RPC_UPGRADE_STDERR_FD";
 /// The instances the predecessor had registered (JSON array of `Instance`), in a
 /// successor.
 pub const INSTANCES_VAR: &str = "RPC_UPGRADE_INSTANCES";
+/// The instances of services manually offline in the predecessor (JSON array of
+/// `Instance`), in a successor.
+pub const OFFLINE_VAR: &str = "RPC_UPGRADE_OFFLINE";
 /// The descriptor the configuration check reports its outcome on, in a process started
 /// with [`ROLE_VAR`] = `check` (see [`check_report`]).
 pub const CHECK_FD_VAR: &str = "RPC_UPGRADE_CHECK_FD";
 /// Every variable of this module: removed from a child's environment before the ones
 /// meant for it are set, so that nothing stale passes on.
-pub const ALL_VARS: [&str; 5] = [
+pub const ALL_VARS: [&str; 6] = [
     ROLE_VAR,
     CHANNEL_FD_VAR,
     STDERR_FD_VAR,
     INSTANCES_VAR,
+    OFFLINE_VAR,
     CHECK_FD_VAR,
 ];
 
@@ -61,11 +74,28 @@ pub enum Role {
 }
 
 impl Role {
-    /// This process's role (read once; the variable does not change afterwards).
+    /// This process's role: [`ROLE_VAR`], when `LISTEN_PID` says the variables are this
+    /// process's own (see the module documentation); [`Role::Plain`] otherwise.
     pub fn current() -> Role {
-        match std::env::var(ROLE_VAR).as_deref() {
-            Ok("check") => Role::Check,
-            Ok("successor") => Role::Successor,
+        let own = std::env::var("LISTEN_PID")
+            .ok()
+            .and_then(|pid| pid.trim().parse::<u32>().ok())
+            == Some(std::process::id());
+        Self::read(std::env::var(ROLE_VAR).ok().as_deref(), own)
+    }
+
+    /// The role `value` names, if the variables are this process's (`own`).
+    fn read(value: Option<&str>, own: bool) -> Role {
+        match value {
+            Some("check") if own => Role::Check,
+            Some("successor") if own => Role::Successor,
+            Some(role @ ("check" | "successor")) => {
+                tracing::info!(
+                    role,
+                    "{ROLE_VAR} was inherited from another process (LISTEN_PID is not this one's): starting as a plain process"
+                );
+                Role::Plain
+            }
             _ => Role::Plain,
         }
     }
@@ -76,6 +106,24 @@ impl Role {
             Role::Check => Some("check"),
             Role::Successor => Some("successor"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Role;
+
+    #[test]
+    fn a_role_is_read_only_from_the_variables_of_this_process() {
+        assert_eq!(Role::read(Some("successor"), true), Role::Successor);
+        assert_eq!(Role::read(Some("check"), true), Role::Check);
+        assert_eq!(
+            Role::read(Some("successor"), false),
+            Role::Plain,
+            "inherited from a parent that was a successor: not this process's"
+        );
+        assert_eq!(Role::read(Some("check"), false), Role::Plain);
+        assert_eq!(Role::read(None, true), Role::Plain);
     }
 }
 

@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 
 use super::successor::READY_LINE;
-use super::{CHANNEL_FD_VAR, INSTANCES_VAR, Role, STDERR_FD_VAR};
+use super::{CHANNEL_FD_VAR, INSTANCES_VAR, OFFLINE_VAR, Role, STDERR_FD_VAR};
 use rpc_core::Instance;
 use rpc_transport::fd::{Expect, adopt_named};
 
@@ -20,6 +20,7 @@ pub struct Predecessor {
     channel: UnixStream,
     original_stderr: Option<OwnedFd>,
     instances: Vec<Instance>,
+    offline: Vec<Instance>,
 }
 
 impl Predecessor {
@@ -44,19 +45,11 @@ impl Predecessor {
             Ok(_) => Some(adopt_named(STDERR_FD_VAR, Expect::Any)?),
             Err(_) => None,
         };
-        let instances = match std::env::var(INSTANCES_VAR) {
-            Ok(json) => serde_json::from_str(&json).map_err(|error| {
-                io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{INSTANCES_VAR}: {error}"),
-                )
-            })?,
-            Err(_) => Vec::new(),
-        };
         Ok(Some(Predecessor {
             channel: UnixStream::from_std(channel)?,
             original_stderr,
-            instances,
+            instances: instances_in(INSTANCES_VAR)?,
+            offline: instances_in(OFFLINE_VAR)?,
         }))
     }
 
@@ -64,6 +57,13 @@ impl Predecessor {
     /// (same ids), so the registry never goes without them.
     pub fn instances(&self) -> &[Instance] {
         &self.instances
+    }
+
+    /// The instances of the services the predecessor had manually offline: this process
+    /// starts them offline, under the same ids, and registers them only when an
+    /// operator brings them online.
+    pub fn offline(&self) -> &[Instance] {
+        &self.offline
     }
 
     /// Tells the predecessor this process serves: first puts the original standard
@@ -85,6 +85,15 @@ impl Predecessor {
         Ok(PredecessorAlive {
             channel: self.channel,
         })
+    }
+}
+
+/// The instances the JSON of variable `var` holds (none when it is not set).
+fn instances_in(var: &str) -> io::Result<Vec<Instance>> {
+    match std::env::var(var) {
+        Ok(json) => serde_json::from_str(&json)
+            .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, format!("{var}: {error}"))),
+        Err(_) => Ok(Vec::new()),
     }
 }
 

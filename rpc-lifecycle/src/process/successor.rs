@@ -28,7 +28,8 @@ use tokio::process::{Child, Command};
 use super::check_report::CheckReport;
 use super::stderr::{StderrCapture, TAIL_BYTES};
 use super::{
-    ALL_VARS, CHANNEL_FD_VAR, CHECK_FD_VAR, INSTANCES_VAR, Program, ROLE_VAR, Role, STDERR_FD_VAR,
+    ALL_VARS, CHANNEL_FD_VAR, CHECK_FD_VAR, INSTANCES_VAR, OFFLINE_VAR, Program, ROLE_VAR, Role,
+    STDERR_FD_VAR,
 };
 use crate::{Handoff, Spawner, Successor};
 use rpc_transport::ListenFds;
@@ -143,6 +144,7 @@ fn spawn(mut command: Command, handoff: Handoff) -> io::Result<ProcessSuccessor>
     let Handoff {
         mut listeners,
         instances,
+        offline,
     } = handoff;
     let stderr = StderrCapture::new()?;
     let (ours, theirs) = StdUnixStream::pair()?;
@@ -152,10 +154,12 @@ fn spawn(mut command: Command, handoff: Handoff) -> io::Result<ProcessSuccessor>
     let channel_fd = listeners.extra(OwnedFd::from(theirs));
     let stderr_fd = listeners.extra(original_stderr);
     let instances = serde_json::to_string(&instances).map_err(io::Error::other)?;
+    let offline = serde_json::to_string(&offline).map_err(io::Error::other)?;
     command
         .env(CHANNEL_FD_VAR, channel_fd.to_string())
         .env(STDERR_FD_VAR, stderr_fd.to_string())
         .env(INSTANCES_VAR, instances)
+        .env(OFFLINE_VAR, offline)
         .stderr(stderr.stdio()?);
     listeners.apply(&mut command)?;
     let child = command.spawn()?;

@@ -126,6 +126,17 @@ impl UpgradeGate {
         }
     }
 
+    /// Why a manual offline or online cannot run now, if an upgrade owns the instance's
+    /// registrations: one is under way (its new process is about to register them, or
+    /// is registering them), or this process handed them over already.
+    pub(crate) fn holds_registrations(&self) -> Option<Refusal> {
+        match self.inner.lock().state {
+            UpgradeStage::Running => Some(Refusal::InProgress),
+            UpgradeStage::HandedOver => Some(Refusal::HandedOver),
+            UpgradeStage::Idle | UpgradeStage::ShuttingDown => None,
+        }
+    }
+
     /// Whether this process's predecessor (when it is a new generation) is alive.
     pub(crate) fn set_predecessor_alive(&self, alive: bool) {
         self.inner.lock().predecessor_alive = alive;
@@ -146,6 +157,23 @@ mod tests {
         assert_eq!(gate.hand_over(), Ok(()));
         assert_eq!(gate.begin(Phase::Serving), Err(Refusal::HandedOver));
         assert_eq!(gate.shutdown(), AtShutdown::HandedOver);
+    }
+
+    #[test]
+    fn a_run_holds_the_registrations_from_its_claim_to_the_end() {
+        let gate = UpgradeGate::new();
+        assert_eq!(gate.holds_registrations(), None);
+        gate.begin(Phase::Serving).unwrap();
+        assert_eq!(gate.holds_registrations(), Some(Refusal::InProgress));
+        gate.failed();
+        assert_eq!(
+            gate.holds_registrations(),
+            None,
+            "a failed run gives them back"
+        );
+        gate.begin(Phase::Serving).unwrap();
+        gate.hand_over().unwrap();
+        assert_eq!(gate.holds_registrations(), Some(Refusal::HandedOver));
     }
 
     #[test]

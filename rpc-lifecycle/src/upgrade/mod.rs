@@ -192,15 +192,19 @@ impl Lifecycle {
     }
 
     /// The right to run an upgrade (its cancellation token), or why not.
+    ///
+    /// Claimed under the lock manual offline and online take: an upgrade never begins
+    /// while one of them moves registrations, and from here until the run is decided
+    /// they are refused (`traffic.rs`). So "is this instance online" has one owner at a
+    /// time, and the hand-over carries the operator's last word — a service manually
+    /// offline starts offline in the new process (see [`Handoff::offline`]).
     fn claim_upgrade(&self, config: &UpgradeConfig) -> Result<CancellationToken, Refusal> {
         if !config.enabled {
             return Err(Refusal::Disabled);
         }
-        // The hand-over carries registrations, not the operator's decision to keep a
-        // service out of traffic: refuse rather than silently undo it.
-        if !self.offline_services().is_empty() {
-            return Err(Refusal::ManuallyOffline);
-        }
+        let Some(_no_traffic_change) = self.inner.registrations.try_one_change() else {
+            return Err(Refusal::TrafficChanging);
+        };
         self.inner.upgrade.gate.begin(self.phase())
     }
 
@@ -311,9 +315,18 @@ impl Lifecycle {
         let mut instances = self.registrations();
         instances.sort_by(|a, b| a.id.cmp(&b.id));
         instances.dedup_by(|a, b| a.id == b.id);
+        let mut offline: Vec<_> = self
+            .registrations_by_registry()
+            .into_iter()
+            .filter(|registration| !registration.online)
+            .map(|registration| registration.instance)
+            .collect();
+        offline.sort_by(|a, b| a.id.cmp(&b.id));
+        offline.dedup_by(|a, b| a.id == b.id);
         Ok(Handoff {
             listeners,
             instances,
+            offline,
         })
     }
 

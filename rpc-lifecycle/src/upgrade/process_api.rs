@@ -19,6 +19,10 @@ pub struct Handoff {
     pub listeners: ListenFds,
     /// The instances registered now: the new process registers the same ones (same ids).
     pub instances: Vec<Instance>,
+    /// The instances of services manually offline (`Lifecycle::offline`): the new
+    /// process starts them offline, under the same ids, and registers them only when
+    /// they are brought online.
+    pub offline: Vec<Instance>,
 }
 
 /// Starts the new binary (the mechanics; `process::successor::ProcessSpawner` is the

@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use super::*;
 use crate::ShutdownReport;
-use crate::{Export, ExportedService, ShutdownConfig, StartPlan};
+use crate::{Export, ExportedService, ShutdownConfig, StartPlan, TrafficError};
 use rpc_core::{Instance, ServiceKey};
 use rpc_core::{Registry, RegistryError, Subscription, SubscriptionId};
 
@@ -37,6 +37,8 @@ struct Record {
     taken_over: AtomicUsize,
     /// Listener names and instance count of each hand-off.
     handoffs: Mutex<Vec<(usize, usize)>>,
+    /// Offline instances of each hand-off.
+    offline: Mutex<Vec<usize>>,
 }
 
 struct FakeSpawner {
@@ -61,6 +63,7 @@ impl Spawner for FakeSpawner {
             .handoffs
             .lock()
             .push((handoff.listeners.listener_count(), handoff.instances.len()));
+        self.record.offline.lock().push(handoff.offline.len());
         Ok(Box::new(FakeSuccessor {
             pid: 1000 + n as u32,
             behaviour: self.behaviour.lock().clone(),
@@ -455,5 +458,66 @@ async fn turned_off_every_trigger_is_refused_and_a_signal_s_refusal_is_told() {
     f.lifecycle
         .configure_upgrade(UpgradeConfig::default(), f.spawner.clone(), None);
     assert!(f.lifecycle.upgrade_enabled());
+    assert!(f.lifecycle.upgrade().await.succeeded());
+}
+
+/// Issue 36: "is this instance online" has one owner at a time. A manual offline or
+/// online asked while an upgrade runs (at every step before and after the hand-over) is
+/// refused naming the upgrade and changes nothing; a service manually offline before
+/// the upgrade is handed over as offline, not re-registered by the new process.
+#[tokio::test(start_paused = true)]
+async fn offline_during_an_upgrade_is_refused_and_offline_before_it_is_handed_over() {
+    let f = serving(Behaviour::ReadyAfter(Duration::from_millis(300))).await;
+    let upgrade = tokio::spawn(f.lifecycle.upgrade());
+    // Through check (10 ms), spawn, and wait-ready (300 ms): refused each time.
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let refused = f.lifecycle.offline(|_| true).await.unwrap_err();
+        assert!(
+            matches!(refused, TrafficError::Upgrading(Refusal::InProgress)),
+            "{refused}"
+        );
+        assert!(f.lifecycle.offline_services().is_empty(), "nothing changed");
+    }
+    assert!(upgrade.await.unwrap().succeeded());
+    // Handed over: the registrations are the new process's.
+    let refused = f.lifecycle.online(|_| true).await.unwrap_err();
+    assert!(
+        matches!(refused, TrafficError::Upgrading(Refusal::HandedOver)),
+        "{refused}"
+    );
+    assert_eq!(f.registry.unregisters.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        f.registry.registers.load(Ordering::SeqCst),
+        1,
+        "start-up's only"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_offline_before_an_upgrade_is_handed_over_offline() {
+    let f = serving(Behaviour::ReadyAfter(Duration::from_millis(100))).await;
+    f.lifecycle.offline(|_| true).await.unwrap();
+    let report = f.lifecycle.upgrade().await;
+    assert!(report.succeeded(), "{report}");
+    assert_eq!(
+        *f.record.offline.lock(),
+        [1],
+        "the withdrawn instance goes to the new process as offline"
+    );
+    assert_eq!(
+        *f.record.handoffs.lock(),
+        [(1, 0)],
+        "and not among those it registers"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_upgrade_does_not_begin_while_a_manual_change_moves_registrations() {
+    let f = serving(Behaviour::ReadyAfter(Duration::from_millis(100))).await;
+    let change = f.lifecycle.inner.registrations.try_one_change().unwrap();
+    let refused = f.lifecycle.upgrade().await;
+    assert_eq!(refused.refusal, Some(Refusal::TrafficChanging), "{refused}");
+    drop(change);
     assert!(f.lifecycle.upgrade().await.succeeded());
 }

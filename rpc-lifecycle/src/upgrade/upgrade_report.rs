@@ -27,9 +27,9 @@ pub enum Refusal {
     HandedOver,
     /// The shutdown sequence has begun.
     ShuttingDown,
-    /// A service is manually offline (`Lifecycle::offline`): the new process would
-    /// register it and put it back in traffic. Bring it online first.
-    ManuallyOffline,
+    /// A manual offline or online (`Lifecycle::offline`, `Lifecycle::online`) is under
+    /// way: the upgrade would hand over registrations that are moving.
+    TrafficChanging,
 }
 
 impl fmt::Display for Refusal {
@@ -46,8 +46,8 @@ impl fmt::Display for Refusal {
             }
             Self::HandedOver => "this process handed over to its successor already",
             Self::ShuttingDown => "the application is shutting down",
-            Self::ManuallyOffline => {
-                "a service is manually offline, and the new process would put it back in traffic: bring it online first (POST /online)"
+            Self::TrafficChanging => {
+                "a manual offline or online is under way; try again once it is done"
             }
         })
     }

@@ -40,7 +40,7 @@ impl UpgradeListener for UpgradeNotifier {
 fn ends_the_reload(refusal: Refusal) -> bool {
     match refusal {
         Refusal::Disabled
-        | Refusal::ManuallyOffline
+        | Refusal::TrafficChanging
         | Refusal::PredecessorDraining
         | Refusal::NotConfigured => true,
         // The upgrade under way ends the reload itself (`READY=1`, or `MAINPID` with

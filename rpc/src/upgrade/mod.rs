@@ -22,8 +22,9 @@
 //!   [`ApplicationError::exit_code`](crate::ApplicationError::exit_code) (0 for
 //!   `Checked`);
 //! - **successor**: serves on the inherited sockets, registers its predecessor's
-//!   instances under their ids, then tells the predecessor it is ready; upgrades are
-//!   refused until the predecessor has exited.
+//!   instances under their ids (those the predecessor had manually offline stay
+//!   offline), then tells the predecessor it is ready; upgrades are refused until the
+//!   predecessor has exited.
 //!
 //! Every process writes `upgrade.pid_file` (when set) once it serves.
 
@@ -145,6 +146,14 @@ pub(crate) fn inherit(export: &mut Export, predecessor: Option<&Predecessor>) {
             .find(|instance| instance.service == service.key)
         {
             service.instance_id = Some(instance.id.clone());
+        } else if let Some(instance) = predecessor
+            .offline()
+            .iter()
+            .find(|instance| instance.service == service.key)
+        {
+            // The operator took it offline in the previous generation: it stays so.
+            service.instance_id = Some(instance.id.clone());
+            service.offline = true;
         }
     }
 }
