@@ -179,6 +179,42 @@ async fn a_new_binary_that_hangs_is_killed_at_the_ready_timeout() {
     assert!(wait.duration >= Duration::from_secs(2), "{wait:?}");
 }
 
+/// Issue 36, "serve only when ready": a new process that binds the inherited socket and
+/// starts serving, then fails in its readiness gate (1.5 s later), or hangs there until
+/// the ready timeout kills it. Under the run's load — our consumer's calls, and a new
+/// connection dialled every 10 ms for one plain call — nothing fails: the new process
+/// accepts no connection before its gates passed, so the kernel gives every dial to the
+/// old one, which serves throughout (`assert_lossless`: no failed call, no refused or
+/// failed connection, one process at the end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_binary_whose_readiness_gate_fails_after_binding_takes_no_call() {
+    for (child, outcome) in [
+        (ChildBehaviour::GateFails, rpc::StepOutcome::Failed),
+        (ChildBehaviour::GateHangs, rpc::StepOutcome::TimedOut),
+    ] {
+        let options = Options {
+            child,
+            ready_timeout: Duration::from_secs(3),
+            ..short()
+        };
+        let summary = hot_upgrade::run(options).await.expect("the run starts");
+        assert_lossless(&summary);
+        assert_eq!(
+            (summary.upgrades_failed, summary.upgrades),
+            (1, 1),
+            "{child:?}"
+        );
+        let wait = summary.upgrade_details[0]
+            .step(rpc::lifecycle::UpgradeStep::WaitReady)
+            .expect("it waited");
+        assert_eq!(wait.outcome, outcome, "{child:?}: {wait:?}");
+        println!(
+            "{child:?}: {} new connections, {} calls on them failed",
+            summary.connections_attempted, summary.connection_calls_failed
+        );
+    }
+}
+
 async fn through(var: &str) {
     let Ok(url) = std::env::var(var) else {
         assert!(

@@ -37,7 +37,9 @@ struct Args {
     #[arg(long)]
     registry: Option<String>,
     /// The first upgrade's new binary: `fail` exits 1 before ready, `hang` never says
-    /// ready (killed at --ready-timeout). The later upgrades are good.
+    /// ready (killed at --ready-timeout); `gate-fails` and `gate-hangs` start serving on
+    /// the inherited socket first and then fail or hang in their readiness gate. The
+    /// later upgrades are good.
     #[arg(long, value_enum, default_value_t = ChildArg::Good)]
     child: ChildArg,
     /// The provider's upgrade.ready_timeout.
@@ -105,6 +107,8 @@ enum ChildArg {
     Good,
     Fail,
     Hang,
+    GateFails,
+    GateHangs,
 }
 
 #[tokio::main]
@@ -133,6 +137,8 @@ async fn main() {
             ChildArg::Good => ChildBehaviour::Good,
             ChildArg::Fail => ChildBehaviour::Fail,
             ChildArg::Hang => ChildBehaviour::Hang,
+            ChildArg::GateFails => ChildBehaviour::GateFails,
+            ChildArg::GateHangs => ChildBehaviour::GateHangs,
         },
         ready_timeout: args.ready_timeout,
         streams: match args.streams {

@@ -325,6 +325,8 @@ fn child_word(child: ChildBehaviour) -> &'static str {
         ChildBehaviour::Good => "good",
         ChildBehaviour::Fail => "fail",
         ChildBehaviour::Hang => "hang",
+        ChildBehaviour::GateFails => "gate-fails",
+        ChildBehaviour::GateHangs => "gate-hangs",
     }
 }
 

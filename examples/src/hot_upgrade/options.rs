@@ -14,6 +14,12 @@ pub enum ChildBehaviour {
     Fail,
     /// Never reports ready (a build that hangs at start-up): killed at `ready_timeout`.
     Hang,
+    /// Binds the inherited socket and starts serving, then its readiness gate fails
+    /// after 1.5 s (a warm-up that cannot reach what it needs): it exits before ready.
+    GateFails,
+    /// Binds the inherited socket and starts serving, then its readiness gate never
+    /// ends: killed at `ready_timeout`.
+    GateHangs,
 }
 
 /// How each upgrade is triggered.

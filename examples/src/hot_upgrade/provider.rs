@@ -83,11 +83,13 @@ pub async fn run_provider(config: &Path, behaviour: &Path) -> i32 {
             return 2;
         }
     };
+    let mut gate = None;
     if Role::current() == Role::Successor {
         match std::fs::read_to_string(behaviour)
             .unwrap_or_default()
             .trim()
         {
+            gated @ ("gate-fails" | "gate-hangs") => gate = Some(gated.to_owned()),
             "fail" => {
                 eprintln!(
                     "hot-upgrade provider: this build is broken (--child fail): exiting before ready"
@@ -102,6 +104,18 @@ pub async fn run_provider(config: &Path, behaviour: &Path) -> i32 {
         }
     }
     let mut builder = Application::builder(config);
+    if let Some(gate) = gate {
+        // After the services serve, before registration: what the new process
+        // accepts meanwhile is the question (issue 36).
+        builder.readiness_gate(move || async move {
+            eprintln!("hot-upgrade provider: this build's readiness gate {gate} (--child {gate})");
+            if gate == "gate-hangs" {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+            Err("the warm-up cannot reach what it needs".into())
+        });
+    }
     builder.service(GreeterServer::new(SlowStreams));
     // The long streams of `--streams resumable`, moved at every hand-over.
     builder.service(FeedServer::new(FeedProvider::moving(

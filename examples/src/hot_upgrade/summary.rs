@@ -209,11 +209,7 @@ impl Summary {
                 Trigger::Signal => "signal",
                 Trigger::Admin => "admin",
             },
-            match self.child {
-                ChildBehaviour::Good => "good",
-                ChildBehaviour::Fail => "fail",
-                ChildBehaviour::Hang => "hang",
-            },
+            super::child_word(self.child),
             self.registry.as_deref().unwrap_or("none (direct address)")
         );
         let _ = writeln!(out, "| measure | value |");

@@ -89,7 +89,9 @@ pub(super) async fn dispatch(
             Err(failure) => Outcome::Failure(failure),
             Ok(()) => {
                 let unanswered = invoker.await_answer(started);
-                let response = channel.send(request, &report);
+                // Boxed: inline, the transport's future made every layer above (the
+                // attempt's span, the call's box) copy kilobytes per call.
+                let response = Box::pin(channel.send(request, &report));
                 let answer = answer(invoker, response, &report, started, wait).await;
                 drop(unanswered);
                 match answer {

@@ -70,10 +70,10 @@ pub(crate) struct Call {
     hash_key: Option<Bytes>,
     /// The configured bound on each attempt (the method's `timeout`).
     timeout: Option<Duration>,
-    /// The caller's deadline (`grpc-timeout`), which bounds the whole call.
-    caller_deadline: Option<Duration>,
-    /// When the call began: the caller's deadline counts from here.
-    started: Instant,
+    /// The caller's deadline (`grpc-timeout`), which bounds the whole call, and when
+    /// the call began (the deadline counts from there; read only for a call that has
+    /// one).
+    caller_deadline: Option<(Duration, Instant)>,
     idempotent: bool,
     retries_allowed: u32,
     /// Attempts answered so far (re-routed refusals of closing providers not counted).
@@ -112,7 +112,7 @@ impl Call {
             .and_then(|value| value.to_str().ok()?.trim().parse().ok());
         let method = parts.uri.path().rsplit('/').next().unwrap_or_default();
         let retries_allowed = override_retries.unwrap_or_else(|| config.retries_for(method));
-        let caller_deadline = grpc_timeout(&parts.headers);
+        let caller_deadline = grpc_timeout(&parts.headers).map(|limit| (limit, Instant::now()));
         let timeout = config.timeout_for(method);
         let idempotent = config.is_idempotent(method);
         let hash_key = stack
@@ -140,7 +140,6 @@ impl Call {
             hash_key,
             timeout,
             caller_deadline,
-            started: Instant::now(),
             retries_allowed,
             attempts: 0,
             sent: 0,
@@ -154,7 +153,7 @@ impl Call {
 
     /// The caller's deadline (`grpc-timeout`), if it gave a valid one.
     pub(crate) fn caller_deadline(&self) -> Option<Duration> {
-        self.caller_deadline
+        self.caller_deadline.map(|(limit, _)| limit)
     }
 
     /// Where the call's strategy sends its attempts.
@@ -202,7 +201,7 @@ impl Call {
     /// What remains of the caller's deadline, if it gave one.
     fn remaining(&self) -> Option<Duration> {
         self.caller_deadline
-            .map(|deadline| deadline.saturating_sub(self.started.elapsed()))
+            .map(|(limit, started)| limit.saturating_sub(started.elapsed()))
     }
 
     /// The bound on the next attempt: the configured timeout, or what remains of the
