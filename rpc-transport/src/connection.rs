@@ -249,28 +249,30 @@ impl<'a> Connection<'a> {
             self.accepted_in_shutdown,
             &self.limits,
         ));
-        // Whether the connection starts its graceful close by itself (idle, or shed),
-        // rather than at the server's word.
-        let by_itself = tokio::select! {
+        let stop = tokio::select! {
             biased;
-            stop = asked => match stop {
-                Stop::Force => return &signals.forced,
-                Stop::Goaway => false,
-                Stop::PrefaceLate => return self.preface_late(),
-                // A peer that has not sent the preface can have no stream: nothing to
-                // protect with a GOAWAY.
-                Stop::Shed | Stop::Idle if !tracked.progress.sent_preface() => {
-                    return &signals.unused;
-                }
-                Stop::Shed => true,
-                Stop::Idle => {
-                    signals.idle_timeouts.fetch_add(1, Ordering::Relaxed);
-                    true
-                }
-            },
+            stop = asked => stop,
             result = conn.as_mut() => {
                 log_end(result);
                 return &signals.closed_gracefully;
+            }
+        };
+        tracked.leave();
+        // Whether the connection starts its graceful close by itself (idle, or shed),
+        // rather than at the server's word.
+        let by_itself = match stop {
+            Stop::Force => return &signals.forced,
+            Stop::Goaway => false,
+            Stop::PrefaceLate => return self.preface_late(),
+            // A peer that has not sent the preface can have no stream: nothing to
+            // protect with a GOAWAY.
+            Stop::Shed | Stop::Idle if !tracked.progress.sent_preface() => {
+                return &signals.unused;
+            }
+            Stop::Shed => true,
+            Stop::Idle => {
+                signals.idle_timeouts.fetch_add(1, Ordering::Relaxed);
+                true
             }
         };
         if !by_itself && let Some(tally) = self.before_shutdown_goaway(conn.as_mut()).await {

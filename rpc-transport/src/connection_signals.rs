@@ -78,11 +78,11 @@ pub(crate) enum Stop {
     Force,
     /// The server: start the graceful close (see [`goaway_asked`]).
     Goaway,
-    /// Its peer has not sent the preface in time: close now (it began no HTTP/2).
-    PrefaceLate,
     /// The server's table shed it to make room: close now if its peer never spoke,
     /// else start the graceful close and close once idle.
     Shed,
+    /// Its peer has not sent the preface in time: close now (it began no HTTP/2).
+    PrefaceLate,
     /// It carried no call for the idle timeout: start the graceful close and close
     /// once idle.
     Idle,
@@ -100,8 +100,8 @@ pub(crate) async fn asked_to_stop(
         biased;
         _ = signals.force.cancelled() => Stop::Force,
         _ = goaway_asked(signals, &tracked.peer, accepted_in_shutdown) => Stop::Goaway,
-        _ = preface_late(&tracked.progress, limits.preface_deadline) => Stop::PrefaceLate,
         _ = tracked.shed() => Stop::Shed,
+        _ = preface_late(&tracked.progress, limits.preface_deadline) => Stop::PrefaceLate,
         _ = idle_for(&tracked.peer, limits.idle_timeout) => Stop::Idle,
     }
 }

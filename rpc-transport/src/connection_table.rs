@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -42,12 +42,20 @@ pub(crate) struct Tracked {
     shed: CancellationToken,
     /// Cancelled once the connection's socket is closed and it left the table.
     closed: CancellationToken,
+    /// Set once the connection has begun to close by any other way: it frees its
+    /// descriptor by itself, and shedding it would count it twice.
+    leaving: AtomicBool,
 }
 
 impl Tracked {
     /// Resolves once the table has shed this connection.
     pub(crate) async fn shed(&self) {
         self.shed.cancelled().await;
+    }
+
+    /// Notes that the connection has begun to close: the table sheds others.
+    pub(crate) fn leave(&self) {
+        self.leaving.store(true, Ordering::Release);
     }
 }
 
@@ -161,6 +169,17 @@ impl ConnectionTable {
         self.shed(&mut live)
     }
 
+    /// When `max` or more shed connections are still open: the token of the oldest
+    /// one's close, to wait on before accepting more. `None` below `max`.
+    pub(crate) fn closing_backlog(&self, max: usize) -> Option<CancellationToken> {
+        let live = self.live.lock();
+        if live.shedding < max {
+            return None;
+        }
+        let mut shed = live.entries.values().filter(|entry| entry.shedding);
+        shed.next().map(|entry| entry.tracked.closed.clone())
+    }
+
     /// Connections shed so far: never spoken, and idle; new connections refused.
     pub(crate) fn tallies(&self) -> (u64, u64, u64) {
         (
@@ -189,10 +208,13 @@ impl ConnectionTable {
 }
 
 /// The oldest connection that never spoke, else the oldest with no call in flight,
-/// among those not shed already.
+/// among those neither shed already nor closing by themselves.
 fn pick(entries: &BTreeMap<u64, Entry>) -> Option<(u64, Shed)> {
     let mut oldest_idle = None;
-    for (&id, entry) in entries.iter().filter(|(_, entry)| !entry.shedding) {
+    let candidates = entries
+        .iter()
+        .filter(|(_, entry)| !entry.shedding && !entry.tracked.leaving.load(Ordering::Acquire));
+    for (&id, entry) in candidates {
         if !entry.tracked.progress.sent_preface() {
             return Some((id, Shed::NeverSpoken));
         }
@@ -261,10 +283,20 @@ mod tests {
         let closed = table.shed_one().expect("a silent connection to shed");
         assert!(is_shed(&silent));
         assert!(table.shed_one().is_none(), "it is shed once");
+        let closing = admit(&table, true).expect("room made by the shed one");
+        closing.tracked().leave();
+        assert!(
+            table.shed_one().is_none(),
+            "a connection closing by itself is not shed"
+        );
+        drop(closing);
         let newcomer = admit(&table, false).expect("room made by the shed one");
         assert!(!closed.is_cancelled(), "not closed before its task lets go");
+        assert!(table.closing_backlog(2).is_none(), "one shed, still open");
+        let oldest = table.closing_backlog(1).expect("one shed, still open");
         drop(silent);
-        assert!(closed.is_cancelled());
+        assert!(closed.is_cancelled() && oldest.is_cancelled());
+        assert!(table.closing_backlog(1).is_none());
         assert_eq!(table.live.lock().entries.len(), 1);
         drop(newcomer);
         assert!(table.live.lock().entries.is_empty());
