@@ -53,9 +53,16 @@ pub struct Program {
 impl Program {
     /// Starts `binary` with `args` on `host`.
     pub fn start(name: &'static str, host: &Host, binary: &str, args: &[&str]) -> Self {
-        let mut child = tokio::process::Command::new("ip")
+        let mut command = tokio::process::Command::new("ip");
+        command
             .args(["netns", "exec", host.namespace(), binary])
-            .args(args)
+            .args(args);
+        Self::spawn(name, command)
+    }
+
+    /// Starts `command` (in a process group of its own, killed when dropped).
+    pub fn spawn(name: &'static str, mut command: tokio::process::Command) -> Self {
+        let mut child = command
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
