@@ -181,6 +181,33 @@ async fn a_peer_without_the_whole_preface_is_closed_at_the_preface_timeout() {
     assert_eq!(server.connection_counts().preface_timeouts, 2);
 }
 
+#[tokio::test(start_paused = true)]
+async fn with_tls_the_preface_timeout_counts_from_accept_through_the_handshake() {
+    let dir = tempfile::tempdir().unwrap();
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
+    let tls =
+        rpc_transport::ServerTlsFiles::new(dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    std::fs::write(&tls.key, made.signing_key.serialize_pem()).unwrap();
+    std::fs::write(&tls.cert, made.cert.pem()).unwrap();
+    let mut options = quiet_options();
+    options.tls = Some(tls);
+    options.preface_timeout = Duration::from_secs(2);
+    assert!(options.tls_handshake_timeout > options.preface_timeout);
+    let (handlers, _entries) = Handlers::new();
+    let (server, addr) = serve(options, &handlers).await;
+
+    // A peer that never begins its TLS handshake.
+    let start = Instant::now();
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    until_open(&server, 1).await;
+    tokio::time::sleep_until(start + Duration::from_millis(1999)).await;
+    assert_eq!(server.open_connections(), 1);
+    tokio::time::sleep_until(start + Duration::from_secs(3)).await;
+    assert!(closed_by_server(&mut silent).await);
+    until_open(&server, 0).await;
+    assert_eq!(server.connection_counts().preface_timeouts, 1);
+}
+
 /// An h2 client on a new connection to `addr`, its connection driven in the background
 /// (the task ends when the server closes the connection).
 async fn h2_client(
