@@ -208,6 +208,30 @@ async fn with_tls_the_preface_timeout_counts_from_accept_through_the_handshake()
     assert_eq!(server.connection_counts().preface_timeouts, 1);
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_peer_that_stops_answering_is_closed_by_the_default_keep_alive() {
+    // A client that spoke, then stopped (a paused process; a vanished host looks the
+    // same to HTTP/2): its kernel still acknowledges our bytes, it answers no PING.
+    let (handlers, _entries) = Handlers::new();
+    let options = ServerOptions::default();
+    let interval = options.http2_keepalive_interval.expect("PINGs by default");
+    let answer_wait = options.http2_keepalive_timeout;
+    let (server, addr) = serve(options, &handlers).await;
+    let mut paused = TcpStream::connect(addr).await.unwrap();
+    speak(&mut paused).await;
+    let last_heard = Instant::now();
+
+    tokio::time::sleep_until(last_heard + interval + answer_wait - Duration::from_millis(1)).await;
+    assert_eq!(
+        server.open_connections(),
+        1,
+        "not before a PING went unanswered"
+    );
+    tokio::time::sleep_until(last_heard + interval + answer_wait + Duration::from_secs(1)).await;
+    assert!(closed_by_server(&mut paused).await);
+    until_open(&server, 0).await;
+}
+
 /// An h2 client on a new connection to `addr`, its connection driven in the background
 /// (the task ends when the server closes the connection).
 async fn h2_client(
