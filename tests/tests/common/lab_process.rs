@@ -4,7 +4,8 @@
 //! connections for the whole process (nacos-sdk's runtime): as threads of the test, every
 //! program's registry traffic would leave from one host. Each process is killed with its
 //! process group when its handle is dropped, whatever the test did; they are configured
-//! by a file of the test's `Config`, written as JSON (which YAML reads).
+//! by a file of the test's `Config`, written as JSON (which YAML reads). `Program::spawn`
+//! starts one outside the lab too (`connection_flood.rs`: under `ulimit -n`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
