@@ -1,6 +1,8 @@
-//! The signals a server sends all of its connections, and when they ask one connection
-//! to stop serving: to close now, or to start its graceful close (GOAWAY), and when a
-//! connection whose close began may close without its peer's answer.
+//! The signals a server sends all of its connections, and when they — or the
+//! connection's own limits (`connection_timeouts.rs`), or the server's table of
+//! connections (`connection_table.rs`) — ask one connection to stop serving: to close
+//! now, or to start its graceful close (GOAWAY), and when a connection whose close
+//! began may close without its peer's answer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
@@ -10,6 +12,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::call_bounds::ShutdownCut;
+use super::connection_table::Tracked;
+use super::connection_timeouts::{Limits, idle_for, preface_late};
 use super::peer::Peer;
 
 /// How long a connection with no call in flight waits, once the server's shutdown has
@@ -60,27 +64,45 @@ pub(crate) struct ConnectionSignals {
     pub(crate) goaway_sent: AtomicU64,
     /// Requests refused with `REFUSED_STREAM` (see `peer.rs`).
     pub(crate) refused: Arc<AtomicUsize>,
+    /// Connections closed because their peer had not sent the preface in time.
+    pub(crate) preface_timeouts: AtomicU64,
+    /// Connections sent GOAWAY for carrying no call for the idle timeout.
+    pub(crate) idle_timeouts: AtomicU64,
+    /// `accept` failures for lack of a descriptor (`EMFILE`, `ENFILE`, ...).
+    pub(crate) descriptor_shortages: AtomicU64,
 }
 
-/// What the server asked of a connection it serves.
+/// Why a connection it serves must stop.
 pub(crate) enum Stop {
-    /// Close now, whatever it carries.
+    /// The server: close now, whatever it carries.
     Force,
-    /// Start the graceful close (see [`goaway_asked`]).
+    /// The server: start the graceful close (see [`goaway_asked`]).
     Goaway,
+    /// The server's table shed it to make room: close now if its peer never spoke,
+    /// else start the graceful close and close once idle.
+    Shed,
+    /// Its peer has not sent the preface in time: close now (it began no HTTP/2).
+    PrefaceLate,
+    /// It carried no call for the idle timeout: start the graceful close and close
+    /// once idle.
+    Idle,
 }
 
-/// Resolves when the server asks this connection to stop: at once ([`Stop::Force`]) or
-/// gracefully ([`Stop::Goaway`]); the first wins when both hold.
+/// Resolves when this connection must stop, and says why; the first in the order of
+/// [`Stop`] wins when several hold.
 pub(crate) async fn asked_to_stop(
     signals: &ConnectionSignals,
-    peer: &Peer,
+    tracked: &Tracked,
     accepted_in_shutdown: bool,
+    limits: &Limits,
 ) -> Stop {
     tokio::select! {
         biased;
         _ = signals.force.cancelled() => Stop::Force,
-        _ = goaway_asked(signals, peer, accepted_in_shutdown) => Stop::Goaway,
+        _ = goaway_asked(signals, &tracked.peer, accepted_in_shutdown) => Stop::Goaway,
+        _ = tracked.shed() => Stop::Shed,
+        _ = preface_late(&tracked.progress, limits.preface_deadline) => Stop::PrefaceLate,
+        _ = idle_for(&tracked.peer, limits.idle_timeout) => Stop::Idle,
     }
 }
 
@@ -106,14 +128,18 @@ async fn goaway_asked(signals: &ConnectionSignals, peer: &Peer, accepted_in_shut
     }
 }
 
-/// Resolves once the server's shutdown allows idle connections to close, the peer has
+/// Resolves once the server's shutdown allows idle connections to close (or, when the
+/// connection started its close `by_itself` — idle, or shed — at once), the peer has
 /// had [`PING_ANSWER_WAIT`] since `goaway_at` to answer, and no call is in flight.
 pub(crate) async fn idle_after_goaway(
     signals: &ConnectionSignals,
     peer: &Peer,
     goaway_at: Instant,
+    by_itself: bool,
 ) {
-    signals.close_idle.cancelled().await;
+    if !by_itself {
+        signals.close_idle.cancelled().await;
+    }
     tokio::time::sleep_until(goaway_at + PING_ANSWER_WAIT).await;
     peer.idle().await;
 }

@@ -23,14 +23,33 @@ pub struct ServerShutdown {
     pub streams_cut: usize,
 }
 
-/// What a server's connections look like at one moment, for metrics.
+/// What a server's connections look like at one moment, for metrics: how many are
+/// open, and what closed them, counted since the server started.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ConnectionCounts {
     /// Connections open now.
     pub open: usize,
-    /// Connections that were sent the first GOAWAY of a graceful close, since the server
-    /// started (connections whose peer never spoke are closed without one).
+    /// Connections that were sent the first GOAWAY of a graceful close: at shutdown,
+    /// for idleness, or shed while idle (connections whose peer never spoke are closed
+    /// without one).
     pub goaway_sent: u64,
+    /// Connections closed because their peer had not sent the HTTP/2 preface within
+    /// `preface_timeout`.
+    pub preface_timeouts: u64,
+    /// Connections sent GOAWAY because they carried no call for `idle_timeout`.
+    pub idle_timeouts: u64,
+    /// Connections closed to make room (at `max_connections`, or for a descriptor
+    /// `accept` lacked) before their peer sent the preface.
+    pub shed_never_spoken: u64,
+    /// Connections with no call in flight sent GOAWAY and closed to make room.
+    pub shed_idle: u64,
+    /// New connections closed at once: the server was at `max_connections` and every
+    /// connection carried a call.
+    pub refused_at_limit: u64,
+    /// `accept` failures for lack of a descriptor (`EMFILE`, `ENFILE`) or of socket
+    /// memory: each one shed a connection, or backed off when none could be.
+    pub descriptor_shortages: u64,
 }
 
 impl std::ops::Add for ConnectionCounts {
@@ -40,6 +59,12 @@ impl std::ops::Add for ConnectionCounts {
         Self {
             open: self.open + other.open,
             goaway_sent: self.goaway_sent + other.goaway_sent,
+            preface_timeouts: self.preface_timeouts + other.preface_timeouts,
+            idle_timeouts: self.idle_timeouts + other.idle_timeouts,
+            shed_never_spoken: self.shed_never_spoken + other.shed_never_spoken,
+            shed_idle: self.shed_idle + other.shed_idle,
+            refused_at_limit: self.refused_at_limit + other.refused_at_limit,
+            descriptor_shortages: self.descriptor_shortages + other.descriptor_shortages,
         }
     }
 }

@@ -19,8 +19,15 @@
 //! ([`CUT_AT_SHUTDOWN`]; see `call_bounds.rs`).
 //!
 //! The listener's limits (`server_options.rs`: streams per connection, header list,
-//! reset floods, keep-alive; `message_limits/`: message sizes) answer bad input with the
-//! errors the specifications name; TLS (`tls/`: rustls on the accept loop, mutual TLS,
+//! reset floods, flow-control windows, keep-alive; `message_limits/`: message sizes)
+//! answer bad input with the errors the specifications name. A peer that misbehaves
+//! without sending anything wrong is bounded too: a connection that has not sent the
+//! HTTP/2 preface in time is closed, one that carries no call for the idle timeout is
+//! sent GOAWAY (`connection_timeouts.rs`), the server keeps at most `max_connections`
+//! and sheds silent, then idle, connections to make room for a new one or for a
+//! descriptor `accept` lacked (`connection_table.rs`, `accept.rs`), and every accepted
+//! socket has `TCP_USER_TIMEOUT`, so a vanished peer does not hold one for the kernel's
+//! 15 minutes. TLS (`tls/`: rustls on the accept loop, mutual TLS,
 //! certificates reloaded when their files change; tokio-rustls on each dial of the
 //! consumer) is optional on both ends.
 //!
@@ -34,12 +41,15 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+mod accept;
 mod bounded_body;
 mod call_bounds;
 mod client;
 mod connection;
 mod connection_service;
 mod connection_signals;
+mod connection_table;
+mod connection_timeouts;
 mod counts;
 mod error;
 pub mod fd;
@@ -71,7 +81,10 @@ pub use message_limits::{
 pub use routes::ServiceRoutes;
 pub use server::{CUT_LEAD, Server, ServerHandle};
 pub use server_options::{
-    DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_HEADER_LIST_SIZE,
-    DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, ServerOptions,
+    DEFAULT_CONNECTION_WINDOW_SIZE, DEFAULT_IDLE_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL,
+    DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_FRAME_SIZE,
+    DEFAULT_MAX_HEADER_LIST_SIZE, DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS,
+    DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, DEFAULT_MAX_SEND_BUF_SIZE, DEFAULT_PREFACE_TIMEOUT,
+    DEFAULT_STREAM_WINDOW_SIZE, DEFAULT_TCP_USER_TIMEOUT, ServerOptions,
 };
 pub use tls::{ClientTls, DEFAULT_RELOAD_INTERVAL, ServerTlsFiles, TlsError};

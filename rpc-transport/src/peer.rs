@@ -22,7 +22,8 @@
 //!
 //! The calls in flight on the connection are counted too, until their response is
 //! handed over to HTTP/2 in full: a connection with none is idle, and closing it loses
-//! nothing.
+//! nothing. Each call also marks the connection as used, so its idle timeout can tell
+//! a connection that stayed idle from one whose calls came and went in between.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -50,6 +51,9 @@ pub(crate) struct Peer {
     must_go: CancellationToken,
     /// Calls in flight on the connection.
     calls: InflightCounter,
+    /// Set by every call; cleared by the idle timer when it starts a period (see
+    /// `connection_timeouts.rs`). A store per call, no read-modify-write.
+    called: AtomicBool,
     /// Cancelled by the connection's first request (any request, a health check too).
     first_request: CancellationToken,
     /// Set with `first_request`, read by every request: a token's state is behind its
@@ -71,6 +75,29 @@ impl Peer {
     /// Resolves once no call is in flight on the connection (at once if none is).
     pub(crate) async fn idle(&self) {
         self.calls.wait_idle().await;
+    }
+
+    /// Calls in flight on the connection now.
+    pub(crate) fn calls_in_flight(&self) -> usize {
+        self.calls.current()
+    }
+
+    /// Clears the mark of a call, before a period of the idle timer.
+    pub(crate) fn forget_calls(&self) {
+        self.called.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether a call began since [`Peer::forget_calls`].
+    pub(crate) fn called(&self) -> bool {
+        self.called.load(Ordering::Relaxed)
+    }
+
+    /// Counts a call on the connection until the guard is dropped (for tests of the
+    /// parts that read the count).
+    #[cfg(test)]
+    pub(crate) fn call_for_test(&self) -> InflightGuard {
+        self.called.store(true, Ordering::Relaxed);
+        self.calls.acquire()
     }
 
     /// Whether the peer has sent a request on this connection yet.
@@ -155,6 +182,9 @@ where
         if !from_consumer && is_call && step_two {
             self.peer.must_go.cancel();
         }
+        // Relaxed: an idle timer that misses a call beginning as its period ends sends
+        // GOAWAY to a connection with that one call, which h2 still serves to its end.
+        self.peer.called.store(true, Ordering::Relaxed);
         PeerFuture {
             call: Some(self.peer.calls.acquire()),
             from_consumer,

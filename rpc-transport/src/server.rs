@@ -10,8 +10,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Request, Response};
 use hyper::body::Incoming;
-use hyper::server::conn::http2;
-use hyper_util::rt::TokioExecutor;
 use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
@@ -19,8 +17,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::Service;
 
-use super::connection::{self, Handshake};
+use super::accept::{Connections, Listening};
 use super::connection_signals::ConnectionSignals;
+use super::connection_table::ConnectionTable;
 use super::counts::{ConnectionCounts, ServerShutdown};
 use super::tls::ServerTls;
 use super::{ServerOptions, TransportError};
@@ -97,6 +96,7 @@ impl Server {
     }
 
     /// Starts accepting connections and serving `service` on each, in background tasks.
+    /// The connection limit (`ServerOptions::connection_limit`) is fixed now.
     ///
     /// `service` is typically tonic's `Routes` wrapped in the provider filters.
     pub fn serve<S, B>(self, service: S) -> ServerHandle
@@ -116,6 +116,7 @@ impl Server {
             listening: Mutex::new(Some(listening)),
             stop_accepting: CancellationToken::new(),
             signals: Arc::new(ConnectionSignals::default()),
+            table: ConnectionTable::new(self.options.connection_limit()),
             tracker: TaskTracker::new(),
             close_began: OnceLock::new(),
         });
@@ -124,79 +125,28 @@ impl Server {
                 .tracker
                 .spawn(tls.clone().watch(shared.stop_accepting.clone()));
         }
+        let options = &self.options;
         let connections = Connections {
-            builder: self.options.http2_builder(),
+            builder: options.http2_builder(),
             tls: self.tls,
-            tls_handshake_timeout: self.options.tls_handshake_timeout,
+            tls_handshake_timeout: options.tls_handshake_timeout,
+            preface_timeout: options.preface_timeout,
+            idle_timeout: options.idle_timeout.filter(|idle| !idle.is_zero()),
+            tcp_user_timeout: options.tcp_user_timeout,
+            accept_error_backoff: options.accept_error_backoff,
         };
-        shared.tracker.spawn(accept_loop(
-            self.listener,
-            service,
+        let listening = Listening {
+            listener: self.listener,
             connections,
-            shared.clone(),
-            self.options.accept_error_backoff,
-        ));
+            local_addr: self.local_addr,
+            stop_accepting: shared.stop_accepting.clone(),
+            signals: shared.signals.clone(),
+            tracker: shared.tracker.clone(),
+            table: shared.table.clone(),
+        };
+        shared.tracker.spawn(listening.accept_loop(service));
         ServerHandle { shared }
     }
-}
-
-/// How each accepted connection is served: hyper's HTTP/2 settings, and TLS first if
-/// configured.
-struct Connections {
-    builder: http2::Builder<TokioExecutor>,
-    tls: Option<Arc<ServerTls>>,
-    tls_handshake_timeout: Duration,
-}
-
-async fn accept_loop<S, B>(
-    listener: TcpListener,
-    service: S,
-    connections: Connections,
-    shared: Arc<ServerControl>,
-    backoff: Duration,
-) where
-    S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<BoxError>,
-    B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    loop {
-        let accepted = tokio::select! {
-            biased;
-            _ = shared.stop_accepting.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
-        match accepted {
-            Ok((stream, _peer)) => {
-                if let Err(error) = stream.set_nodelay(true) {
-                    tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted socket");
-                }
-                // The acceptor is taken now: a connection accepted after a reload uses
-                // the new certificate, the ones before keep theirs.
-                let tls = connections.tls.as_ref().map(|tls| Handshake {
-                    acceptor: tls.acceptor(),
-                    timeout: connections.tls_handshake_timeout,
-                });
-                shared.tracker.spawn(connection::serve(
-                    stream,
-                    tls,
-                    service.clone(),
-                    connections.builder.clone(),
-                    shared.signals.clone(),
-                ));
-            }
-            Err(error) => {
-                tracing::warn!(%error, addr = %shared.local_addr, "accept failed; backing off");
-                tokio::time::sleep(backoff).await;
-            }
-        }
-    }
-    // Returning drops the listener. In a shutdown, `shutdown` has dropped the duplicate
-    // too: the port is closed before connections drain, so new dials are refused at
-    // once (and retried elsewhere) instead of hanging. After `stop_accepting` alone the
-    // duplicate (and a hot upgrade's successor) keep the socket open.
-    tracing::debug!(addr = %shared.local_addr, "accept loop ended");
 }
 
 /// What the accept loop and every [`ServerHandle`] of one server share: its address, the
@@ -209,6 +159,8 @@ struct ServerControl {
     listening: Mutex<Option<io::Result<OwnedFd>>>,
     stop_accepting: CancellationToken,
     signals: Arc<ConnectionSignals>,
+    /// Its live connections, and what it shed to stay under its limit.
+    table: Arc<ConnectionTable>,
     tracker: TaskTracker,
     /// The tallies when the close began (the first GOAWAY or the shutdown): what
     /// [`ServerHandle::shutdown`] reports is counted from there.
@@ -235,13 +187,20 @@ impl ServerHandle {
         self.shared.signals.open.load(Ordering::Relaxed)
     }
 
-    /// Connections open now and graceful closes begun so far (for metrics; two relaxed
-    /// loads, no lock).
+    /// Connections open now, graceful closes begun so far, and what the server's
+    /// protections closed (for metrics; relaxed loads, no lock).
     pub fn connection_counts(&self) -> ConnectionCounts {
         let signals = &self.shared.signals;
+        let (shed_never_spoken, shed_idle, refused_at_limit) = self.shared.table.tallies();
         ConnectionCounts {
             open: signals.open.load(Ordering::Relaxed),
             goaway_sent: signals.goaway_sent.load(Ordering::Relaxed),
+            preface_timeouts: signals.preface_timeouts.load(Ordering::Relaxed),
+            idle_timeouts: signals.idle_timeouts.load(Ordering::Relaxed),
+            shed_never_spoken,
+            shed_idle,
+            refused_at_limit,
+            descriptor_shortages: signals.descriptor_shortages.load(Ordering::Relaxed),
         }
     }
 

@@ -1,6 +1,7 @@
-//! An accepted socket (or its TLS session) as HTTP/2 reads it: whether the peer ever sent a byte, and, for
-//! a connection accepted during a shutdown, the bytes read ahead while it was held back
-//! until its peer sent a request.
+//! An accepted socket (or its TLS session) as HTTP/2 reads it: how far its peer got
+//! into HTTP/2 ([`Progress`]: a byte, the whole client preface), and, for a connection
+//! accepted during a shutdown, the bytes read ahead while it was held back until its
+//! peer sent a request.
 //!
 //! Why hold a connection back: once a shutdown has begun, a plain gRPC client that was
 //! sent GOAWAY dials the same address again at once, and would be served there again —
@@ -18,7 +19,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -26,7 +27,7 @@ use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 
 /// The HTTP/2 client connection preface (RFC 9113 §3.4).
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub(crate) const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Length of an HTTP/2 frame header (RFC 9113 §4.1).
 const FRAME_HEADER: usize = 9;
 /// The frame type that opens a stream: a request.
@@ -36,10 +37,43 @@ const HEADERS: u8 = 0x1;
 /// before a request is not a client worth holding a buffer for.
 const READ_AHEAD_LIMIT: usize = 16 * 1024;
 
+/// How far the peer of one connection has got into HTTP/2, as the bytes it sent show:
+/// noted by the socket that reads them, read by the connection (which times the
+/// preface) and by the server's table of connections (which sheds the silent ones
+/// first).
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    /// Bytes the peer sent, counted up to the length of the preface.
+    received: AtomicUsize,
+}
+
+impl Progress {
+    /// Whether the peer has sent a byte.
+    pub(crate) fn heard(&self) -> bool {
+        self.received.load(Ordering::Acquire) > 0
+    }
+
+    /// Whether the peer has sent the whole client preface (as many bytes: h2 checks
+    /// what they are, and ends a connection whose preface is wrong).
+    pub(crate) fn sent_preface(&self) -> bool {
+        self.received.load(Ordering::Acquire) >= PREFACE.len()
+    }
+
+    /// Notes that the peer has sent `total` bytes so far.
+    pub(crate) fn note(&self, total: usize) {
+        self.received
+            .fetch_max(total.min(PREFACE.len()), Ordering::AcqRel);
+    }
+}
+
 /// Reads from `stream` until its peer has sent a request (the preface, then a HEADERS
-/// frame), and returns every byte read. `None` when the peer closed first, sent
-/// something that is not HTTP/2, or [`READ_AHEAD_LIMIT`] bytes without a request.
-pub(crate) async fn read_until_request<T: AsyncRead + Unpin>(stream: &mut T) -> Option<Bytes> {
+/// frame), and returns every byte read; notes them in `progress` as they arrive.
+/// `None` when the peer closed first, sent something that is not HTTP/2, or
+/// [`READ_AHEAD_LIMIT`] bytes without a request.
+pub(crate) async fn read_until_request<T: AsyncRead + Unpin>(
+    stream: &mut T,
+    progress: &Progress,
+) -> Option<Bytes> {
     let mut read = BytesMut::with_capacity(256);
     loop {
         match first_request(&read) {
@@ -51,6 +85,7 @@ pub(crate) async fn read_until_request<T: AsyncRead + Unpin>(stream: &mut T) -> 
         if stream.read_buf(&mut read).await.ok()? == 0 {
             return None;
         }
+        progress.note(read.len());
     }
 }
 
@@ -80,30 +115,30 @@ fn first_request(bytes: &[u8]) -> Scan {
 }
 
 pin_project! {
-    /// An accepted socket that replays what was read ahead, and notes whether the peer
-    /// ever sent a byte.
+    /// An accepted socket that replays what was read ahead, and notes how far its peer
+    /// got into HTTP/2.
     pub(crate) struct PeerSocket<T> {
         #[pin]
         stream: T,
         read_ahead: Bytes,
-        seen: bool,
-        flag: Arc<AtomicBool>,
+        // Bytes received, counted until the preface is complete: past it, a read
+        // costs no atomic operation.
+        received: usize,
+        progress: Arc<Progress>,
     }
 }
 
 impl<T> PeerSocket<T> {
-    /// `stream`, whose first bytes were `read_ahead` (empty if none were read); `flag`
-    /// is set once the peer is known to have sent a byte.
-    pub(crate) fn new(stream: T, read_ahead: Bytes, flag: Arc<AtomicBool>) -> Self {
-        let seen = !read_ahead.is_empty();
-        if seen {
-            flag.store(true, Ordering::Release);
-        }
+    /// `stream`, whose first bytes were `read_ahead` (empty if none were read); what
+    /// the peer sends is noted in `progress`.
+    pub(crate) fn new(stream: T, read_ahead: Bytes, progress: Arc<Progress>) -> Self {
+        let received = read_ahead.len().min(PREFACE.len());
+        progress.note(received);
         Self {
             stream,
             read_ahead,
-            seen,
-            flag,
+            received,
+            progress,
         }
     }
 }
@@ -123,9 +158,9 @@ impl<T: AsyncRead> AsyncRead for PeerSocket<T> {
         }
         let before = buf.filled().len();
         let poll = this.stream.poll_read(cx, buf);
-        if !*this.seen && buf.filled().len() > before {
-            *this.seen = true;
-            this.flag.store(true, Ordering::Release);
+        if *this.received < PREFACE.len() && buf.filled().len() > before {
+            *this.received += buf.filled().len() - before;
+            this.progress.note(*this.received);
         }
         poll
     }
@@ -164,6 +199,7 @@ impl<T: AsyncWrite> AsyncWrite for PeerSocket<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncWriteExt;
     use tokio::net::TcpStream;
 
     fn frame(kind: u8, length: usize) -> Vec<u8> {
@@ -193,6 +229,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_preface_counts_as_sent_once_all_its_bytes_arrived() {
+        let (ours, mut theirs) = tokio::io::duplex(64);
+        let progress = Arc::new(Progress::default());
+        let mut socket = PeerSocket::new(ours, Bytes::new(), progress.clone());
+        assert!(!progress.heard());
+        let mut read = [0u8; 64];
+        theirs.write_all(&PREFACE[..10]).await.unwrap();
+        assert_eq!(socket.read(&mut read).await.unwrap(), 10);
+        assert!(progress.heard() && !progress.sent_preface());
+        theirs.write_all(&PREFACE[10..]).await.unwrap();
+        socket
+            .read_exact(&mut read[..PREFACE.len() - 10])
+            .await
+            .unwrap();
+        assert!(progress.sent_preface());
+
+        // Bytes read ahead during a shutdown's hold count as sent.
+        let (ours, _theirs) = tokio::io::duplex(64);
+        let progress = Arc::new(Progress::default());
+        let _socket = PeerSocket::new(ours, Bytes::from_static(PREFACE), progress.clone());
+        assert!(progress.sent_preface());
+    }
+
+    #[tokio::test]
     async fn what_was_read_ahead_is_read_again_first() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let mut client = TcpStream::connect(listener.local_addr().unwrap())
@@ -205,14 +265,14 @@ mod tests {
         tokio::io::AsyncWriteExt::write_all(&mut client, &request)
             .await
             .unwrap();
-        let read = read_until_request(&mut accepted).await.unwrap();
+        let progress = Arc::new(Progress::default());
+        let read = read_until_request(&mut accepted, &progress).await.unwrap();
+        assert!(progress.sent_preface());
         assert!(request.starts_with(&read) && read.len() >= PREFACE.len() + 2 * FRAME_HEADER);
         tokio::io::AsyncWriteExt::write_all(&mut client, b"!")
             .await
             .unwrap();
-        let flag = Arc::new(AtomicBool::new(false));
-        let mut socket = PeerSocket::new(accepted, read, flag.clone());
-        assert!(flag.load(Ordering::Acquire));
+        let mut socket = PeerSocket::new(accepted, read, progress);
         let mut replayed = vec![0; request.len() + 1];
         socket.read_exact(&mut replayed).await.unwrap();
         assert_eq!(&replayed[..request.len()], &request[..]);

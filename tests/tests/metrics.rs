@@ -205,7 +205,7 @@ async fn a_scrape_during_shutdown_sees_the_phase_move_and_every_rejection() {
 }
 
 /// Every metric the README lists, as its name appears after `# TYPE`.
-const DOCUMENTED: [&str; 31] = [
+const DOCUMENTED: [&str; 36] = [
     "rpc_lifecycle_phase",
     "rpc_shutdown_step_duration_seconds",
     "rpc_shutdown_step_outcome",
@@ -216,6 +216,11 @@ const DOCUMENTED: [&str; 31] = [
     "rpc_server_rejected_closing_total",
     "rpc_server_connections_open",
     "rpc_server_goaway_sent_total",
+    "rpc_server_connections_preface_timeout_total",
+    "rpc_server_connections_idle_timeout_total",
+    "rpc_server_connections_shed_total",
+    "rpc_server_connections_refused_total",
+    "rpc_server_accept_descriptor_shortages_total",
     "rpc_client_call_duration_seconds",
     "rpc_client_attempt_duration_seconds",
     "rpc_client_requests_in_flight",

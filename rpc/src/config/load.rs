@@ -402,6 +402,7 @@ mod tests {
             ("RPC_PROTOCOL__MAX_DECODING_MESSAGE_SIZE", "1048576"),
             ("RPC_CONSUMER__BLACKLIST__JITTER", "0.5"),
             ("RPC_PROTOCOL__KEEPALIVE_INTERVAL", "10s"),
+            ("RPC_PROTOCOL__MAX_CONNECTIONS", "5000"),
             ("RPC_UPGRADE__PID_FILE", "/run/007.pid"),
         ])
         .unwrap();
@@ -415,6 +416,7 @@ mod tests {
             config.protocol.keepalive_interval,
             Some(Duration::from_secs(10))
         );
+        assert_eq!(config.protocol.max_connections, Some(5000));
         assert_eq!(
             config.upgrade.pid_file.as_deref(),
             Some(std::path::Path::new("/run/007.pid"))

@@ -6,9 +6,11 @@
 use std::time::Duration;
 
 use rpc_transport::{
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_TIMEOUT,
     DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_HEADER_LIST_SIZE,
     DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_MESSAGE_SIZE,
-    DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, MessageLimits, ServerOptions, ServerTlsFiles,
+    DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, DEFAULT_PREFACE_TIMEOUT, DEFAULT_TCP_USER_TIMEOUT,
+    MessageLimits, ServerOptions, ServerTlsFiles,
 };
 use serde::{Deserialize, Serialize};
 
@@ -59,13 +61,37 @@ pub struct ProtocolConfig {
         alias = "max-server-send-msg-size"
     )]
     pub max_encoding_message_size: usize,
-    /// Interval of HTTP/2 keep-alive PINGs to each peer. Default none (no PINGs).
+    /// Interval of HTTP/2 keep-alive PINGs to each peer: one is sent when nothing
+    /// arrived from it for this long, so a dead or paused peer is found within
+    /// interval + `keepalive_timeout`. `0s` (or null) sends none. Default 30 s (see
+    /// `rpc_transport::DEFAULT_KEEPALIVE_INTERVAL` for why).
     #[serde(with = "humantime_serde::option", alias = "keepalive-interval")]
     pub keepalive_interval: Option<Duration>,
     /// How long a keep-alive PING may go unanswered before the connection is closed;
-    /// more than 0. Default 20 s.
+    /// more than 0. Default 10 s.
     #[serde(with = "humantime_serde", alias = "keepalive-timeout")]
     pub keepalive_timeout: Duration,
+    /// Bound from accept to the HTTP/2 client preface (after the TLS handshake, with
+    /// TLS): a connection whose peer has not sent it by then is closed; more than 0.
+    /// Default 10 s (see `rpc_transport::DEFAULT_PREFACE_TIMEOUT`).
+    #[serde(with = "humantime_serde", alias = "preface-timeout")]
+    pub preface_timeout: Duration,
+    /// A connection that carried no call for this long gets GOAWAY (our consumers dial
+    /// again when they next call); `0s` keeps idle connections. Default 5 minutes (see
+    /// `rpc_transport::DEFAULT_IDLE_TIMEOUT`).
+    #[serde(with = "humantime_serde", alias = "idle-timeout")]
+    pub idle_timeout: Duration,
+    /// Most connections open at once; at least 1. At the limit a new connection sheds
+    /// the oldest one that never sent the HTTP/2 preface, else the oldest idle one
+    /// (GOAWAY), else it is closed itself. Default none: 7/8 of the process's
+    /// open-files limit (`ulimit -n`; 896 of 1 024), read at start.
+    #[serde(alias = "max-connections")]
+    pub max_connections: Option<usize>,
+    /// `TCP_USER_TIMEOUT` of every accepted connection (Linux): how long data sent may
+    /// stay unacknowledged before the kernel drops the connection; `0s` leaves the
+    /// kernel's default (about 15 minutes of retransmissions). Default 20 s.
+    #[serde(with = "humantime_serde", alias = "tcp-user-timeout")]
+    pub tcp_user_timeout: Duration,
     /// Streams a peer may reset before they were accepted before its connection is
     /// closed (`ENHANCE_YOUR_CALM`; the rapid-reset defence). Default 20.
     #[serde(alias = "max-pending-accept-reset-streams")]
@@ -93,8 +119,12 @@ impl Default for ProtocolConfig {
             max_header_list_size: DEFAULT_MAX_HEADER_LIST_SIZE,
             max_decoding_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             max_encoding_message_size: DEFAULT_MAX_MESSAGE_SIZE,
-            keepalive_interval: None,
-            keepalive_timeout: Duration::from_secs(20),
+            keepalive_interval: Some(DEFAULT_KEEPALIVE_INTERVAL),
+            keepalive_timeout: DEFAULT_KEEPALIVE_TIMEOUT,
+            preface_timeout: DEFAULT_PREFACE_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: None,
+            tcp_user_timeout: DEFAULT_TCP_USER_TIMEOUT,
             max_pending_accept_reset_streams: DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS,
             max_local_error_reset_streams: DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS,
             tls: None,
@@ -108,16 +138,20 @@ const MIN_HEADER_LIST_SIZE: u32 = 1 << 10;
 impl ProtocolConfig {
     /// The HTTP/2 settings of the listener.
     pub fn server_options(&self) -> ServerOptions {
-        ServerOptions {
-            http2_keepalive_interval: self.keepalive_interval,
-            http2_keepalive_timeout: self.keepalive_timeout,
-            max_concurrent_streams: Some(self.max_concurrent_streams),
-            max_header_list_size: self.max_header_list_size,
-            max_pending_accept_reset_streams: self.max_pending_accept_reset_streams,
-            max_local_error_reset_streams: self.max_local_error_reset_streams,
-            tls: self.tls.clone(),
-            ..ServerOptions::default()
-        }
+        let set = |duration: Duration| (!duration.is_zero()).then_some(duration);
+        let mut options = ServerOptions::default();
+        options.http2_keepalive_interval = self.keepalive_interval.and_then(set);
+        options.http2_keepalive_timeout = self.keepalive_timeout;
+        options.max_concurrent_streams = Some(self.max_concurrent_streams);
+        options.max_header_list_size = self.max_header_list_size;
+        options.max_pending_accept_reset_streams = self.max_pending_accept_reset_streams;
+        options.max_local_error_reset_streams = self.max_local_error_reset_streams;
+        options.tls = self.tls.clone();
+        options.preface_timeout = self.preface_timeout;
+        options.idle_timeout = set(self.idle_timeout);
+        options.max_connections = self.max_connections;
+        options.tcp_user_timeout = set(self.tcp_user_timeout);
+        options
     }
 
     /// The message size limits of the listener's services.
@@ -179,11 +213,11 @@ impl ProtocolConfig {
         if self.keepalive_timeout.is_zero() {
             return Err(("keepalive_timeout", "must be more than 0".to_owned()));
         }
-        if self
-            .keepalive_interval
-            .is_some_and(|interval| interval.is_zero())
-        {
-            return Err(("keepalive_interval", "must be more than 0".to_owned()));
+        if self.preface_timeout.is_zero() {
+            return Err(("preface_timeout", "must be more than 0".to_owned()));
+        }
+        if let Some(max) = self.max_connections {
+            at_least("max_connections", max as u64, 1)?;
         }
         if let Some(tls) = &self.tls {
             readable("tls.cert", Some(&tls.cert))?;
@@ -262,6 +296,37 @@ mod tests {
     }
 
     #[test]
+    fn the_protections_read_from_their_keys_and_zero_turns_them_off() {
+        let options = protocol(
+            "protocol:\n  preface_timeout: 2s\n  idle-timeout: 1m\n  max_connections: 5000\n  \
+             tcp_user_timeout: 30s\n  keepalive_interval: 15s\n  keepalive_timeout: 5s\n",
+        )
+        .unwrap()
+        .server_options();
+        assert_eq!(options.preface_timeout, Duration::from_secs(2));
+        assert_eq!(options.idle_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(options.max_connections, Some(5000));
+        assert_eq!(options.connection_limit(), 5000);
+        assert_eq!(options.tcp_user_timeout, Some(Duration::from_secs(30)));
+        assert_eq!(
+            options.http2_keepalive_interval,
+            Some(Duration::from_secs(15))
+        );
+        assert_eq!(options.http2_keepalive_timeout, Duration::from_secs(5));
+
+        let off = protocol(
+            "protocol: { idle_timeout: 0s, tcp_user_timeout: 0s, keepalive_interval: 0s }",
+        )
+        .unwrap()
+        .server_options();
+        assert_eq!(off.idle_timeout, None);
+        assert_eq!(off.tcp_user_timeout, None);
+        assert_eq!(off.http2_keepalive_interval, None);
+        let null = protocol("protocol: { keepalive_interval: null }").unwrap();
+        assert_eq!(null.server_options().http2_keepalive_interval, None);
+    }
+
+    #[test]
     fn bad_limits_name_their_key() {
         assert_eq!(
             invalid_key("protocol: { max_concurrent_streams: 0 }"),
@@ -286,6 +351,18 @@ mod tests {
         assert_eq!(
             invalid_key("protocol: { keepalive_timeout: 0s }"),
             "protocol.keepalive_timeout"
+        );
+        assert_eq!(
+            invalid_key("protocol: { preface_timeout: 0s }"),
+            "protocol.preface_timeout"
+        );
+        assert_eq!(
+            invalid_key("protocol: { max_connections: 0 }"),
+            "protocol.max_connections"
+        );
+        assert_eq!(
+            invalid_key("protocol: { idle_timeout: soon }"),
+            "protocol.idle_timeout"
         );
     }
 

@@ -6,7 +6,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use rpc_lifecycle::Lifecycle;
 
-use super::scrape::{counter, gauge};
+use super::scrape::{counter, counters, gauge};
 
 /// Writes, on each scrape:
 /// - `rpc_server_requests_in_flight`: inbound requests whose response body has not
@@ -15,7 +15,18 @@ use super::scrape::{counter, gauge};
 ///   (shutdown step 3 on; our consumers re-send them elsewhere);
 /// - `rpc_server_connections_open`: HTTP/2 connections open on the provider listeners;
 /// - `rpc_server_goaway_sent_total`: connections sent a GOAWAY to close gracefully
-///   (shutdown step 6).
+///   (shutdown step 6; idle connections at any time);
+/// - `rpc_server_connections_preface_timeout_total`: connections closed because their
+///   peer had not sent the HTTP/2 preface within `protocol.preface_timeout`;
+/// - `rpc_server_connections_idle_timeout_total`: connections sent GOAWAY after
+///   `protocol.idle_timeout` without a call;
+/// - `rpc_server_connections_shed_total{reason}`: connections closed to make room for a
+///   new one (at `protocol.max_connections`) or for a descriptor `accept` lacked —
+///   `never_spoken` (no preface yet) or `idle` (no call in flight; GOAWAY);
+/// - `rpc_server_connections_refused_total`: new connections closed at once, the limit
+///   reached and every connection carrying a call;
+/// - `rpc_server_accept_descriptor_shortages_total`: `accept` failures for lack of a
+///   descriptor (`EMFILE`, `ENFILE`).
 #[derive(Debug)]
 pub(super) struct ServerCollector {
     lifecycle: Lifecycle,
@@ -53,6 +64,39 @@ impl Collector for ServerCollector {
             "rpc_server_goaway_sent",
             "Connections sent a GOAWAY to close gracefully.",
             connections.goaway_sent,
+        )?;
+        counter(
+            &mut encoder,
+            "rpc_server_connections_preface_timeout",
+            "Connections closed: no HTTP/2 preface within the preface timeout.",
+            connections.preface_timeouts,
+        )?;
+        counter(
+            &mut encoder,
+            "rpc_server_connections_idle_timeout",
+            "Connections sent a GOAWAY after the idle timeout without a call.",
+            connections.idle_timeouts,
+        )?;
+        counters(
+            &mut encoder,
+            "rpc_server_connections_shed",
+            "Connections closed to make room (connection limit, or descriptors lacking).",
+            [
+                ([("reason", "never_spoken")], connections.shed_never_spoken),
+                ([("reason", "idle")], connections.shed_idle),
+            ],
+        )?;
+        counter(
+            &mut encoder,
+            "rpc_server_connections_refused",
+            "New connections closed at the connection limit, every connection carrying a call.",
+            connections.refused_at_limit,
+        )?;
+        counter(
+            &mut encoder,
+            "rpc_server_accept_descriptor_shortages",
+            "Accept failures for lack of a file descriptor (EMFILE, ENFILE).",
+            connections.descriptor_shortages,
         )
     }
 }
@@ -117,6 +161,16 @@ mod tests {
         assert!(text.contains("rpc_server_connections_open 1\n"), "{text}");
         assert!(text.contains("rpc_server_goaway_sent_total 0\n"), "{text}");
         assert!(text.contains("rpc_server_requests_in_flight 0\n"), "{text}");
+        for zero in [
+            "rpc_server_connections_preface_timeout_total 0\n",
+            "rpc_server_connections_idle_timeout_total 0\n",
+            "rpc_server_connections_shed_total{reason=\"never_spoken\"} 0\n",
+            "rpc_server_connections_shed_total{reason=\"idle\"} 0\n",
+            "rpc_server_connections_refused_total 0\n",
+            "rpc_server_accept_descriptor_shortages_total 0\n",
+        ] {
+            assert!(text.contains(zero), "{zero} in {text}");
+        }
         assert!(
             text.contains("rpc_server_rejected_closing_total 0\n"),
             "{text}"

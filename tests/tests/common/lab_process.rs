@@ -4,7 +4,8 @@
 //! connections for the whole process (nacos-sdk's runtime): as threads of the test, every
 //! program's registry traffic would leave from one host. Each process is killed with its
 //! process group when its handle is dropped, whatever the test did; they are configured
-//! by a file of the test's `Config`, written as JSON (which YAML reads).
+//! by a file of the test's `Config`, written as JSON (which YAML reads). `Program::spawn`
+//! starts one outside the lab too (`connection_flood.rs`: under `ulimit -n`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -53,9 +54,16 @@ pub struct Program {
 impl Program {
     /// Starts `binary` with `args` on `host`.
     pub fn start(name: &'static str, host: &Host, binary: &str, args: &[&str]) -> Self {
-        let mut child = tokio::process::Command::new("ip")
+        let mut command = tokio::process::Command::new("ip");
+        command
             .args(["netns", "exec", host.namespace(), binary])
-            .args(args)
+            .args(args);
+        Self::spawn(name, command)
+    }
+
+    /// Starts `command` (in a process group of its own, killed when dropped).
+    pub fn spawn(name: &'static str, mut command: tokio::process::Command) -> Self {
+        let mut child = command
             .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
