@@ -1,5 +1,11 @@
 //! Graceful online: references, then services, then readiness gates, then registration.
 //! Each step finishes before the next begins; if one fails, what was done is undone.
+//!
+//! A listener this process inherited (a hot upgrade's predecessor still accepts on the
+//! same socket; or systemd's socket activation) is served, but accepts nothing until the
+//! gates passed, right before registration: until then the kernel gives every dial to
+//! the process that is ready, and a start that fails before that point has accepted no
+//! connection, so none is lost with it (`Server::serve_later`).
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -7,7 +13,7 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use rpc_core::{Instance, ManagedReference, Registry};
-use rpc_transport::Server;
+use rpc_transport::{Server, ServerHandle};
 use tonic_health::ServingStatus;
 use tracing::{Instrument, info_span};
 
@@ -44,13 +50,17 @@ impl Lifecycle {
             self.start_references(references, check_timeout)
                 .instrument(info_span!("references"))
                 .await?;
-            let pending = self
+            let (pending, held) = self
                 .start_services(exports)
                 .instrument(info_span!("services"))
                 .await?;
             run_gates(gates)
                 .instrument(info_span!("readiness-gates"))
                 .await?;
+            // Ready: the inherited listeners accept from now on, then registration.
+            for server in held {
+                server.start_accepting();
+            }
             self.register_all(pending, &registries)
                 .instrument(info_span!("register"))
                 .await
@@ -106,10 +116,17 @@ impl Lifecycle {
         Ok(())
     }
 
-    /// Binds and serves every export; returns the instances to register.
-    async fn start_services(&self, exports: Vec<Export>) -> Result<Vec<Pending>, StartError> {
+    /// Binds and serves every export; returns the instances to register, and the
+    /// servers of inherited listeners, which accept nothing until told (see the module
+    /// documentation).
+    async fn start_services(
+        &self,
+        exports: Vec<Export>,
+    ) -> Result<(Vec<Pending>, Vec<ServerHandle>), StartError> {
         let mut pending = Vec::new();
+        let mut held = Vec::new();
         for export in exports {
+            let inherited = export.listener.is_some();
             let server = match export.listener {
                 Some(listener) => Server::from_std(listener, export.options)?,
                 None => Server::bind(export.bind, export.options).await?,
@@ -118,7 +135,13 @@ impl Lifecycle {
             let host = export
                 .advertise_host
                 .unwrap_or_else(|| advertised_host(addr.ip()));
-            let handle = server.serve(export.service);
+            let handle = if inherited {
+                let handle = server.serve_later(export.service);
+                held.push(handle.clone());
+                handle
+            } else {
+                server.serve(export.service)
+            };
             tracing::info!(app = %self.name(), %addr, "serving");
             self.inner.protocols.add_server(handle);
             for service in export.services {
@@ -137,7 +160,7 @@ impl Lifecycle {
                 });
             }
         }
-        Ok(pending)
+        Ok((pending, held))
     }
 
     /// Registers every pending instance in every registry, except those to start

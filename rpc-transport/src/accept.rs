@@ -69,6 +69,8 @@ pub(crate) struct Listening {
     pub(crate) listener: TcpListener,
     pub(crate) connections: Connections,
     pub(crate) local_addr: SocketAddr,
+    /// Cancelled when the loop may begin accepting (`Server::serve_later`).
+    pub(crate) start_accepting: CancellationToken,
     pub(crate) stop_accepting: CancellationToken,
     pub(crate) signals: Arc<ConnectionSignals>,
     pub(crate) tracker: TaskTracker,
@@ -76,9 +78,30 @@ pub(crate) struct Listening {
 }
 
 impl Listening {
-    /// Accepts and serves `service` on each connection until `stop_accepting` is
-    /// cancelled.
+    /// Accepts and serves `service` on each connection from when `start_accepting`
+    /// until `stop_accepting` is cancelled.
     pub(crate) async fn accept_loop<S, B>(self, service: S)
+    where
+        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
+        tokio::select! {
+            biased;
+            _ = self.stop_accepting.cancelled() => {}
+            _ = self.start_accepting.cancelled() => self.accept_until_stopped(service).await,
+        }
+        // Returning drops the listener. In a shutdown, `shutdown` has dropped the
+        // duplicate too: the port is closed before connections drain, so new dials are
+        // refused at once (and retried elsewhere) instead of hanging. After
+        // `stop_accepting` alone the duplicate (and a hot upgrade's successor) keep the
+        // socket open.
+        tracing::debug!(addr = %self.local_addr, "accept loop ended");
+    }
+
+    async fn accept_until_stopped<S, B>(&self, service: S)
     where
         S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
         S::Future: Send + 'static,
@@ -104,12 +127,6 @@ impl Listening {
                 }
             }
         }
-        // Returning drops the listener. In a shutdown, `shutdown` has dropped the
-        // duplicate too: the port is closed before connections drain, so new dials are
-        // refused at once (and retried elsewhere) instead of hanging. After
-        // `stop_accepting` alone the duplicate (and a hot upgrade's successor) keep the
-        // socket open.
-        tracing::debug!(addr = %self.local_addr, "accept loop ended");
     }
 
     /// Sets up `stream`, admits it (or closes it when the table is full of calls), and

@@ -68,9 +68,9 @@ mod woken;
 pub use bounded_body::{BodyBound, BoundedBody};
 pub use call_bounds::CUT_AT_SHUTDOWN;
 pub use client::{
-    ChannelOptions, DEFAULT_IDLE_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_INTERVAL,
-    DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_PROBE_TIMEOUT, DEFAULT_TCP_USER_TIMEOUT, InstanceConnection,
-    Liveness, NotSent, ResponseBody, SendReport, connect_lazy,
+    ChannelOptions, DEFAULT_CLIENT_IDLE_KEEPALIVE_INTERVAL, DEFAULT_CLIENT_KEEPALIVE_INTERVAL,
+    DEFAULT_CLIENT_KEEPALIVE_TIMEOUT, DEFAULT_CLIENT_TCP_USER_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
+    InstanceConnection, Liveness, NotSent, ResponseBody, SendReport, connect_lazy,
 };
 pub use counts::{ConnectionCounts, ServerShutdown};
 pub use error::TransportError;

@@ -107,6 +107,26 @@ impl Server {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
     {
+        let handle = self.serve_later(service);
+        handle.start_accepting();
+        handle
+    }
+
+    /// As [`Server::serve`], but accepts no connection until
+    /// [`ServerHandle::start_accepting`]: dials wait in the socket's backlog meanwhile.
+    ///
+    /// For a listening socket this process shares with another that still accepts on
+    /// it (a hot upgrade's predecessor): until this process is ready, the kernel gives
+    /// every dial to the other one, so a process that fails before it is ready has
+    /// accepted nothing, and no call is lost with it.
+    pub fn serve_later<S, B>(self, service: S) -> ServerHandle
+    where
+        S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
+        S::Future: Send + 'static,
+        S::Error: Into<BoxError>,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
         // A duplicate of the listening socket, for a hot upgrade's successor. Without
         // one (the descriptor table is full) the server still serves; an upgrade then
         // says why it cannot hand the socket over.
@@ -114,6 +134,7 @@ impl Server {
         let shared = Arc::new(ServerControl {
             local_addr: self.local_addr,
             listening: Mutex::new(Some(listening)),
+            start_accepting: CancellationToken::new(),
             stop_accepting: CancellationToken::new(),
             signals: Arc::new(ConnectionSignals::default()),
             table: ConnectionTable::new(self.options.connection_limit()),
@@ -139,6 +160,7 @@ impl Server {
             listener: self.listener,
             connections,
             local_addr: self.local_addr,
+            start_accepting: shared.start_accepting.clone(),
             stop_accepting: shared.stop_accepting.clone(),
             signals: shared.signals.clone(),
             tracker: shared.tracker.clone(),
@@ -157,6 +179,8 @@ struct ServerControl {
     /// A close-on-exec duplicate of the listening socket, kept open after the accept
     /// loop stops (see [`ServerHandle::stop_accepting`]) until shutdown or abort.
     listening: Mutex<Option<io::Result<OwnedFd>>>,
+    /// Cancelled when the accept loop may begin ([`ServerHandle::start_accepting`]).
+    start_accepting: CancellationToken,
     stop_accepting: CancellationToken,
     signals: Arc<ConnectionSignals>,
     /// Its live connections, and what it shed to stay under its limit.
@@ -279,6 +303,12 @@ impl ServerHandle {
     /// rpc consumers, sent once refusals had begun (see `peer.rs`).
     pub fn refused_streams(&self) -> usize {
         self.shared.signals.refused.load(Ordering::Relaxed)
+    }
+
+    /// Starts accepting, for a server made with [`Server::serve_later`] (at once
+    /// otherwise; calling it again does nothing).
+    pub fn start_accepting(&self) {
+        self.shared.start_accepting.cancel();
     }
 
     /// Stops accepting connections *without closing the listening socket*: the hot

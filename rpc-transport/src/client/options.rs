@@ -5,15 +5,15 @@ use std::time::Duration;
 use crate::ClientTls;
 
 /// Default [`ChannelOptions::http2_keepalive_interval`]: 20 s.
-pub const DEFAULT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
+pub const DEFAULT_CLIENT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
 /// Default [`ChannelOptions::http2_idle_keepalive_interval`]: 60 s.
-pub const DEFAULT_IDLE_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
+pub const DEFAULT_CLIENT_IDLE_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(60);
 /// Default [`ChannelOptions::http2_keepalive_timeout`]: 10 s.
-pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_CLIENT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default [`ChannelOptions::probe_timeout`]: 1 s.
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Default [`ChannelOptions::tcp_user_timeout`]: 20 s.
-pub const DEFAULT_TCP_USER_TIMEOUT: Duration = Duration::from_secs(20);
+pub const DEFAULT_CLIENT_TCP_USER_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Settings of the connection to one instance.
 ///
@@ -28,7 +28,7 @@ pub struct ChannelOptions {
     pub connect_timeout: Duration,
     /// While calls are open on a connection, a keep-alive PING is sent once nothing has
     /// been heard from the peer for this long; `None` sends none. Default
-    /// [`DEFAULT_KEEPALIVE_INTERVAL`] (20 s). A busy connection never pings: anything the
+    /// [`DEFAULT_CLIENT_KEEPALIVE_INTERVAL`] (20 s). A busy connection never pings: anything the
     /// peer sends counts. It is what finds a dead peer under a long, quiet stream; a
     /// call still waiting for its answer is watched more closely (see
     /// [`SendReport::probe`](crate::SendReport::probe)).
@@ -40,14 +40,14 @@ pub struct ChannelOptions {
     pub http2_keepalive_interval: Option<Duration>,
     /// On a connection with no call open, a keep-alive PING is sent once nothing has
     /// been heard from the peer for this long; `None` sends none. Default
-    /// [`DEFAULT_IDLE_KEEPALIVE_INTERVAL`] (60 s): an idle connection to a host that
+    /// [`DEFAULT_CLIENT_IDLE_KEEPALIVE_INTERVAL`] (60 s): an idle connection to a host that
     /// vanished is found before a call is sent into it, at a rate no peer minds
     /// (grpc-go answers idle pings more often than every 2 hours with a GOAWAY after
     /// the third, which costs an idle connection and nothing else: the next call dials
     /// again).
     pub http2_idle_keepalive_interval: Option<Duration>,
     /// How long a keep-alive PING may wait for its answer before the connection is
-    /// closed (unless frames arrived meanwhile). Default [`DEFAULT_KEEPALIVE_TIMEOUT`]
+    /// closed (unless frames arrived meanwhile). Default [`DEFAULT_CLIENT_KEEPALIVE_TIMEOUT`]
     /// (10 s). The calls still open on a connection closed this way fail over.
     pub http2_keepalive_timeout: Duration,
     /// How long the PING that checks a connection whose call is overdue may wait for its
@@ -59,7 +59,7 @@ pub struct ChannelOptions {
     pub probe_timeout: Duration,
     /// `TCP_USER_TIMEOUT` of each connection's socket (Linux): data unacknowledged this
     /// long breaks the connection in the kernel. `None` leaves the kernel's default
-    /// (about 15 minutes of retransmissions). Default [`DEFAULT_TCP_USER_TIMEOUT`] (20
+    /// (about 15 minutes of retransmissions). Default [`DEFAULT_CLIENT_TCP_USER_TIMEOUT`] (20
     /// s): a backstop under the PINGs for a peer whose host vanished while this end was
     /// writing to it.
     pub tcp_user_timeout: Option<Duration>,
@@ -77,11 +77,11 @@ impl Default for ChannelOptions {
     fn default() -> Self {
         Self {
             connect_timeout: Duration::from_secs(1),
-            http2_keepalive_interval: Some(DEFAULT_KEEPALIVE_INTERVAL),
-            http2_idle_keepalive_interval: Some(DEFAULT_IDLE_KEEPALIVE_INTERVAL),
-            http2_keepalive_timeout: DEFAULT_KEEPALIVE_TIMEOUT,
+            http2_keepalive_interval: Some(DEFAULT_CLIENT_KEEPALIVE_INTERVAL),
+            http2_idle_keepalive_interval: Some(DEFAULT_CLIENT_IDLE_KEEPALIVE_INTERVAL),
+            http2_keepalive_timeout: DEFAULT_CLIENT_KEEPALIVE_TIMEOUT,
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
-            tcp_user_timeout: Some(DEFAULT_TCP_USER_TIMEOUT),
+            tcp_user_timeout: Some(DEFAULT_CLIENT_TCP_USER_TIMEOUT),
             connections_per_instance: 1,
             tls: None,
         }

@@ -226,11 +226,11 @@ impl Default for ConsumerConfig {
             directory: DirectoryConfig::default(),
             tls: None,
             connect_timeout: Duration::from_secs(1),
-            keepalive_interval: Some(rpc_transport::DEFAULT_KEEPALIVE_INTERVAL),
-            idle_keepalive_interval: Some(rpc_transport::DEFAULT_IDLE_KEEPALIVE_INTERVAL),
-            keepalive_timeout: rpc_transport::DEFAULT_KEEPALIVE_TIMEOUT,
+            keepalive_interval: Some(rpc_transport::DEFAULT_CLIENT_KEEPALIVE_INTERVAL),
+            idle_keepalive_interval: Some(rpc_transport::DEFAULT_CLIENT_IDLE_KEEPALIVE_INTERVAL),
+            keepalive_timeout: rpc_transport::DEFAULT_CLIENT_KEEPALIVE_TIMEOUT,
             probe_timeout: rpc_transport::DEFAULT_PROBE_TIMEOUT,
-            tcp_user_timeout: Some(rpc_transport::DEFAULT_TCP_USER_TIMEOUT),
+            tcp_user_timeout: Some(rpc_transport::DEFAULT_CLIENT_TCP_USER_TIMEOUT),
             connections_per_instance: 1,
         }
     }
