@@ -1,6 +1,7 @@
 //! The etcd v3 client of this backend: connections to the cluster's members, etcd
 //! authentication, and the few requests the backend sends (prefix reads, puts under a
-//! lease, deletes, leases and their keep-alive stream, prefix watches).
+//! lease, writes and deletes conditional on the lease a key hangs on, leases and their
+//! keep-alive stream, prefix watches).
 //!
 //! It is ours, on stubs `build.rs` generates with a vendored `protoc` (see `proto.rs`),
 //! because etcd-client needs a `protoc` from the environment at build time, which a
@@ -44,10 +45,11 @@ use crate::etcd::proto::etcdserverpb::kv_client::KvClient;
 use crate::etcd::proto::etcdserverpb::lease_client::LeaseClient;
 use crate::etcd::proto::etcdserverpb::watch_client::WatchClient;
 use crate::etcd::proto::etcdserverpb::{
-    AuthenticateRequest, DeleteRangeRequest, LeaseGrantRequest, LeaseKeepAliveRequest,
-    LeaseKeepAliveResponse, LeaseRevokeRequest, PutRequest, RangeRequest, RangeResponse,
+    AuthenticateRequest, LeaseGrantRequest, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
+    LeaseRevokeRequest, PutRequest, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
     WatchCreateRequest, WatchRequest, watch_request,
 };
+use crate::etcd::txn::{self, Held};
 use crate::etcd::watch_stream::Watch;
 use crate::remote::NetworkSettings;
 
@@ -139,18 +141,38 @@ impl EtcdClient {
         .map(drop)
     }
 
-    /// Deletes `key` (nothing happens when it is not there).
-    pub(super) async fn delete(&self, key: &str) -> Result<(), EtcdError> {
-        let message = DeleteRangeRequest {
-            key: key.as_bytes().to_vec(),
-            ..DeleteRangeRequest::default()
-        };
+    /// Writes `value` at `key` under `lease` if the key is absent or still hangs on
+    /// `previous` (the lease this client wrote it under before), in one transaction:
+    /// [`Held::Done`] when written, else [`Held::ByLease`] of the lease that holds it now
+    /// (another generation's, left alone).
+    pub(super) async fn put_if_ours(
+        &self,
+        key: &str,
+        value: &str,
+        lease: i64,
+        previous: i64,
+    ) -> Result<Held, EtcdError> {
+        let request = txn::put_if_absent_or_held(key, value, lease, previous);
+        let answer = self.txn(request).await?;
+        txn::put_outcome(&answer)
+    }
+
+    /// Deletes `key` if it hangs on `lease`, in one transaction: [`Held::Done`] when
+    /// deleted, [`Held::Absent`] when there was no such key, [`Held::ByLease`] when
+    /// another lease holds it (it is left alone).
+    pub(super) async fn delete_if_held(&self, key: &str, lease: i64) -> Result<Held, EtcdError> {
+        let answer = self.txn(txn::delete_if_held(key, lease)).await?;
+        txn::delete_outcome(&answer)
+    }
+
+    /// Sends one transaction.
+    async fn txn(&self, message: TxnRequest) -> Result<TxnResponse, EtcdError> {
         self.authorized(|channel, token| {
             let request = with_token(message.clone(), token);
-            async move { KvClient::new(channel).delete_range(request).await }
+            async move { KvClient::new(channel).txn(request).await }
         })
         .await
-        .map(drop)
+        .map(tonic::Response::into_inner)
     }
 
     /// Grants a lease of `ttl` seconds; its id.

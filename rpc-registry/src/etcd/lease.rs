@@ -3,14 +3,25 @@
 //!
 //! The first registration grants the lease; a background task keeps it alive (a keep-alive
 //! every third of the TTL). When the lease is lost anyway (etcd unreachable for longer than
-//! the TTL, or restarted without its data) the task grants a new one as soon as etcd
-//! answers again and writes every registration under it. Registrations and the lease sit
-//! behind one lock, so a renewal and a registration never interleave: every key recorded is
-//! under the lease recorded. Closing revokes the lease, which deletes every key of this
-//! client at once.
+//! the TTL, or restarted without its data, or this process paused past it) the task grants
+//! a new one as soon as etcd answers again and writes every registration under it —
+//! retried with a capped backoff until it holds. Registrations and the lease sit behind
+//! one lock, so a renewal and a registration never interleave: every key recorded is under
+//! the lease recorded. Closing revokes the lease, which deletes every key of this client
+//! at once.
+//!
+//! # Ownership
+//! A key belongs to the lease it hangs on. `register` takes a key whoever holds it (a put
+//! moves it to this client's lease: how a hot upgrade's new generation takes over), but
+//! nothing else this client does touches a key another lease holds: a renewal writes a
+//! key only where it is absent or still on the lease it was written under, and
+//! `unregister` deletes it only while it hangs on this client's lease, each in one etcd
+//! transaction (`txn.rs`). A key found on another lease is left to it and forgotten here
+//! (logged once), so this client neither writes it again nor deletes it later.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rpc_core::RegistryError;
@@ -19,6 +30,7 @@ use tokio::time::Instant;
 
 use crate::etcd::client::EtcdClient;
 use crate::etcd::error::{EtcdError, call, is_lease_gone};
+use crate::etcd::txn::Held;
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::{Backoff, Failure};
 
@@ -36,6 +48,9 @@ pub(super) struct LeaseKeeper {
     leased: Mutex<Leased>,
     /// The current lease, for the keep-alive task.
     lease_tx: watch::Sender<Option<i64>>,
+    /// Set from the moment the lease is found lost until every registration is written
+    /// under a new one.
+    restoring: AtomicBool,
 }
 
 /// The lease and what hangs on it.
@@ -44,6 +59,11 @@ struct Leased {
     lease: Option<i64>,
     /// key -> JSON value of every instance registered through this client.
     registered: BTreeMap<String, String>,
+    /// Leases this client granted that may hold its keys: the current one, and those of
+    /// renewals that failed halfway (a key written under one of them is ours until it
+    /// expires, although its revocation may have failed too). Only the current one after
+    /// a renewal succeeds: it then holds every key recorded.
+    granted: Vec<i64>,
 }
 
 /// Why keeping one lease alive ended.
@@ -71,6 +91,7 @@ impl LeaseKeeper {
             request_timeout,
             leased: Mutex::new(Leased::default()),
             lease_tx,
+            restoring: AtomicBool::new(false),
         });
         keeper
             .lifetime
@@ -84,8 +105,15 @@ impl LeaseKeeper {
         self.leased.lock().await.lease
     }
 
-    /// Writes `value` at `key` under the lease (granting one first if there is none) and
-    /// records it, so that a new lease gets it too.
+    /// Whether the lease was lost and the registrations are not all written under a new
+    /// one yet.
+    pub(super) fn is_restoring(&self) -> bool {
+        self.restoring.load(Ordering::Relaxed)
+    }
+
+    /// Writes `value` at `key` under the lease (granting one first if there is none),
+    /// whoever held the key (see "Ownership" above), and records it, so that a new lease
+    /// gets it too.
     ///
     /// # Errors
     /// [`RegistryError::Closed`] once the client is closed; [`RegistryError::Operation`]
@@ -114,7 +142,9 @@ impl LeaseKeeper {
         Ok(())
     }
 
-    /// Deletes `key` if it was registered through this client; `false` when it was not.
+    /// Deletes `key` if it was registered through this client and still hangs on its
+    /// lease; `false` when it was not registered here. A key another lease holds now (a
+    /// newer generation's) is left to it.
     ///
     /// # Errors
     /// As [`LeaseKeeper::put`].
@@ -124,9 +154,15 @@ impl LeaseKeeper {
         if leased.registered.remove(&key).is_none() {
             return Ok(false);
         }
-        call(self.request_timeout, self.etcd.delete(&key))
-            .await
-            .map_err(|failure| failure.into_operation(&self.lifetime.url, "unregister"))?;
+        let current = leased.lease.unwrap_or(0);
+        let delete = |lease| self.etcd.delete_if_held(&key, lease);
+        let held = self.on_our_leases(current, &leased.granted, delete).await;
+        match held.map_err(|failure| failure.into_operation(&self.lifetime.url, "unregister"))? {
+            Held::Done | Held::Absent => {}
+            Held::ByLease(holder) => {
+                tracing::info!(url = %self.lifetime.url, key, holder = format_args!("{holder:x}"), "etcd: another lease holds this key now (a newer generation took it over): not deleted");
+            }
+        }
         Ok(true)
     }
 
@@ -158,10 +194,18 @@ impl LeaseKeeper {
         self.lifetime.stop();
         leased.registered.clear();
         let lease = leased.lease.take();
+        let abandoned: Vec<i64> = std::mem::take(&mut leased.granted)
+            .into_iter()
+            .filter(|granted| Some(*granted) != lease)
+            .collect();
         drop(leased);
         // The tasks stop at their next await point; their watch and keep-alive streams are
         // dropped with them.
         self.lifetime.wait_for_tasks(self.request_timeout).await;
+        for old in abandoned {
+            // Best effort: what a renewal that failed halfway left on it expires anyway.
+            let _ = call(self.request_timeout, self.etcd.lease_revoke(old)).await;
+        }
         let Some(lease) = lease else {
             return Ok(());
         };
@@ -194,19 +238,42 @@ impl LeaseKeeper {
             })
     }
 
-    /// Grants a new lease, writes every registration under it and makes it current.
+    /// Grants a new lease, writes every registration under it and makes it current. A
+    /// key is written only where it is absent or still on one of this client's leases: a
+    /// key another lease holds (a newer generation took it over while this client's
+    /// lease was lost) is left to it and forgotten, with one log line.
     async fn renew(&self, leased: &mut Leased) -> Result<i64, Failure<EtcdError>> {
         let etcd = &self.etcd;
         let lease = call(self.request_timeout, etcd.lease_grant(self.ttl_seconds())).await?;
+        leased.granted.push(lease);
+        let previous = leased.lease.unwrap_or(0);
+        let mut taken = Vec::new();
         for (key, value) in &leased.registered {
-            let put = call(self.request_timeout, etcd.put(key, value, lease)).await;
-            if let Err(failure) = put {
-                // Do not leave a half-filled lease behind; the next attempt grants anew.
-                let _ = call(self.request_timeout, etcd.lease_revoke(lease)).await;
-                return Err(failure);
+            let put = |previous| etcd.put_if_ours(key, value, lease, previous);
+            match self.on_our_leases(previous, &leased.granted, put).await {
+                Ok(Held::Done | Held::Absent) => {}
+                Ok(Held::ByLease(holder)) => taken.push((key.clone(), holder)),
+                Err(failure) => {
+                    // Do not leave a half-filled lease behind; the next attempt grants
+                    // anew. (Should the revocation fail, the lease stays in `granted`
+                    // until it expires: what it holds is still ours.)
+                    if call(self.request_timeout, etcd.lease_revoke(lease))
+                        .await
+                        .is_ok()
+                    {
+                        leased.granted.retain(|granted| *granted != lease);
+                    }
+                    return Err(failure);
+                }
             }
         }
+        for (key, holder) in taken {
+            leased.registered.remove(&key);
+            tracing::info!(url = %self.lifetime.url, key, holder = format_args!("{holder:x}"), "etcd: another lease holds this key now (a newer generation took it over): left to it, no longer registered here");
+        }
         let old = leased.lease.replace(lease);
+        // Every key recorded hangs on the new lease now.
+        leased.granted = vec![lease];
         self.lease_tx.send_replace(Some(lease));
         if let Some(old) = old {
             // Best effort: the old lease no longer holds any key; let it go now rather
@@ -215,6 +282,28 @@ impl LeaseKeeper {
         }
         tracing::info!(url = %self.lifetime.url, lease, registrations = leased.registered.len(), "etcd lease granted");
         Ok(lease)
+    }
+
+    /// Runs a write or delete conditional on the key's lease (`request(lease)`) against
+    /// `expected`, the lease the key was written under; when another lease of this
+    /// client holds it (`granted`: one a renewal left halfway), once more against that
+    /// one. What the last request found.
+    async fn on_our_leases<F, Fut>(
+        &self,
+        expected: i64,
+        granted: &[i64],
+        request: F,
+    ) -> Result<Held, Failure<EtcdError>>
+    where
+        F: Fn(i64) -> Fut,
+        Fut: std::future::Future<Output = Result<Held, EtcdError>>,
+    {
+        match call(self.request_timeout, request(expected)).await? {
+            Held::ByLease(holder) if holder != expected && granted.contains(&holder) => {
+                call(self.request_timeout, request(holder)).await
+            }
+            held => Ok(held),
+        }
     }
 
     /// Renews the lease after `lost` was found gone, unless someone already did.
@@ -226,6 +315,7 @@ impl LeaseKeeper {
         if leased.registered.is_empty() {
             // Nothing to keep: the next registration grants a lease.
             leased.lease = None;
+            leased.granted.clear();
             self.lease_tx.send_replace(None);
             return Ok(());
         }
@@ -243,6 +333,8 @@ impl LeaseKeeper {
     ) -> KeepAliveEnd {
         let interval = (self.ttl / 3).max(Duration::from_millis(500));
         let mut backoff = Backoff::new();
+        // One warning when opening the keep-alive starts failing, not one per attempt.
+        let mut failing = false;
         // The lease was granted or renewed moments ago; etcd forgets it `ttl` after the
         // last renewal it received.
         let mut renewed_at = Instant::now();
@@ -261,7 +353,12 @@ impl LeaseKeeper {
                     return KeepAliveEnd::Lost;
                 }
                 Err(failure) => {
-                    tracing::warn!(url = %self.lifetime.url, lease, error = %failure.into_source(), "etcd lease keep-alive failed; retrying");
+                    let error = failure.into_source();
+                    if !std::mem::replace(&mut failing, true) {
+                        tracing::warn!(url = %self.lifetime.url, lease, %error, "etcd lease keep-alive failed; retrying");
+                    } else {
+                        tracing::debug!(url = %self.lifetime.url, lease, %error, "etcd lease keep-alive failed again");
+                    }
                     if !backoff.wait(&self.lifetime.closed).await {
                         return KeepAliveEnd::Replaced;
                     }
@@ -271,6 +368,9 @@ impl LeaseKeeper {
             // Opening the stream renewed the lease once.
             renewed_at = Instant::now();
             backoff.reset();
+            if std::mem::take(&mut failing) {
+                tracing::info!(url = %self.lifetime.url, lease, "etcd lease keep-alive works again");
+            }
             loop {
                 tokio::select! {
                     () = tokio::time::sleep(interval) => {}
@@ -321,20 +421,31 @@ async fn keep_lease_alive(keeper: Arc<LeaseKeeper>, mut lease_rx: watch::Receive
             continue;
         }
         tracing::warn!(url = %keeper.lifetime.url, lease, "etcd lease lost; registering again under a new lease");
+        keeper.restoring.store(true, Ordering::Relaxed);
+        let mut attempts = 0_u32;
         loop {
             let renewed = tokio::select! {
                 () = cancel.cancelled() => return,
                 renewed = keeper.renew_after_loss(lease) => renewed,
             };
+            attempts += 1;
             match renewed {
                 Ok(()) => break,
+                // The first failure is worth a line; the retries until it holds are not.
+                Err(error) if attempts == 1 => {
+                    tracing::warn!(url = %keeper.lifetime.url, %error, "etcd lease renewal failed; retrying until it holds");
+                }
                 Err(error) => {
-                    tracing::warn!(%error, "etcd lease renewal failed; retrying");
-                    if !backoff.wait(&cancel).await {
-                        return;
-                    }
+                    tracing::debug!(url = %keeper.lifetime.url, %error, attempts, "etcd lease renewal failed again")
                 }
             }
+            if !backoff.wait(&cancel).await {
+                return;
+            }
+        }
+        keeper.restoring.store(false, Ordering::Relaxed);
+        if attempts > 1 {
+            tracing::info!(url = %keeper.lifetime.url, attempts, "etcd registrations hold again");
         }
         backoff.reset();
     }
