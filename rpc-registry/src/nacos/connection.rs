@@ -1,6 +1,7 @@
 //! The keeper of a Nacos client's liveness: the SDK's connection (its `NamingService`,
 //! its disk cache) and the registrations written through it; the probe that notices
-//! when the connection comes back or falls silent is in `presence.rs`.
+//! when the connection comes back or falls silent is in `presence.rs`, the
+//! deregistrations owed until the server answers them in `withdrawals.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use crate::nacos::config::NacosConfig;
 use crate::nacos::retired::{
     ASK_AFTER_CLOSE, RETRY_AFTER_CLOSE, Registrations, RetiredConnections,
 };
+use crate::nacos::withdrawals::Withdrawals;
 use crate::nacos::{sdk, servers};
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::bounded;
@@ -38,6 +40,12 @@ pub(super) struct ConnectionKeeper {
     registered: Mutex<Registrations>,
     /// Connections a failover replaced, until they withdrew what they held.
     retired: RetiredConnections,
+    /// Deregistrations (of `unregister` and `release`) the server has not answered yet.
+    /// Taken after `registered`.
+    withdrawals: Withdrawals,
+    /// Set while the connection does not answer and registrations are to be written
+    /// again once it does.
+    reregistering: AtomicBool,
     /// Bumped when the connection came back: every subscription reads again.
     resync: watch::Sender<u64>,
     /// Set when closing starts: the withdrawal runs once, and no call starts after it.
@@ -88,6 +96,8 @@ impl ConnectionKeeper {
             naming: parking_lot::Mutex::new(Some((0, naming.clone()))),
             registered: Mutex::new(BTreeMap::new()),
             retired: RetiredConnections::default(),
+            withdrawals: Withdrawals::default(),
+            reregistering: AtomicBool::new(false),
             resync: watch::channel(0).0,
             closing: AtomicBool::new(false),
             cache_dir,
@@ -110,9 +120,28 @@ impl ConnectionKeeper {
         self.lifetime.closed.clone()
     }
 
-    /// Whether the client has registrations or subscriptions (the probe runs for those).
+    /// Whether the client has registrations, subscriptions or deregistrations owed
+    /// (the probe runs for those).
     pub(super) async fn is_busy(&self) -> bool {
-        !self.registered.lock().await.is_empty() || self.lifetime.subscriptions.len() > 0
+        self.has_registrations().await
+            || self.lifetime.subscriptions.len() > 0
+            || !self.withdrawals.is_empty().await
+    }
+
+    /// Whether the client has registrations.
+    pub(super) async fn has_registrations(&self) -> bool {
+        !self.registered.lock().await.is_empty()
+    }
+
+    /// Whether the connection stopped answering while there were registrations, and
+    /// they are not written again yet.
+    pub(super) fn is_reregistering(&self) -> bool {
+        self.reregistering.load(Ordering::Relaxed)
+    }
+
+    /// Marks the registrations as waiting to be written again (`true`), or written.
+    pub(super) fn set_reregistering(&self, waiting: bool) {
+        self.reregistering.store(waiting, Ordering::Relaxed);
     }
 
     /// Tells every subscription to read again (the connection came back or was replaced).
@@ -167,50 +196,108 @@ impl ConnectionKeeper {
     ) -> Result<(), RegistryError> {
         let mut registered = self.registered.lock().await;
         let naming = self.naming()?;
+        let key = registration_key(&name, id);
+        // Registered again: a deregistration still owed must not withdraw it.
+        self.withdrawals.settle(&key).await;
         let register =
             naming.register_instance(name.clone(), Some(self.group.clone()), nacos.clone());
         let result = bounded(self.request_timeout, register).await;
         // Even when the answer was an error the SDK keeps retrying the registration: keep it
         // so that unregister and close withdraw it.
-        registered.insert(registration_key(&name, id), (name, nacos));
+        registered.insert(key, (name, nacos));
         result.map_err(|failure| failure.into_operation(&self.lifetime.url, "register"))?;
         Ok(())
     }
 
     /// Deregisters instance `id` of the service `name` if it was registered through this
-    /// client; `false` when it was not.
+    /// client; `false` when it was not. The deregistration is owed until the server
+    /// answers it (`withdrawals.rs`): one that fails is sent again at every probe.
     ///
     /// # Errors
     /// [`RegistryError::Operation`] when the server fails the request or does not answer
-    /// in time (the SDK does not retry it: the instance stays until this client's
-    /// connection ends); [`RegistryError::Closed`] once closing has started.
+    /// in time (it is sent again until it holds); [`RegistryError::Closed`] once closing
+    /// has started.
     pub(super) async fn unregister(
         &self,
         id: &InstanceId,
         name: &str,
     ) -> Result<bool, RegistryError> {
-        let mut registered = self.registered.lock().await;
+        let registered = self.registered.lock().await;
         let naming = self.naming()?;
-        let Some((name, nacos)) = registered.remove(&registration_key(name, id)) else {
-            return Ok(false);
-        };
-        let deregister = naming.deregister_instance(name, Some(self.group.clone()), nacos);
-        bounded(self.request_timeout, deregister)
-            .await
-            .map_err(|failure| failure.into_operation(&self.lifetime.url, "unregister"))?;
-        Ok(true)
+        let withdrawn = self
+            .withdraw(registered, &naming, registration_key(name, id))
+            .await;
+        match withdrawn {
+            None => Ok(false),
+            Some(Ok(())) => Ok(true),
+            Some(Err(failure)) => {
+                tracing::warn!(url = %self.lifetime.url, service = name, instance = %id, "Nacos deregistration failed; sent again until the server confirms it");
+                Err(failure.into_operation(&self.lifetime.url, "unregister"))
+            }
+        }
     }
 
-    /// Forgets instance `id` of the service `name` without deregistering it: another
+    /// Gives up instance `id` of the service `name` without withdrawing it: another
     /// connection registered the same address (a hot upgrade's new process) and holds it
-    /// now; from now on this client neither writes it again nor deregisters it when it
-    /// closes. `false` when it was not recorded.
-    pub(super) async fn forget(&self, id: &InstanceId, name: &str) -> bool {
-        self.registered
-            .lock()
-            .await
-            .remove(&registration_key(name, id))
-            .is_some()
+    /// now. From now on this client neither writes it again nor lets the SDK do so: the
+    /// SDK's redo task for it goes with a deregistration through this connection, which
+    /// the server applies to this connection's own registration only (see
+    /// `withdrawals.rs`), owed until answered. `false` when it was not recorded.
+    pub(super) async fn release(&self, id: &InstanceId, name: &str) -> bool {
+        let registered = self.registered.lock().await;
+        let key = registration_key(name, id);
+        let Ok(naming) = self.naming() else {
+            // Closing: the close deregisters what is recorded; that includes this one,
+            // and the server leaves the new holder's instance alone.
+            return registered.contains_key(&key);
+        };
+        match self.withdraw(registered, &naming, key).await {
+            None => false,
+            Some(Ok(())) => true,
+            Some(Err(failure)) => {
+                tracing::warn!(url = %self.lifetime.url, service = name, instance = %id, error = %failure.into_source(), "Nacos: dropping the SDK's redo task of a released instance failed; sent again until the server answers");
+                true
+            }
+        }
+    }
+
+    /// Takes the registration `key` out of `registered` and sends its deregistration
+    /// through `naming`, owed until answered (recorded first, so that a caller that
+    /// stops waiting leaves it owed). `None` when `key` was not registered.
+    async fn withdraw(
+        &self,
+        mut registered: tokio::sync::MutexGuard<'_, Registrations>,
+        naming: &NamingService,
+        key: String,
+    ) -> Option<Result<(), crate::remote::retry::Failure<nacos_sdk::api::error::Error>>> {
+        let (name, nacos) = registered.remove(&key)?;
+        self.withdrawals
+            .owe(key.clone(), (name.clone(), nacos.clone()))
+            .await;
+        let deregister = naming.deregister_instance(name, Some(self.group.clone()), nacos);
+        let result = bounded(self.request_timeout, deregister).await;
+        if result.is_ok() {
+            self.withdrawals.settle(&key).await;
+        }
+        drop(registered);
+        Some(result)
+    }
+
+    /// Sends the deregistrations still owed again, through the current connection (the
+    /// probe, once the server answers). Logged when some are confirmed at last.
+    pub(super) async fn send_withdrawals(&self) {
+        // A registration of the same instance and its withdrawal never cross.
+        let _registered = self.registered.lock().await;
+        let Ok(naming) = self.naming() else {
+            return;
+        };
+        let (confirmed, owed) = self
+            .withdrawals
+            .send(&naming, &self.group, self.request_timeout)
+            .await;
+        if confirmed > 0 {
+            tracing::info!(url = %self.lifetime.url, confirmed, owed, "Nacos deregistrations confirmed on a retry");
+        }
     }
 
     /// Whether closing has started.
@@ -228,19 +315,31 @@ impl ConnectionKeeper {
         self.naming.lock().take().map(|(_, naming)| naming)
     }
 
-    /// Deregisters every registration.
+    /// Deregisters every registration, and sends the deregistrations still owed.
     ///
     /// # Errors
     /// The first deregistration that failed, as a [`RegistryError::Operation`] of
-    /// `close`; the others are still tried.
+    /// `close`; the others are still tried (and the failed ones stay owed).
     pub(super) async fn deregister_all(&self, naming: &NamingService) -> Result<(), RegistryError> {
         let mut first_error = None;
         let registered = std::mem::take(&mut *self.registered.lock().await);
-        for (name, nacos) in registered.into_values() {
-            let deregister = naming.deregister_instance(name, Some(self.group.clone()), nacos);
+        for (key, (name, nacos)) in registered {
+            let deregister =
+                naming.deregister_instance(name.clone(), Some(self.group.clone()), nacos.clone());
             if let Err(failure) = bounded(self.request_timeout, deregister).await {
+                self.withdrawals.owe(key, (name, nacos)).await;
                 first_error.get_or_insert(failure.into_operation(&self.lifetime.url, "close"));
             }
+        }
+        let (_, owed) = self
+            .withdrawals
+            .send(naming, &self.group, self.request_timeout)
+            .await;
+        if owed > 0 && first_error.is_none() {
+            first_error = Some(self.lifetime.failed(
+                "close",
+                format!("{owed} deregistration(s) not confirmed by the server"),
+            ));
         }
         first_error.map_or(Ok(()), Err)
     }
@@ -301,12 +400,14 @@ impl ConnectionKeeper {
             // withdrawn as every replaced one is (the close asks it, in the background
             // if it must).
             self.retired.retire(naming, registered.clone()).await;
-            self.withdraw_retired_after_close();
+            self.withdraw_after_close(None);
             return None;
         }
-        self.retired
-            .retire(failed.clone(), registered.clone())
-            .await;
+        // The failed connection holds the redo tasks of the deregistrations owed too: it
+        // is asked to send them, with the rest it holds.
+        let mut holds = registered.clone();
+        holds.extend(self.withdrawals.take().await);
+        self.retired.retire(failed.clone(), holds).await;
         tracing::warn!(%url, ?servers, "Nacos server silent: this client moved to a new connection");
         Some((generation, naming))
     }
@@ -324,20 +425,30 @@ impl ConnectionKeeper {
     }
 
     /// After a close, goes on asking the connections a failover replaced to withdraw
-    /// what they hold (their own retries would write it again), every
-    /// [`RETRY_AFTER_CLOSE`] for at most [`ASK_AFTER_CLOSE`], in the background; logged
-    /// when some is still held at the end.
-    pub(super) fn withdraw_retired_after_close(self: &Arc<Self>) {
+    /// what they hold, and `naming` (the closed client's last connection, if given) to
+    /// send the deregistrations still owed — their own retries would write those
+    /// instances again — every [`RETRY_AFTER_CLOSE`] for at most [`ASK_AFTER_CLOSE`], in
+    /// the background; logged when some is still held at the end.
+    pub(super) fn withdraw_after_close(self: &Arc<Self>, naming: Option<NamingService>) {
         let keeper = self.clone();
         tokio::spawn(async move {
             let deadline = Instant::now() + ASK_AFTER_CLOSE;
             while Instant::now() < deadline {
                 tokio::time::sleep(RETRY_AFTER_CLOSE).await;
-                if keeper.withdraw_retired().await {
+                let retired = keeper.withdraw_retired().await;
+                let owed = match &naming {
+                    Some(naming) => {
+                        let group = &keeper.group;
+                        let bound = keeper.request_timeout;
+                        keeper.withdrawals.send(naming, group, bound).await.1
+                    }
+                    None => 0,
+                };
+                if retired && owed == 0 {
                     return;
                 }
             }
-            tracing::warn!(url = %keeper.lifetime.url, "a Nacos connection replaced by a failover could not withdraw its instances: they stay listed until this process exits");
+            tracing::warn!(url = %keeper.lifetime.url, "a closed Nacos client could not withdraw every instance: they stay listed until this process exits");
         });
     }
 
