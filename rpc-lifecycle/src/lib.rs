@@ -51,6 +51,7 @@ mod probes;
 pub mod process;
 mod protocols;
 mod registrations;
+mod registry_calls;
 mod sequence;
 mod shutdown;
 mod signals;

@@ -19,19 +19,16 @@
 //! failing and once when it holds again — not at every attempt.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures_util::future::join_all;
 use parking_lot::Mutex;
 use rpc_core::{Instance, OfflineServices, Registry, ServiceKey};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::backoff::RetryDelays;
-
-/// One registration: an instance and the registry it is (or was) registered in.
-pub(crate) type Registered = (Arc<dyn Registry>, Instance);
+pub(crate) use crate::registry_calls::{Registered, unregister_each};
+use crate::registry_calls::{attempt_each, release_each};
 
 /// One registration of this application, as observers (the admin endpoint's status)
 /// see it.
@@ -384,50 +381,7 @@ async fn retry_until_held(shared: Arc<Shared>, bound: Duration) {
     }
 }
 
-/// Registers each of `registrations` in parallel, each within `bound`: the error of
-/// each that failed, as text.
-async fn attempt_each(registrations: &[Registered], bound: Duration) -> Vec<Result<(), String>> {
-    let each = registrations.iter().map(|(registry, instance)| async move {
-        match tokio::time::timeout(bound, registry.register(instance)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(error)) => Err(error.to_string()),
-            Err(_) => Err(format!("no answer within {bound:?}")),
-        }
-    });
-    join_all(each).await
-}
-
 /// The one line that says a pending registration holds again.
 fn log_held((registry, instance): &Registered, attempts: u32) {
     tracing::info!(instance = %instance.id, registry = registry.url(), attempts, "registered again; the registration holds");
-}
-
-/// Releases every one of `registrations` in parallel, within `bound`; a failure or the
-/// bound is logged (the registry's session then decides).
-async fn release_each(registrations: &[Registered], bound: Duration) {
-    let each = registrations.iter().map(|(registry, instance)| async move {
-        if let Err(error) = registry.release(instance).await {
-            tracing::warn!(instance = %instance.id, registry = registry.url(), %error, "a registration could not be released");
-        }
-    });
-    if tokio::time::timeout(bound, join_all(each)).await.is_err() {
-        tracing::warn!(?bound, "releasing the registrations timed out");
-    }
-}
-
-/// Unregisters every one of `registrations` in parallel, counting in `withdrawn` those
-/// that succeeded (read by the caller even if it stops waiting early). A failure is
-/// logged: the registration expires with its registry session.
-pub(crate) async fn unregister_each(registrations: &[Registered], withdrawn: &AtomicUsize) {
-    let withdrawals = registrations.iter().map(|(registry, instance)| async move {
-        match registry.unregister(instance).await {
-            Ok(()) => {
-                withdrawn.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(error) => {
-                tracing::warn!(instance = %instance.id, %error, "unregister failed; the registration will expire");
-            }
-        }
-    });
-    join_all(withdrawals).await;
 }

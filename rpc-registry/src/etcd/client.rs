@@ -37,6 +37,7 @@ use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Status, Streaming};
 
 use crate::etcd::auth::{Auth, Token, token_from, with_token};
+use crate::etcd::codec::prefix_end;
 use crate::etcd::config::EtcdTls;
 use crate::etcd::error::{EtcdError, is_invalid_token, try_another_member};
 use crate::etcd::members::Members;
@@ -392,33 +393,5 @@ fn endpoint(
     match tls {
         Some(tls) => endpoint.tls_config(tls.clone()).map_err(EtcdError::Setup),
         None => Ok(endpoint),
-    }
-}
-
-/// The end of the range of every key that starts with `prefix` (etcd's `range_end`):
-/// the prefix with its last byte below 0xff incremented and what follows it dropped;
-/// `\0` (every key from `prefix` on) when every byte is 0xff.
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_prefix_range_ends_after_the_last_key_with_the_prefix() {
-        assert_eq!(prefix_end(b"/rpc/a/"), b"/rpc/a0");
-        assert_eq!(prefix_end(b"a\xff"), b"b");
-        assert_eq!(prefix_end(b"a\xff\xff"), b"b");
-        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
-        assert_eq!(prefix_end(b""), b"\0");
     }
 }

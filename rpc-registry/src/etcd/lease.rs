@@ -26,10 +26,10 @@ use std::time::Duration;
 
 use rpc_core::RegistryError;
 use tokio::sync::{Mutex, MutexGuard, watch};
-use tokio::time::Instant;
 
 use crate::etcd::client::EtcdClient;
 use crate::etcd::error::{EtcdError, call, is_lease_gone};
+use crate::etcd::keep_alive::{KeepAliveEnd, keep_alive};
 use crate::etcd::txn::Held;
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::{Backoff, Failure};
@@ -64,14 +64,6 @@ struct Leased {
     /// expires, although its revocation may have failed too). Only the current one after
     /// a renewal succeeds: it then holds every key recorded.
     granted: Vec<i64>,
-}
-
-/// Why keeping one lease alive ended.
-enum KeepAliveEnd {
-    /// etcd no longer knows the lease (or will have forgotten it by now).
-    Lost,
-    /// Another lease became current, or the client is closing.
-    Replaced,
 }
 
 impl LeaseKeeper {
@@ -324,78 +316,6 @@ impl LeaseKeeper {
             .map(|_| ())
             .map_err(|failure| failure.into_operation(&self.lifetime.url, "renew lease"))
     }
-
-    /// Keeps `lease` alive until it is lost or replaced.
-    async fn keep_alive(
-        &self,
-        lease: i64,
-        lease_rx: &mut watch::Receiver<Option<i64>>,
-    ) -> KeepAliveEnd {
-        let interval = (self.ttl / 3).max(Duration::from_millis(500));
-        let mut backoff = Backoff::new();
-        // One warning when opening the keep-alive starts failing, not one per attempt.
-        let mut failing = false;
-        // The lease was granted or renewed moments ago; etcd forgets it `ttl` after the
-        // last renewal it received.
-        let mut renewed_at = Instant::now();
-        loop {
-            if *lease_rx.borrow_and_update() != Some(lease) {
-                return KeepAliveEnd::Replaced;
-            }
-            if renewed_at.elapsed() >= self.ttl {
-                return KeepAliveEnd::Lost;
-            }
-            let mut stream = match call(self.request_timeout, self.etcd.lease_keep_alive(lease))
-                .await
-            {
-                Ok(opened) => opened,
-                Err(Failure::Failed(error)) if is_lease_gone(&error) => {
-                    return KeepAliveEnd::Lost;
-                }
-                Err(failure) => {
-                    let error = failure.into_source();
-                    if !std::mem::replace(&mut failing, true) {
-                        tracing::warn!(url = %self.lifetime.url, lease, %error, "etcd lease keep-alive failed; retrying");
-                    } else {
-                        tracing::debug!(url = %self.lifetime.url, lease, %error, "etcd lease keep-alive failed again");
-                    }
-                    if !backoff.wait(&self.lifetime.closed).await {
-                        return KeepAliveEnd::Replaced;
-                    }
-                    continue;
-                }
-            };
-            // Opening the stream renewed the lease once.
-            renewed_at = Instant::now();
-            backoff.reset();
-            if std::mem::take(&mut failing) {
-                tracing::info!(url = %self.lifetime.url, lease, "etcd lease keep-alive works again");
-            }
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep(interval) => {}
-                    changed = lease_rx.changed() => {
-                        if changed.is_err() || *lease_rx.borrow_and_update() != Some(lease) {
-                            return KeepAliveEnd::Replaced;
-                        }
-                        continue;
-                    }
-                }
-                if stream.keep_alive().await.is_err() {
-                    break;
-                }
-                match call(self.request_timeout, stream.message()).await {
-                    Ok(Some(response)) if response.ttl > 0 => renewed_at = Instant::now(),
-                    Ok(Some(_)) => return KeepAliveEnd::Lost,
-                    Ok(None) => break,
-                    Err(failure) => {
-                        tracing::warn!(url = %self.lifetime.url, lease, error = %failure.into_source(), "etcd lease keep-alive interrupted");
-                        break;
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// The keep-alive task: renews the current lease, and grants a new one (rewriting every
@@ -415,7 +335,7 @@ async fn keep_lease_alive(keeper: Arc<LeaseKeeper>, mut lease_rx: watch::Receive
         };
         let end = tokio::select! {
             () = cancel.cancelled() => return,
-            end = keeper.keep_alive(lease, &mut lease_rx) => end,
+            end = keep_alive(&keeper.etcd, &keeper.lifetime, lease, keeper.ttl, &mut lease_rx, keeper.request_timeout) => end,
         };
         if let KeepAliveEnd::Replaced = end {
             continue;

@@ -65,7 +65,7 @@
 //! `config.rs` (the URL's parameters), `client.rs` (connections and the requests),
 //! `members.rs` (which member a request goes to), `auth.rs` (the token requests carry),
 //! `proto.rs` (the generated etcd API), `lease.rs` (the lease and the
-//! registrations under it: presence), `txn.rs` (the writes and deletes conditional on a
+//! registrations under it: presence), `keep_alive.rs` (renewing one lease), `txn.rs` (the writes and deletes conditional on a
 //! key's lease: ownership), `watch.rs` (one subscription's read-and-watch loop),
 //! `codec.rs` (keys and values), `error.rs` (what the client's errors mean); this file
 //! connects and answers the [`Registry`](rpc_core::Registry) calls with them.
@@ -75,6 +75,7 @@ mod client;
 mod codec;
 mod config;
 mod error;
+mod keep_alive;
 mod lease;
 mod members;
 mod proto;

@@ -122,7 +122,8 @@
 //! # Files
 //! `config.rs` (the URL's parameters), `connection.rs` (the SDK's connection and the
 //! registrations written through it), `withdrawals.rs` (deregistrations owed until the
-//! server answers), `presence.rs` (the probe, and the failover to another server), `sdk.rs` (starting one SDK connection), `servers.rs` (the servers
+//! server answers), `presence.rs` (the probe), `failover.rs` (the move to another
+//! server), `sdk.rs` (starting one SDK connection), `servers.rs` (the servers
 //! it is given), `watch.rs` (one
 //! subscription's read-on-change loop and the SDK listeners they share), `codec.rs` (an
 //! instance and a Nacos instance), `error.rs` (what the SDK's errors mean), `login.rs` (the
@@ -133,6 +134,7 @@ mod config;
 mod connection;
 mod dubbo_codec;
 mod error;
+mod failover;
 mod layout;
 mod login;
 mod presence;

@@ -25,7 +25,7 @@
 //! Only `register` replaces a znode whoever holds it. Everything else reads the znode's
 //! `Stat` first and acts only on a znode one of this client's sessions owns (its
 //! `ephemeralOwner`: the session that wrote the registration, or the current one), at
-//! the version read, so that a change in between is seen (`session.rs`): a restore after
+//! the version read, so that a change in between is seen (`owned.rs`): a restore after
 //! a lost session replaces only such a znode, and `unregister` deletes only such a
 //! znode. A znode another session owns belongs to another client (a newer generation):
 //! it is left alone and forgotten here, with one log line. Closing the session deletes
@@ -67,13 +67,16 @@
 //!
 //! # Files
 //! `config.rs` (the URL's parameters), `session.rs` (the session and the registrations in
-//! it: presence), `watch.rs` (one subscription's list-and-watch loop, and why its waits
-//! catch the library's panics), `codec.rs` (paths, node modes, data), `error.rs` (what the
-//! library's errors mean); this file connects and answers the [`Registry`](rpc_core::Registry) calls with them.
+//! it: presence), `owned.rs` (znodes written and deleted by their owner only), `watch.rs`
+//! (one subscription's list-and-watch loop, and why its waits catch the library's
+//! panics), `codec.rs` (paths, node modes, data), `error.rs` (what the library's errors
+//! mean); this file connects and answers the [`Registry`](rpc_core::Registry) calls with
+//! them.
 
 mod codec;
 mod config;
 mod error;
+mod owned;
 mod session;
 mod watch;
 

@@ -29,9 +29,9 @@ use zookeeper_client::{Client, Error as ZkError};
 
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::{Backoff, Failure, bounded};
-use crate::zookeeper::codec::{directory_node, instance_node};
 use crate::zookeeper::config::ZooKeeperConfig;
 use crate::zookeeper::error::is_session_lost;
+use crate::zookeeper::owned::{Created, Found, create_instance_node, delete_if_owned};
 
 /// The session of one ZooKeeper client and the registrations created in it.
 pub(super) struct SessionKeeper {
@@ -55,26 +55,6 @@ pub(super) struct SessionKeeper {
 struct Registered {
     data: Vec<u8>,
     session: i64,
-}
-
-/// What to do with a znode found at a registration's path, by its `ephemeralOwner`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Found {
-    /// Replace it (delete + create, at the version read).
-    Replace,
-    /// Keep it: it is this session's already.
-    Keep,
-    /// Leave it: another session holds it.
-    Leave,
-}
-
-/// How creating an instance znode ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Created {
-    /// This session holds it now.
-    Held,
-    /// The session `0` holds it, and it was left to it.
-    Foreign(i64),
 }
 
 /// Opens one session (unbounded: callers bound it).
@@ -130,6 +110,12 @@ impl SessionKeeper {
     /// Bound on each request, and on waiting for a new session.
     pub(super) fn request_timeout(&self) -> Duration {
         self.config.network.request_timeout
+    }
+
+    /// Whether instance znodes are written with credentials (readable by anyone, writable
+    /// by their user only).
+    fn secured(&self) -> bool {
+        self.config.network.credentials.is_some()
     }
 
     /// Whether the session was lost and the registrations are not all created again in
@@ -211,7 +197,7 @@ impl SessionKeeper {
         let take_over = |_owner| Found::Replace;
         bounded(
             request_timeout,
-            self.create_instance_node(&client, &path, &data, take_over),
+            create_instance_node(&client, &path, &data, self.secured(), take_over),
         )
         .await
         .map_err(|failure| self.failed(failure, "register"))?;
@@ -289,53 +275,6 @@ impl SessionKeeper {
         Ok(())
     }
 
-    /// Creates the ephemeral znode `path` in `client`'s session. A znode already there is
-    /// replaced, kept or left as `found` says for its owner (replaced in one transaction
-    /// at the version read, so that a change in between is seen and judged again).
-    async fn create_instance_node(
-        &self,
-        client: &Client,
-        path: &str,
-        data: &[u8],
-        found: impl Fn(i64) -> Found,
-    ) -> Result<Created, ZkError> {
-        let (parent, _) = path.rsplit_once('/').unwrap_or((path, ""));
-        let options = instance_node(self.config.network.credentials.is_some());
-        let directory = directory_node();
-        for _ in 0..3 {
-            match client.create(path, data, &options).await {
-                Ok(_) => return Ok(Created::Held),
-                Err(ZkError::NoNode) => client.mkdir(parent, &directory).await?,
-                Err(ZkError::NodeExists) => {
-                    let Some(stat) = client.check_stat(path).await? else {
-                        // Deleted meanwhile: create again.
-                        continue;
-                    };
-                    match found(stat.ephemeral_owner) {
-                        Found::Keep => return Ok(Created::Held),
-                        Found::Leave => return Ok(Created::Foreign(stat.ephemeral_owner)),
-                        Found::Replace => {}
-                    }
-                    let mut writer = client.new_multi_writer();
-                    writer.add_delete(path, Some(stat.version))?;
-                    writer.add_create(path, data, &options)?;
-                    match writer.commit().await {
-                        Ok(_) => return Ok(Created::Held),
-                        Err(error) => match ZkError::from(error) {
-                            // Deleted or changed meanwhile: look again.
-                            ZkError::NoNode | ZkError::BadVersion => continue,
-                            other => return Err(other),
-                        },
-                    }
-                }
-                Err(error) => return Err(error),
-            }
-        }
-        Err(ZkError::UnexpectedError(format!(
-            "{path} kept changing while it was created"
-        )))
-    }
-
     /// Creates every registration in a new session, where the znode is absent or still
     /// held by the session that wrote it; one a foreign session holds (a newer generation
     /// took it over while this client's session was lost) is left to it and forgotten.
@@ -350,10 +289,8 @@ impl SessionKeeper {
                 owner if owner == writer => Found::Replace,
                 _ => Found::Leave,
             };
-            match self
-                .create_instance_node(client, path, &registration.data, found)
-                .await?
-            {
+            let data = &registration.data;
+            match create_instance_node(client, path, data, self.secured(), found).await? {
                 Created::Held => registration.session = current,
                 Created::Foreign(owner) => foreign.push((path.clone(), owner)),
             }
@@ -387,32 +324,6 @@ impl SessionKeeper {
             }
         }
     }
-}
-
-/// Deletes `path` at the version read if one of the sessions `ours` owns it: `None` when
-/// deleted (or already gone), else the foreign owner, whose znode is left alone.
-async fn delete_if_owned(
-    client: &Client,
-    path: &str,
-    ours: &[i64],
-) -> Result<Option<i64>, ZkError> {
-    for _ in 0..3 {
-        let Some(stat) = client.check_stat(path).await? else {
-            return Ok(None);
-        };
-        if !ours.contains(&stat.ephemeral_owner) {
-            return Ok(Some(stat.ephemeral_owner));
-        }
-        match client.delete(path, Some(stat.version)).await {
-            Ok(()) | Err(ZkError::NoNode) => return Ok(None),
-            // Changed since it was read: read it again.
-            Err(ZkError::BadVersion) => continue,
-            Err(error) => return Err(error),
-        }
-    }
-    Err(ZkError::UnexpectedError(format!(
-        "{path} kept changing while it was deleted"
-    )))
 }
 
 /// The session task: whenever the session is over, opens a new one (retrying until a
