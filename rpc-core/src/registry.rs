@@ -225,7 +225,11 @@ impl Unreachability {
 ///
 /// Every method may be called concurrently. Implementations must:
 /// - make registrations ephemeral (gone by themselves when this client dies) and renew
-///   them after a lost session, without help from the caller;
+///   them after a lost session, without help from the caller, retrying until they hold;
+/// - leave alone what another client holds: an entry belongs to the client that wrote
+///   it last (`register` takes it over: a hot upgrade's new process), and neither a
+///   renewal nor `unregister` nor `close` of an earlier writer takes it back or removes
+///   it (each backend's documentation says how its server enforces that);
 /// - deliver full snapshots in revision order, starting with the current state, and
 ///   never deliver an empty [`SnapshotOrigin::Authoritative`] snapshot because of a fault;
 /// - bound every network wait (an unreachable server gives
@@ -275,6 +279,16 @@ pub trait Registry: Send + Sync + 'static {
     /// Default: 0, for backends whose entries only this framework writes.
     fn skipped_entries(&self) -> u64 {
         0
+    }
+
+    /// Whether this client lost its session, lease or connection and has not yet written
+    /// its registrations again: until it has (it retries by itself until they hold),
+    /// they may be missing from the registry. Observers show it (the admin endpoint's
+    /// `/status`, the `rpc_registrations_pending` metric).
+    ///
+    /// Default: false, for backends with no session to lose (in-process, static).
+    fn reregistering(&self) -> bool {
+        false
     }
 }
 

@@ -40,6 +40,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod backoff;
 mod bounds;
 mod callbacks;
 mod config;
@@ -50,6 +51,7 @@ mod probes;
 pub mod process;
 mod protocols;
 mod registrations;
+mod registry_calls;
 mod sequence;
 mod shutdown;
 mod signals;
@@ -77,7 +79,7 @@ use tonic_health::server::HealthService;
 
 pub use config::{DEFAULT_CALLBACK_TIMEOUT, ShutdownConfig};
 pub use probes::{Probe, ProbeAnswer};
-pub use registrations::Registration;
+pub use registrations::{Pending, Registration};
 pub use rpc_core::{
     ConsumerHandles, ManagedReference, Phase, PhaseCell, PhaseReader, ProviderHandles,
 };

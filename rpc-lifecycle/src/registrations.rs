@@ -7,22 +7,33 @@
 //! step 1 takes every registration for good, and the hot upgrade's hand-over gives them
 //! up without withdrawing them. A registration is taken by exactly one of them: the
 //! phase is checked under the same lock the registrations are taken with.
+//!
+//! After a failed upgrade every registration is registered again (the killed new process
+//! may have taken them over). One that fails is *pending*: it is retried, with a capped
+//! and jittered backoff (`backoff.rs`: 100 ms doubling to 5 s), until it holds, until
+//! shutdown step 1, an abort or a hand-over takes it, or until a manual offline withdraws
+//! it. Each attempt holds the one-change-at-a-time lock, so shutdown step 1 waits for an
+//! attempt under way and no attempt registers an instance behind the shutdown's back.
+//! The state is visible ([`Registration::pending`]: the admin endpoint's `/status`, the
+//! `rpc_registrations_pending` metric), and logged once when a registration starts
+//! failing and once when it holds again — not at every attempt.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use futures_util::future::join_all;
 use parking_lot::Mutex;
 use rpc_core::{Instance, OfflineServices, Registry, ServiceKey};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
-/// One registration: an instance and the registry it is (or was) registered in.
-pub(crate) type Registered = (Arc<dyn Registry>, Instance);
+use crate::backoff::RetryDelays;
+pub(crate) use crate::registry_calls::{Registered, unregister_each};
+use crate::registry_calls::{attempt_each, release_each};
 
 /// One registration of this application, as observers (the admin endpoint's status)
 /// see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Registration {
     /// The registry's URL (credentials redacted).
     pub registry: String,
@@ -31,6 +42,36 @@ pub struct Registration {
     /// False while the service is manually offline (the registration is withdrawn and
     /// kept to be registered again).
     pub online: bool,
+    /// `Some` while the registration may be missing from its registry and is being
+    /// written again; `None` when it holds (or is manually offline).
+    pub pending: Option<Pending>,
+}
+
+/// Why a registration may be missing from its registry, and what is done about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Pending {
+    /// Registering it again (after a failed upgrade) failed: it is retried with a capped
+    /// backoff until it holds.
+    Retrying {
+        /// When the first attempt failed (tokio's clock).
+        since: Instant,
+        /// Attempts that failed so far.
+        attempts: u32,
+        /// The last attempt's error.
+        last_error: String,
+    },
+    /// Its registry client lost its session, lease or connection and is writing its
+    /// registrations again by itself ([`Registry::reregistering`]).
+    Reregistering,
+}
+
+/// A registration being retried, and how it went so far.
+struct Retried {
+    registration: Registered,
+    since: Instant,
+    attempts: u32,
+    last_error: String,
 }
 
 /// Which list of registrations an operation takes from.
@@ -48,39 +89,51 @@ struct Lists {
     withdrawn: Vec<Registered>,
     /// The services the application provides.
     provided: Vec<ServiceKey>,
+    /// Registered ones whose registration is retried until it holds.
+    pending: Vec<Retried>,
+    /// Whether a task retries `pending`.
+    retrying: bool,
 }
 
 /// The registrations of one application (see the module documentation).
 #[derive(Default)]
 pub(crate) struct Registrations {
-    lists: Mutex<Lists>,
+    /// Shared with the task that retries pending registrations.
+    shared: Arc<Shared>,
     /// The provided services manually offline, shared with the provider filter.
     offline: OfflineServices,
-    /// Held by a manual offline or online for its whole run, and by shutdown step 1
-    /// before it takes the registrations: one change at a time, none behind the
-    /// shutdown's back.
+}
+
+#[derive(Default)]
+struct Shared {
+    lists: Mutex<Lists>,
+    /// Held by a manual offline or online for its whole run, by each attempt of a
+    /// pending registration, by the hand-over and by shutdown step 1 before they take
+    /// the registrations: one change at a time, none behind the shutdown's back.
     changes: tokio::sync::Mutex<()>,
+    /// Cancelled when the registrations are taken for good: retrying stops.
+    taken: CancellationToken,
 }
 
 impl Registrations {
     /// Records that the application provides `service` (start-up, as it binds).
     pub(crate) fn provide(&self, service: ServiceKey) {
-        self.lists.lock().provided.push(service);
+        self.shared.lists.lock().provided.push(service);
     }
 
     /// Records a registration start-up made.
     pub(crate) fn add(&self, registration: Registered) {
-        self.lists.lock().registered.push(registration);
+        self.shared.lists.lock().registered.push(registration);
     }
 
     /// The services the application provides (empty before start-up bound them).
     pub(crate) fn provided(&self) -> Vec<ServiceKey> {
-        self.lists.lock().provided.clone()
+        self.shared.lists.lock().provided.clone()
     }
 
     /// The instances registered now.
     pub(crate) fn registered(&self) -> Vec<Instance> {
-        let lists = self.lists.lock();
+        let lists = self.shared.lists.lock();
         lists.registered.iter().map(|(_, i)| i.clone()).collect()
     }
 
@@ -89,23 +142,40 @@ impl Registrations {
         &self.offline
     }
 
-    /// Every registration, registry by registry: those registered now and those a
-    /// manual offline withdrew.
+    /// Every registration, registry by registry: those registered now (with whether
+    /// they are pending) and those a manual offline withdrew.
     pub(crate) fn by_registry(&self) -> Vec<Registration> {
-        let lists = self.lists.lock();
-        let entry = |online: bool| {
-            move |(registry, instance): &Registered| Registration {
+        let lists = self.shared.lists.lock();
+        let registered = lists.registered.iter().map(|(registry, instance)| {
+            let retried = lists
+                .pending
+                .iter()
+                .find(|retried| same(&retried.registration, registry, instance));
+            let pending = match retried {
+                Some(retried) => Some(Pending::Retrying {
+                    since: retried.since,
+                    attempts: retried.attempts,
+                    last_error: retried.last_error.clone(),
+                }),
+                None => registry.reregistering().then_some(Pending::Reregistering),
+            };
+            Registration {
                 registry: registry.url().to_owned(),
                 instance: instance.clone(),
-                online,
+                online: true,
+                pending,
             }
-        };
-        let mut all: Vec<Registration> = lists
-            .registered
+        });
+        let withdrawn = lists
+            .withdrawn
             .iter()
-            .map(entry(true))
-            .chain(lists.withdrawn.iter().map(entry(false)))
-            .collect();
+            .map(|(registry, instance)| Registration {
+                registry: registry.url().to_owned(),
+                instance: instance.clone(),
+                online: false,
+                pending: None,
+            });
+        let mut all: Vec<Registration> = registered.chain(withdrawn).collect();
         all.sort_by(|a, b| {
             (&a.registry, &a.instance.service).cmp(&(&b.registry, &b.instance.service))
         });
@@ -115,7 +185,7 @@ impl Registrations {
     /// Waits for a manual change under way to end and holds off later ones until the
     /// guard drops (a manual offline or online holds it for its whole run).
     pub(crate) async fn one_change_at_a_time(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.changes.lock().await
+        self.shared.changes.lock().await
     }
 
     /// The right to change registrations now, if no manual change holds it: the hot
@@ -130,14 +200,18 @@ impl Registrations {
     /// if the bound passed first (the change under way is then still waiting on its
     /// registry, whose own timeouts bound it).
     pub(crate) async fn settle(&self, bound: Instant) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        tokio::time::timeout_at(bound, self.changes.lock())
+        tokio::time::timeout_at(bound, self.shared.changes.lock())
             .await
             .ok()
     }
 
-    /// Takes every registration out, for good (shutdown step 1, an abort, the hand-over).
+    /// Takes every registration out, for good (shutdown step 1, an abort, the hand-over):
+    /// pending ones are not retried any more.
     pub(crate) fn take_all(&self) -> Vec<Registered> {
-        std::mem::take(&mut self.lists.lock().registered)
+        let mut lists = self.shared.lists.lock();
+        self.shared.taken.cancel();
+        lists.pending.clear();
+        std::mem::take(&mut lists.registered)
     }
 
     /// Takes the entries of the `selected` services out of one list, if `allowed` says
@@ -153,7 +227,7 @@ impl Registrations {
         from: Listed,
         allowed: impl FnOnce() -> Result<(), E>,
     ) -> Result<Vec<Registered>, E> {
-        let mut lists = self.lists.lock();
+        let mut lists = self.shared.lists.lock();
         allowed()?;
         let list = match from {
             Listed::Registered => &mut lists.registered,
@@ -168,13 +242,13 @@ impl Registrations {
 
     /// Puts registrations a manual offline withdrew on the withdrawn list.
     pub(crate) fn keep_withdrawn(&self, withdrawn: Vec<Registered>) {
-        self.lists.lock().withdrawn.extend(withdrawn);
+        self.shared.lists.lock().withdrawn.extend(withdrawn);
     }
 
     /// Puts registrations a manual online tried back: those registered again on the
     /// registered list, the others on the withdrawn list (a later online tries again).
     pub(crate) fn restore<E>(&self, tried: Vec<Registered>, results: &[Result<(), E>]) {
-        let mut lists = self.lists.lock();
+        let mut lists = self.shared.lists.lock();
         for (registration, result) in tried.into_iter().zip(results) {
             match result {
                 Ok(()) => lists.registered.push(registration),
@@ -184,62 +258,137 @@ impl Registrations {
     }
 
     /// Gives up every registration without withdrawing it (the hot upgrade's hand-over:
-    /// the new process registered the same instances), bounded by `bound`.
+    /// the new process registered the same instances), bounded by `bound`; an attempt
+    /// to register a pending one again that is under way ends first (bounded by `bound`
+    /// too, and cancelled past it).
     pub(crate) async fn release_all(&self, bound: Duration) {
+        let _no_attempt = self.settle(Instant::now() + bound).await;
         let registrations = self.take_all();
-        each_within(&registrations, Redo::Release, bound).await;
+        release_each(&registrations, bound).await;
     }
 
-    /// Registers every current registration again, bounded by `bound`: after a failed
-    /// upgrade, registrations a killed new process had taken over (same ids: the key
-    /// moved to its lease, the znode to its session, the Nacos instance to its
-    /// connection) become this process's again before its session ends. Registering an
-    /// instance again is idempotent.
+    /// Registers every current registration again, each attempt bounded by `bound`:
+    /// after a failed upgrade, registrations a killed new process had taken over (same
+    /// ids: the key moved to its lease, the znode to its session, the Nacos instance to
+    /// its connection) become this process's again before its session ends. Registering
+    /// an instance again is idempotent. Those that fail are pending, retried in the
+    /// background until they hold (see the module documentation).
     pub(crate) async fn register_again(&self, bound: Duration) {
-        let registrations = self.lists.lock().registered.clone();
-        each_within(&registrations, Redo::Register, bound).await;
-    }
-}
-
-/// What the hot upgrade does again to every registration.
-#[derive(Clone, Copy, Debug)]
-enum Redo {
-    /// Give it up without withdrawing it (after the hand-over).
-    Release,
-    /// Register it again (after a failed upgrade).
-    Register,
-}
-
-/// Does `redo` to every one of `registrations` in parallel, within `bound`; a failure
-/// or the bound is logged (the registry's session then decides).
-async fn each_within(registrations: &[Registered], redo: Redo, bound: Duration) {
-    let each = registrations.iter().map(|(registry, instance)| async move {
-        let result = match redo {
-            Redo::Release => registry.release(instance).await,
-            Redo::Register => registry.register(instance).await,
+        let registrations = self.shared.lists.lock().registered.clone();
+        let results = attempt_each(&registrations, bound).await;
+        let start = {
+            let mut lists = self.shared.lists.lock();
+            for (registration, result) in registrations.into_iter().zip(results) {
+                let (registry, instance) = &registration;
+                let known = lists
+                    .pending
+                    .iter()
+                    .position(|retried| same(&retried.registration, registry, instance));
+                match (result, known) {
+                    (Ok(()), Some(index)) => {
+                        let retried = lists.pending.remove(index);
+                        log_held(&registration, retried.attempts + 1);
+                    }
+                    (Ok(()), None) => {}
+                    (Err(error), Some(index)) => lists.pending[index].failed(error),
+                    (Err(error), None) => {
+                        tracing::warn!(instance = %instance.id, registry = registry.url(), %error, "registering again failed; retrying until it holds");
+                        lists.pending.push(Retried {
+                            registration,
+                            since: Instant::now(),
+                            attempts: 1,
+                            last_error: error,
+                        });
+                    }
+                }
+            }
+            let start =
+                !lists.pending.is_empty() && !lists.retrying && !self.shared.taken.is_cancelled();
+            lists.retrying |= start;
+            start
         };
-        if let Err(error) = result {
-            tracing::warn!(instance = %instance.id, registry = registry.url(), %error, ?redo, "a registration could not be redone");
+        if start {
+            tokio::spawn(retry_until_held(self.shared.clone(), bound));
         }
-    });
-    if tokio::time::timeout(bound, join_all(each)).await.is_err() {
-        tracing::warn!(?bound, ?redo, "redoing the registrations timed out");
     }
 }
 
-/// Unregisters every one of `registrations` in parallel, counting in `withdrawn` those
-/// that succeeded (read by the caller even if it stops waiting early). A failure is
-/// logged: the registration expires with its registry session.
-pub(crate) async fn unregister_each(registrations: &[Registered], withdrawn: &AtomicUsize) {
-    let withdrawals = registrations.iter().map(|(registry, instance)| async move {
-        match registry.unregister(instance).await {
-            Ok(()) => {
-                withdrawn.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(error) => {
-                tracing::warn!(instance = %instance.id, %error, "unregister failed; the registration will expire");
+impl Retried {
+    fn failed(&mut self, error: String) {
+        self.attempts += 1;
+        self.last_error = error;
+    }
+}
+
+/// Whether `registration` is `instance` in `registry` (the same client, not merely the
+/// same URL).
+fn same(registration: &Registered, registry: &Arc<dyn Registry>, instance: &Instance) -> bool {
+    Arc::ptr_eq(&registration.0, registry) && registration.1.id == instance.id
+}
+
+/// The task that retries the pending registrations until none is left: each round
+/// waits for the next delay, then, holding the one-change-at-a-time lock, drops those
+/// no longer registered (taken by a manual offline) and tries the others again, each
+/// bounded by `bound`. Ends when the registrations are taken for good.
+async fn retry_until_held(shared: Arc<Shared>, bound: Duration) {
+    let mut delays = RetryDelays::new();
+    loop {
+        tokio::select! {
+            () = shared.taken.cancelled() => return,
+            () = tokio::time::sleep(delays.next_delay()) => {}
+        }
+        let _one_change = tokio::select! {
+            () = shared.taken.cancelled() => return,
+            guard = shared.changes.lock() => guard,
+        };
+        let tried: Vec<Registered> = {
+            let mut lists = shared.lists.lock();
+            let Lists {
+                registered,
+                pending,
+                ..
+            } = &mut *lists;
+            pending.retain(|retried| {
+                let (registry, instance) = &retried.registration;
+                registered
+                    .iter()
+                    .any(|(r, i)| Arc::ptr_eq(r, registry) && i.id == instance.id)
+            });
+            pending
+                .iter()
+                .map(|retried| retried.registration.clone())
+                .collect()
+        };
+        // Cancelled by a shutdown that did not wait for it: its registrations are taken.
+        let results = tokio::select! {
+            () = shared.taken.cancelled() => return,
+            results = attempt_each(&tried, bound) => results,
+        };
+        let mut lists = shared.lists.lock();
+        for ((registry, instance), result) in tried.iter().zip(results) {
+            let Some(index) = lists
+                .pending
+                .iter()
+                .position(|retried| same(&retried.registration, registry, instance))
+            else {
+                continue;
+            };
+            match result {
+                Ok(()) => {
+                    let retried = lists.pending.remove(index);
+                    log_held(&retried.registration, retried.attempts + 1);
+                }
+                Err(error) => lists.pending[index].failed(error),
             }
         }
-    });
-    join_all(withdrawals).await;
+        if lists.pending.is_empty() {
+            lists.retrying = false;
+            return;
+        }
+    }
+}
+
+/// The one line that says a pending registration holds again.
+fn log_held((registry, instance): &Registered, attempts: u32) {
+    tracing::info!(instance = %instance.id, registry = registry.url(), attempts, "registered again; the registration holds");
 }

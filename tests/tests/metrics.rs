@@ -205,11 +205,12 @@ async fn a_scrape_during_shutdown_sees_the_phase_move_and_every_rejection() {
 }
 
 /// Every metric the README lists, as its name appears after `# TYPE`.
-const DOCUMENTED: [&str; 36] = [
+const DOCUMENTED: [&str; 38] = [
     "rpc_lifecycle_phase",
     "rpc_shutdown_step_duration_seconds",
     "rpc_shutdown_step_outcome",
     "rpc_registrations",
+    "rpc_registrations_pending",
     "rpc_registry_operations_total",
     "rpc_server_call_duration_seconds",
     "rpc_server_requests_in_flight",
@@ -227,6 +228,7 @@ const DOCUMENTED: [&str; 36] = [
     "rpc_client_picks_total",
     "rpc_client_instances",
     "rpc_client_ejections_total",
+    "rpc_client_unresponsive_ejections_total",
     "rpc_client_retries_total",
     "rpc_client_retry_budget_exhausted_total",
     "rpc_client_failovers_total",

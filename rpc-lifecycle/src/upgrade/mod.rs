@@ -344,7 +344,8 @@ impl Lifecycle {
             let tail = successor.abandon().await;
             run.add_reason_detail(&tail);
             // It may have registered our instances before it failed, moving them to its
-            // session or lease, which ends with it: take them back.
+            // session or lease, which ends with it: take them back (those that fail are
+            // retried in the background until they hold, `registrations.rs`).
             let bound = self.config().step_timeout;
             self.inner.registrations.register_again(bound).await;
         }

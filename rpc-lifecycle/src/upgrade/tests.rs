@@ -109,12 +109,15 @@ impl Successor for FakeSuccessor {
     }
 }
 
-/// Counts what the lifecycle asks of a registry.
+/// Counts what the lifecycle asks of a registry; refuses registrations while `refuse`
+/// is set (an unreachable registry).
 #[derive(Default)]
 struct CountingRegistry {
     registers: AtomicUsize,
     unregisters: AtomicUsize,
     releases: AtomicUsize,
+    refuse: std::sync::atomic::AtomicBool,
+    refused: AtomicUsize,
 }
 
 #[async_trait]
@@ -123,6 +126,15 @@ impl Registry for CountingRegistry {
         "counting://"
     }
     async fn register(&self, _: &Instance) -> Result<(), RegistryError> {
+        if self.refuse.load(Ordering::SeqCst) {
+            self.refused.fetch_add(1, Ordering::SeqCst);
+            return Err(RegistryError::Unreachable {
+                url: self.url().into(),
+                timeout: Duration::from_secs(3),
+                cause: rpc_core::Unreachability::Refused,
+                source: "connection refused".into(),
+            });
+        }
         self.registers.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
@@ -520,4 +532,106 @@ async fn an_upgrade_does_not_begin_while_a_manual_change_moves_registrations() {
     assert_eq!(refused.refusal, Some(Refusal::TrafficChanging), "{refused}");
     drop(change);
     assert!(f.lifecycle.upgrade().await.succeeded());
+}
+
+/// The registration's pending state, as observers see it.
+fn pending(f: &Fixture) -> Option<crate::Pending> {
+    let registrations = f.lifecycle.registrations_by_registry();
+    assert_eq!(registrations.len(), 1);
+    registrations[0].pending.clone()
+}
+
+/// Issue 36: a registry unreachable when a failed upgrade registers again leaves the
+/// registration pending, retried with backoff (visible meanwhile), and it holds again
+/// within the longest delay once the registry answers.
+#[tokio::test(start_paused = true)]
+async fn a_registration_that_fails_after_a_failed_upgrade_is_retried_until_it_holds() {
+    let f = serving(Behaviour::Exits("panicked at main.rs")).await;
+    f.registry.refuse.store(true, Ordering::SeqCst);
+    let report = f.lifecycle.upgrade().await;
+    assert_eq!(report.result, UpgradeResult::Failed);
+    assert!(
+        matches!(pending(&f), Some(crate::Pending::Retrying { attempts: 1, ref last_error, .. }) if last_error.contains("refused")),
+        "{:?}",
+        pending(&f)
+    );
+
+    // Down for a minute: retried all along, ever more slowly (100 ms doubling to 5 s).
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let tried = f.registry.refused.load(Ordering::SeqCst);
+    assert!((14..=30).contains(&tried), "{tried} attempts in a minute");
+    let Some(crate::Pending::Retrying {
+        attempts, since, ..
+    }) = pending(&f)
+    else {
+        panic!("still pending: {:?}", pending(&f));
+    };
+    assert_eq!(attempts as usize, tried);
+    assert!(since.elapsed() >= Duration::from_secs(60));
+    assert_eq!(f.registry.registers.load(Ordering::SeqCst), 1, "start-up's");
+
+    // The registry answers again: the registration holds within the longest delay.
+    let back = tokio::time::Instant::now();
+    f.registry.refuse.store(false, Ordering::SeqCst);
+    while pending(&f).is_some() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        back.elapsed() <= crate::backoff::LONGEST_DELAY,
+        "held {:?} after the registry came back",
+        back.elapsed()
+    );
+    assert_eq!(f.registry.registers.load(Ordering::SeqCst), 2);
+    // Nothing more is tried once it holds.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(f.registry.registers.load(Ordering::SeqCst), 2);
+    assert_eq!(f.registry.refused.load(Ordering::SeqCst), tried);
+    assert_eq!(f.lifecycle.phase(), Phase::Serving);
+}
+
+/// Issue 36: the retries end with the shutdown: its step 1 takes the pending
+/// registration and withdraws it, and nothing registers it again afterwards.
+#[tokio::test(start_paused = true)]
+async fn a_shutdown_ends_the_retries_and_nothing_registers_behind_it() {
+    let f = serving(Behaviour::Exits("panicked at main.rs")).await;
+    f.registry.refuse.store(true, Ordering::SeqCst);
+    assert_eq!(f.lifecycle.upgrade().await.result, UpgradeResult::Failed);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(pending(&f).is_some());
+
+    let _: ShutdownReport = f.lifecycle.before_shutdown().await;
+    assert_eq!(f.registry.unregisters.load(Ordering::SeqCst), 1);
+    let tried = f.registry.refused.load(Ordering::SeqCst);
+    f.registry.refuse.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(f.registry.refused.load(Ordering::SeqCst), tried);
+    assert_eq!(
+        f.registry.registers.load(Ordering::SeqCst),
+        1,
+        "nothing registered after the shutdown's withdrawal"
+    );
+    assert!(f.lifecycle.registrations_by_registry().is_empty());
+}
+
+/// A hand-over takes pending registrations too: the next upgrade's old process stops
+/// retrying (the new one registered the instances), and releases them.
+#[tokio::test(start_paused = true)]
+async fn a_hand_over_ends_the_retries() {
+    let f = serving(Behaviour::Exits("panicked at main.rs")).await;
+    f.registry.refuse.store(true, Ordering::SeqCst);
+    assert_eq!(f.lifecycle.upgrade().await.result, UpgradeResult::Failed);
+    assert!(pending(&f).is_some());
+
+    f.set(Behaviour::ReadyAfter(Duration::from_millis(100)));
+    assert!(f.lifecycle.upgrade().await.succeeded());
+    let tried = f.registry.refused.load(Ordering::SeqCst);
+    f.registry.refuse.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(f.registry.refused.load(Ordering::SeqCst), tried);
+    assert_eq!(
+        f.registry.registers.load(Ordering::SeqCst),
+        1,
+        "start-up's only"
+    );
+    assert_eq!(f.registry.releases.load(Ordering::SeqCst), 1);
 }

@@ -1,6 +1,7 @@
 //! The etcd v3 client of this backend: connections to the cluster's members, etcd
 //! authentication, and the few requests the backend sends (prefix reads, puts under a
-//! lease, deletes, leases and their keep-alive stream, prefix watches).
+//! lease, writes and deletes conditional on the lease a key hangs on, leases and their
+//! keep-alive stream, prefix watches).
 //!
 //! It is ours, on stubs `build.rs` generates with a vendored `protoc` (see `proto.rs`),
 //! because etcd-client needs a `protoc` from the environment at build time, which a
@@ -36,6 +37,7 @@ use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 use tonic::{Status, Streaming};
 
 use crate::etcd::auth::{Auth, Token, token_from, with_token};
+use crate::etcd::codec::prefix_end;
 use crate::etcd::config::EtcdTls;
 use crate::etcd::error::{EtcdError, is_invalid_token, try_another_member};
 use crate::etcd::members::Members;
@@ -44,10 +46,11 @@ use crate::etcd::proto::etcdserverpb::kv_client::KvClient;
 use crate::etcd::proto::etcdserverpb::lease_client::LeaseClient;
 use crate::etcd::proto::etcdserverpb::watch_client::WatchClient;
 use crate::etcd::proto::etcdserverpb::{
-    AuthenticateRequest, DeleteRangeRequest, LeaseGrantRequest, LeaseKeepAliveRequest,
-    LeaseKeepAliveResponse, LeaseRevokeRequest, PutRequest, RangeRequest, RangeResponse,
+    AuthenticateRequest, LeaseGrantRequest, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
+    LeaseRevokeRequest, PutRequest, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
     WatchCreateRequest, WatchRequest, watch_request,
 };
+use crate::etcd::txn::{self, Held};
 use crate::etcd::watch_stream::Watch;
 use crate::remote::NetworkSettings;
 
@@ -139,18 +142,38 @@ impl EtcdClient {
         .map(drop)
     }
 
-    /// Deletes `key` (nothing happens when it is not there).
-    pub(super) async fn delete(&self, key: &str) -> Result<(), EtcdError> {
-        let message = DeleteRangeRequest {
-            key: key.as_bytes().to_vec(),
-            ..DeleteRangeRequest::default()
-        };
+    /// Writes `value` at `key` under `lease` if the key is absent or still hangs on
+    /// `previous` (the lease this client wrote it under before), in one transaction:
+    /// [`Held::Done`] when written, else [`Held::ByLease`] of the lease that holds it now
+    /// (another generation's, left alone).
+    pub(super) async fn put_if_ours(
+        &self,
+        key: &str,
+        value: &str,
+        lease: i64,
+        previous: i64,
+    ) -> Result<Held, EtcdError> {
+        let request = txn::put_if_absent_or_held(key, value, lease, previous);
+        let answer = self.txn(request).await?;
+        txn::put_outcome(&answer)
+    }
+
+    /// Deletes `key` if it hangs on `lease`, in one transaction: [`Held::Done`] when
+    /// deleted, [`Held::Absent`] when there was no such key, [`Held::ByLease`] when
+    /// another lease holds it (it is left alone).
+    pub(super) async fn delete_if_held(&self, key: &str, lease: i64) -> Result<Held, EtcdError> {
+        let answer = self.txn(txn::delete_if_held(key, lease)).await?;
+        txn::delete_outcome(&answer)
+    }
+
+    /// Sends one transaction.
+    async fn txn(&self, message: TxnRequest) -> Result<TxnResponse, EtcdError> {
         self.authorized(|channel, token| {
             let request = with_token(message.clone(), token);
-            async move { KvClient::new(channel).delete_range(request).await }
+            async move { KvClient::new(channel).txn(request).await }
         })
         .await
-        .map(drop)
+        .map(tonic::Response::into_inner)
     }
 
     /// Grants a lease of `ttl` seconds; its id.
@@ -370,33 +393,5 @@ fn endpoint(
     match tls {
         Some(tls) => endpoint.tls_config(tls.clone()).map_err(EtcdError::Setup),
         None => Ok(endpoint),
-    }
-}
-
-/// The end of the range of every key that starts with `prefix` (etcd's `range_end`):
-/// the prefix with its last byte below 0xff incremented and what follows it dropped;
-/// `\0` (every key from `prefix` on) when every byte is 0xff.
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_prefix_range_ends_after_the_last_key_with_the_prefix() {
-        assert_eq!(prefix_end(b"/rpc/a/"), b"/rpc/a0");
-        assert_eq!(prefix_end(b"a\xff"), b"b");
-        assert_eq!(prefix_end(b"a\xff\xff"), b"b");
-        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
-        assert_eq!(prefix_end(b""), b"\0");
     }
 }

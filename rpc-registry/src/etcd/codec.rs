@@ -1,6 +1,7 @@
 //! An instance and its stored form in etcd: one key per instance,
 //! `<prefix>/<service.path_segment()>/providers/<instance id>`, its value the instance's
-//! JSON (see "Layout" in the module documentation).
+//! JSON (see "Layout" in the module documentation); and the range of keys a prefix read
+//! covers.
 
 use rpc_core::{Instance, ServiceKey};
 
@@ -49,9 +50,32 @@ pub(super) fn decode(url: &str, key: &[u8], value: &[u8]) -> Option<Instance> {
     }
 }
 
+/// The end of the range of every key that starts with `prefix` (etcd's `range_end`):
+/// the prefix with its last byte below 0xff incremented and what follows it dropped;
+/// `\0` (every key from `prefix` on) when every byte is 0xff.
+pub(super) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_prefix_range_ends_after_the_last_key_with_the_prefix() {
+        assert_eq!(prefix_end(b"/rpc/a/"), b"/rpc/a0");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+        assert_eq!(prefix_end(b"a\xff\xff"), b"b");
+        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
+        assert_eq!(prefix_end(b""), b"\0");
+    }
     use crate::remote::testing;
 
     #[test]

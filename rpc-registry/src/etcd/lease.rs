@@ -3,22 +3,34 @@
 //!
 //! The first registration grants the lease; a background task keeps it alive (a keep-alive
 //! every third of the TTL). When the lease is lost anyway (etcd unreachable for longer than
-//! the TTL, or restarted without its data) the task grants a new one as soon as etcd
-//! answers again and writes every registration under it. Registrations and the lease sit
-//! behind one lock, so a renewal and a registration never interleave: every key recorded is
-//! under the lease recorded. Closing revokes the lease, which deletes every key of this
-//! client at once.
+//! the TTL, or restarted without its data, or this process paused past it) the task grants
+//! a new one as soon as etcd answers again and writes every registration under it —
+//! retried with a capped backoff until it holds. Registrations and the lease sit behind
+//! one lock, so a renewal and a registration never interleave: every key recorded is under
+//! the lease recorded. Closing revokes the lease, which deletes every key of this client
+//! at once.
+//!
+//! # Ownership
+//! A key belongs to the lease it hangs on. `register` takes a key whoever holds it (a put
+//! moves it to this client's lease: how a hot upgrade's new generation takes over), but
+//! nothing else this client does touches a key another lease holds: a renewal writes a
+//! key only where it is absent or still on the lease it was written under, and
+//! `unregister` deletes it only while it hangs on this client's lease, each in one etcd
+//! transaction (`txn.rs`). A key found on another lease is left to it and forgotten here
+//! (logged once), so this client neither writes it again nor deletes it later.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rpc_core::RegistryError;
 use tokio::sync::{Mutex, MutexGuard, watch};
-use tokio::time::Instant;
 
 use crate::etcd::client::EtcdClient;
 use crate::etcd::error::{EtcdError, call, is_lease_gone};
+use crate::etcd::keep_alive::{KeepAliveEnd, keep_alive};
+use crate::etcd::txn::Held;
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::{Backoff, Failure};
 
@@ -36,6 +48,9 @@ pub(super) struct LeaseKeeper {
     leased: Mutex<Leased>,
     /// The current lease, for the keep-alive task.
     lease_tx: watch::Sender<Option<i64>>,
+    /// Set from the moment the lease is found lost until every registration is written
+    /// under a new one.
+    restoring: AtomicBool,
 }
 
 /// The lease and what hangs on it.
@@ -44,14 +59,11 @@ struct Leased {
     lease: Option<i64>,
     /// key -> JSON value of every instance registered through this client.
     registered: BTreeMap<String, String>,
-}
-
-/// Why keeping one lease alive ended.
-enum KeepAliveEnd {
-    /// etcd no longer knows the lease (or will have forgotten it by now).
-    Lost,
-    /// Another lease became current, or the client is closing.
-    Replaced,
+    /// Leases this client granted that may hold its keys: the current one, and those of
+    /// renewals that failed halfway (a key written under one of them is ours until it
+    /// expires, although its revocation may have failed too). Only the current one after
+    /// a renewal succeeds: it then holds every key recorded.
+    granted: Vec<i64>,
 }
 
 impl LeaseKeeper {
@@ -71,6 +83,7 @@ impl LeaseKeeper {
             request_timeout,
             leased: Mutex::new(Leased::default()),
             lease_tx,
+            restoring: AtomicBool::new(false),
         });
         keeper
             .lifetime
@@ -84,8 +97,15 @@ impl LeaseKeeper {
         self.leased.lock().await.lease
     }
 
-    /// Writes `value` at `key` under the lease (granting one first if there is none) and
-    /// records it, so that a new lease gets it too.
+    /// Whether the lease was lost and the registrations are not all written under a new
+    /// one yet.
+    pub(super) fn is_restoring(&self) -> bool {
+        self.restoring.load(Ordering::Relaxed)
+    }
+
+    /// Writes `value` at `key` under the lease (granting one first if there is none),
+    /// whoever held the key (see "Ownership" above), and records it, so that a new lease
+    /// gets it too.
     ///
     /// # Errors
     /// [`RegistryError::Closed`] once the client is closed; [`RegistryError::Operation`]
@@ -114,7 +134,9 @@ impl LeaseKeeper {
         Ok(())
     }
 
-    /// Deletes `key` if it was registered through this client; `false` when it was not.
+    /// Deletes `key` if it was registered through this client and still hangs on its
+    /// lease; `false` when it was not registered here. A key another lease holds now (a
+    /// newer generation's) is left to it.
     ///
     /// # Errors
     /// As [`LeaseKeeper::put`].
@@ -124,9 +146,15 @@ impl LeaseKeeper {
         if leased.registered.remove(&key).is_none() {
             return Ok(false);
         }
-        call(self.request_timeout, self.etcd.delete(&key))
-            .await
-            .map_err(|failure| failure.into_operation(&self.lifetime.url, "unregister"))?;
+        let current = leased.lease.unwrap_or(0);
+        let delete = |lease| self.etcd.delete_if_held(&key, lease);
+        let held = self.on_our_leases(current, &leased.granted, delete).await;
+        match held.map_err(|failure| failure.into_operation(&self.lifetime.url, "unregister"))? {
+            Held::Done | Held::Absent => {}
+            Held::ByLease(holder) => {
+                tracing::info!(url = %self.lifetime.url, key, holder = format_args!("{holder:x}"), "etcd: another lease holds this key now (a newer generation took it over): not deleted");
+            }
+        }
         Ok(true)
     }
 
@@ -158,10 +186,18 @@ impl LeaseKeeper {
         self.lifetime.stop();
         leased.registered.clear();
         let lease = leased.lease.take();
+        let abandoned: Vec<i64> = std::mem::take(&mut leased.granted)
+            .into_iter()
+            .filter(|granted| Some(*granted) != lease)
+            .collect();
         drop(leased);
         // The tasks stop at their next await point; their watch and keep-alive streams are
         // dropped with them.
         self.lifetime.wait_for_tasks(self.request_timeout).await;
+        for old in abandoned {
+            // Best effort: what a renewal that failed halfway left on it expires anyway.
+            let _ = call(self.request_timeout, self.etcd.lease_revoke(old)).await;
+        }
         let Some(lease) = lease else {
             return Ok(());
         };
@@ -194,19 +230,42 @@ impl LeaseKeeper {
             })
     }
 
-    /// Grants a new lease, writes every registration under it and makes it current.
+    /// Grants a new lease, writes every registration under it and makes it current. A
+    /// key is written only where it is absent or still on one of this client's leases: a
+    /// key another lease holds (a newer generation took it over while this client's
+    /// lease was lost) is left to it and forgotten, with one log line.
     async fn renew(&self, leased: &mut Leased) -> Result<i64, Failure<EtcdError>> {
         let etcd = &self.etcd;
         let lease = call(self.request_timeout, etcd.lease_grant(self.ttl_seconds())).await?;
+        leased.granted.push(lease);
+        let previous = leased.lease.unwrap_or(0);
+        let mut taken = Vec::new();
         for (key, value) in &leased.registered {
-            let put = call(self.request_timeout, etcd.put(key, value, lease)).await;
-            if let Err(failure) = put {
-                // Do not leave a half-filled lease behind; the next attempt grants anew.
-                let _ = call(self.request_timeout, etcd.lease_revoke(lease)).await;
-                return Err(failure);
+            let put = |previous| etcd.put_if_ours(key, value, lease, previous);
+            match self.on_our_leases(previous, &leased.granted, put).await {
+                Ok(Held::Done | Held::Absent) => {}
+                Ok(Held::ByLease(holder)) => taken.push((key.clone(), holder)),
+                Err(failure) => {
+                    // Do not leave a half-filled lease behind; the next attempt grants
+                    // anew. (Should the revocation fail, the lease stays in `granted`
+                    // until it expires: what it holds is still ours.)
+                    if call(self.request_timeout, etcd.lease_revoke(lease))
+                        .await
+                        .is_ok()
+                    {
+                        leased.granted.retain(|granted| *granted != lease);
+                    }
+                    return Err(failure);
+                }
             }
         }
+        for (key, holder) in taken {
+            leased.registered.remove(&key);
+            tracing::info!(url = %self.lifetime.url, key, holder = format_args!("{holder:x}"), "etcd: another lease holds this key now (a newer generation took it over): left to it, no longer registered here");
+        }
         let old = leased.lease.replace(lease);
+        // Every key recorded hangs on the new lease now.
+        leased.granted = vec![lease];
         self.lease_tx.send_replace(Some(lease));
         if let Some(old) = old {
             // Best effort: the old lease no longer holds any key; let it go now rather
@@ -215,6 +274,28 @@ impl LeaseKeeper {
         }
         tracing::info!(url = %self.lifetime.url, lease, registrations = leased.registered.len(), "etcd lease granted");
         Ok(lease)
+    }
+
+    /// Runs a write or delete conditional on the key's lease (`request(lease)`) against
+    /// `expected`, the lease the key was written under; when another lease of this
+    /// client holds it (`granted`: one a renewal left halfway), once more against that
+    /// one. What the last request found.
+    async fn on_our_leases<F, Fut>(
+        &self,
+        expected: i64,
+        granted: &[i64],
+        request: F,
+    ) -> Result<Held, Failure<EtcdError>>
+    where
+        F: Fn(i64) -> Fut,
+        Fut: std::future::Future<Output = Result<Held, EtcdError>>,
+    {
+        match call(self.request_timeout, request(expected)).await? {
+            Held::ByLease(holder) if holder != expected && granted.contains(&holder) => {
+                call(self.request_timeout, request(holder)).await
+            }
+            held => Ok(held),
+        }
     }
 
     /// Renews the lease after `lost` was found gone, unless someone already did.
@@ -226,6 +307,7 @@ impl LeaseKeeper {
         if leased.registered.is_empty() {
             // Nothing to keep: the next registration grants a lease.
             leased.lease = None;
+            leased.granted.clear();
             self.lease_tx.send_replace(None);
             return Ok(());
         }
@@ -233,68 +315,6 @@ impl LeaseKeeper {
             .await
             .map(|_| ())
             .map_err(|failure| failure.into_operation(&self.lifetime.url, "renew lease"))
-    }
-
-    /// Keeps `lease` alive until it is lost or replaced.
-    async fn keep_alive(
-        &self,
-        lease: i64,
-        lease_rx: &mut watch::Receiver<Option<i64>>,
-    ) -> KeepAliveEnd {
-        let interval = (self.ttl / 3).max(Duration::from_millis(500));
-        let mut backoff = Backoff::new();
-        // The lease was granted or renewed moments ago; etcd forgets it `ttl` after the
-        // last renewal it received.
-        let mut renewed_at = Instant::now();
-        loop {
-            if *lease_rx.borrow_and_update() != Some(lease) {
-                return KeepAliveEnd::Replaced;
-            }
-            if renewed_at.elapsed() >= self.ttl {
-                return KeepAliveEnd::Lost;
-            }
-            let mut stream = match call(self.request_timeout, self.etcd.lease_keep_alive(lease))
-                .await
-            {
-                Ok(opened) => opened,
-                Err(Failure::Failed(error)) if is_lease_gone(&error) => {
-                    return KeepAliveEnd::Lost;
-                }
-                Err(failure) => {
-                    tracing::warn!(url = %self.lifetime.url, lease, error = %failure.into_source(), "etcd lease keep-alive failed; retrying");
-                    if !backoff.wait(&self.lifetime.closed).await {
-                        return KeepAliveEnd::Replaced;
-                    }
-                    continue;
-                }
-            };
-            // Opening the stream renewed the lease once.
-            renewed_at = Instant::now();
-            backoff.reset();
-            loop {
-                tokio::select! {
-                    () = tokio::time::sleep(interval) => {}
-                    changed = lease_rx.changed() => {
-                        if changed.is_err() || *lease_rx.borrow_and_update() != Some(lease) {
-                            return KeepAliveEnd::Replaced;
-                        }
-                        continue;
-                    }
-                }
-                if stream.keep_alive().await.is_err() {
-                    break;
-                }
-                match call(self.request_timeout, stream.message()).await {
-                    Ok(Some(response)) if response.ttl > 0 => renewed_at = Instant::now(),
-                    Ok(Some(_)) => return KeepAliveEnd::Lost,
-                    Ok(None) => break,
-                    Err(failure) => {
-                        tracing::warn!(url = %self.lifetime.url, lease, error = %failure.into_source(), "etcd lease keep-alive interrupted");
-                        break;
-                    }
-                }
-            }
-        }
     }
 }
 
@@ -315,26 +335,37 @@ async fn keep_lease_alive(keeper: Arc<LeaseKeeper>, mut lease_rx: watch::Receive
         };
         let end = tokio::select! {
             () = cancel.cancelled() => return,
-            end = keeper.keep_alive(lease, &mut lease_rx) => end,
+            end = keep_alive(&keeper.etcd, &keeper.lifetime, lease, keeper.ttl, &mut lease_rx, keeper.request_timeout) => end,
         };
         if let KeepAliveEnd::Replaced = end {
             continue;
         }
         tracing::warn!(url = %keeper.lifetime.url, lease, "etcd lease lost; registering again under a new lease");
+        keeper.restoring.store(true, Ordering::Relaxed);
+        let mut attempts = 0_u32;
         loop {
             let renewed = tokio::select! {
                 () = cancel.cancelled() => return,
                 renewed = keeper.renew_after_loss(lease) => renewed,
             };
+            attempts += 1;
             match renewed {
                 Ok(()) => break,
+                // The first failure is worth a line; the retries until it holds are not.
+                Err(error) if attempts == 1 => {
+                    tracing::warn!(url = %keeper.lifetime.url, %error, "etcd lease renewal failed; retrying until it holds");
+                }
                 Err(error) => {
-                    tracing::warn!(%error, "etcd lease renewal failed; retrying");
-                    if !backoff.wait(&cancel).await {
-                        return;
-                    }
+                    tracing::debug!(url = %keeper.lifetime.url, %error, attempts, "etcd lease renewal failed again")
                 }
             }
+            if !backoff.wait(&cancel).await {
+                return;
+            }
+        }
+        keeper.restoring.store(false, Ordering::Relaxed);
+        if attempts > 1 {
+            tracing::info!(url = %keeper.lifetime.url, attempts, "etcd registrations hold again");
         }
         backoff.reset();
     }

@@ -11,17 +11,32 @@
 //! Every key this client writes is attached to one lease of `ttl` (default 10 s) that a
 //! background task keeps alive (a keep-alive every third of the TTL). A process that dies
 //! stops renewing it and etcd deletes its keys when the TTL runs out. When the lease is lost
-//! anyway (etcd unreachable for longer than the TTL, or restarted without its data), the
-//! task grants a new lease as soon as etcd answers again and writes every registration
-//! under it; a key left by the old lease is simply overwritten.
+//! anyway (etcd unreachable for longer than the TTL, restarted without its data, or this
+//! process paused past it), the task grants a new lease as soon as etcd answers again and
+//! writes the registrations under it, retrying (100 ms doubling to 1 s) until they hold;
+//! [`Registry::reregistering`](rpc_core::Registry::reregistering) is true meanwhile.
 //!
-//! # Hot upgrade
+//! # Ownership: an entry belongs to the lease it hangs on
+//! Only `register` writes a key whoever holds it. Everything else is conditional on the
+//! key's lease, compared by etcd in the same transaction (`txn.rs`): a renewal after a
+//! lost lease writes a key only where it is absent or still on the lease this client
+//! wrote it under, and `unregister` deletes it only while it hangs on this client's
+//! lease. A key found on another lease belongs to another client (a newer generation):
+//! it is left alone and forgotten here, with one log line, so this client neither writes
+//! it again nor deletes it. Closing revokes the lease, which deletes only the keys still
+//! attached to it.
+//!
+//! # Hot upgrade: how ownership moves
 //! A put attaches a key to the lease it names, taking it off any lease it had. The hot
 //! upgrade's new process registers the same instance (same id, so the same key) under its
 //! own lease before it reports ready: the key never disappears (a watcher sees one PUT),
-//! and the old process's lease no longer holds it. The old process then
-//! [releases](rpc_core::Registry::release) it (forgets it without deleting) and closes: revoking
-//! its lease deletes nothing of the new process's.
+//! and from then on it belongs to the new lease. The old process then
+//! [releases](rpc_core::Registry::release) it (forgets it without deleting) and closes:
+//! revoking its lease deletes nothing of the new process's. Should the old process lose
+//! its lease during the hand-over (paused past its TTL), its renewal finds the key on the
+//! new process's lease and leaves it there; should the upgrade fail instead, the old
+//! process registers again (a put: the key comes back to its lease before the killed new
+//! process's lease expires).
 //!
 //! # Subscriptions
 //! A subscription reads the prefix, then watches it from the revision of that read plus
@@ -50,7 +65,8 @@
 //! `config.rs` (the URL's parameters), `client.rs` (connections and the requests),
 //! `members.rs` (which member a request goes to), `auth.rs` (the token requests carry),
 //! `proto.rs` (the generated etcd API), `lease.rs` (the lease and the
-//! registrations under it: presence), `watch.rs` (one subscription's read-and-watch loop),
+//! registrations under it: presence), `keep_alive.rs` (renewing one lease), `txn.rs` (the writes and deletes conditional on a
+//! key's lease: ownership), `watch.rs` (one subscription's read-and-watch loop),
 //! `codec.rs` (keys and values), `error.rs` (what the client's errors mean); this file
 //! connects and answers the [`Registry`](rpc_core::Registry) calls with them.
 
@@ -59,9 +75,11 @@ mod client;
 mod codec;
 mod config;
 mod error;
+mod keep_alive;
 mod lease;
 mod members;
 mod proto;
+mod txn;
 mod watch;
 mod watch_stream;
 
@@ -204,6 +222,10 @@ impl RemoteBackend for EtcdBackend {
         let (revision, instances) = (first.0, first.1.values().cloned().collect());
         let follow = |id, cancel, publisher| watch.run(id, cancel, publisher, first);
         Ok(lifetime.start_subscription(service, revision, instances, follow))
+    }
+
+    fn reregistering(&self) -> bool {
+        self.lease.is_restoring()
     }
 
     async fn close(&self, _lifetime: &ClientLifetime) -> Result<(), RegistryError> {

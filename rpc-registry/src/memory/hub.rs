@@ -114,15 +114,19 @@ impl MemoryHub {
         publish(&mut state, &instance.service);
     }
 
-    /// Removes `instance` and tells the subscribers, if it was there.
-    pub(super) fn unregister(&self, instance: &Instance) {
+    /// Removes `instance` and tells the subscribers, if `client` holds it: an instance
+    /// another client registered since (took over) is left to it.
+    pub(super) fn unregister(&self, client: u64, instance: &Instance) {
         let mut state = self.state.lock();
-        let removed = state
-            .services
-            .get_mut(&instance.service)
-            .and_then(|entry| entry.instances.remove(&instance.id))
-            .is_some();
-        if removed {
+        let Some(entry) = state.services.get_mut(&instance.service) else {
+            return;
+        };
+        let held = entry
+            .instances
+            .get(&instance.id)
+            .is_some_and(|(_, owner)| *owner == client);
+        if held {
+            entry.instances.remove(&instance.id);
             publish(&mut state, &instance.service);
         }
     }

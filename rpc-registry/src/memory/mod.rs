@@ -13,9 +13,10 @@
 //!
 //! Hot upgrade: a hub lives in one process, so a new process has a hub of its own and
 //! nothing carries over (use a networked registry across processes). Within one process
-//! (tests), a client registering an instance id another client holds takes it over: the
-//! first client's withdrawal on close no longer removes it, as with etcd; releasing
-//! ([`Registry::release`]) has nothing left to do.
+//! (tests), a client registering an instance id another client holds takes it over:
+//! neither the first client's `unregister` nor its withdrawal on close removes it any
+//! more (an instance belongs to the client that registered it last, as with etcd);
+//! releasing ([`Registry::release`]) has nothing left to do.
 //!
 //! `hub.rs` holds the state and its rules (one snapshot per change, to every subscriber,
 //! in order); this file holds the clients.
@@ -135,7 +136,7 @@ impl Registry for MemoryRegistry {
 
     async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
         self.check_open()?;
-        self.client.hub.unregister(instance);
+        self.client.hub.unregister(self.client.id, instance);
         Ok(())
     }
 

@@ -1,6 +1,8 @@
 //! The keeper of a Nacos client's liveness: the SDK's connection (its `NamingService`,
 //! its disk cache) and the registrations written through it; the probe that notices
-//! when the connection comes back or falls silent is in `presence.rs`.
+//! when the connection comes back or falls silent is in `presence.rs`, the move to a new
+//! connection when its server falls silent in `failover.rs`, the deregistrations owed
+//! until the server answers them in `withdrawals.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -13,9 +15,8 @@ use tokio::sync::{Mutex, watch};
 use tokio::time::Instant;
 
 use crate::nacos::config::NacosConfig;
-use crate::nacos::retired::{
-    ASK_AFTER_CLOSE, RETRY_AFTER_CLOSE, Registrations, RetiredConnections,
-};
+use crate::nacos::retired::{Registrations, RetiredConnections};
+use crate::nacos::withdrawals::Withdrawals;
 use crate::nacos::{sdk, servers};
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::bounded;
@@ -23,28 +24,34 @@ use crate::remote::retry::bounded;
 /// The SDK's connection of one Nacos client and the registrations written through it.
 pub(super) struct ConnectionKeeper {
     /// Its client's URL (for logs and errors), subscriptions, closed token and tasks.
-    lifetime: Arc<ClientLifetime>,
+    pub(super) lifetime: Arc<ClientLifetime>,
     /// Group of every service of this client.
-    group: String,
+    pub(super) group: String,
     /// Bound on each request.
-    request_timeout: Duration,
+    pub(super) request_timeout: Duration,
     /// What an SDK connection is started from (again, at a failover).
-    config: NacosConfig,
+    pub(super) config: NacosConfig,
     /// The SDK's connection and its generation; `None` once closed.
-    naming: parking_lot::Mutex<Option<(u64, NamingService)>>,
+    pub(super) naming: parking_lot::Mutex<Option<(u64, NamingService)>>,
     /// `service name#instance id` -> (service name, what was registered). Taken before
     /// the connection is, by every call that writes through it: a failover (which holds
     /// it while it moves every registration) and a call never cross.
-    registered: Mutex<Registrations>,
+    pub(super) registered: Mutex<Registrations>,
     /// Connections a failover replaced, until they withdrew what they held.
-    retired: RetiredConnections,
+    pub(super) retired: RetiredConnections,
+    /// Deregistrations (of `unregister` and `release`) the server has not answered yet.
+    /// Taken after `registered`.
+    pub(super) withdrawals: Withdrawals,
+    /// Set while the connection does not answer and registrations are to be written
+    /// again once it does.
+    reregistering: AtomicBool,
     /// Bumped when the connection came back: every subscription reads again.
     resync: watch::Sender<u64>,
     /// Set when closing starts: the withdrawal runs once, and no call starts after it.
     closing: AtomicBool,
     /// The SDK's disk cache (a folder per SDK connection after the first); removed with
     /// the client.
-    cache_dir: tempfile::TempDir,
+    pub(super) cache_dir: tempfile::TempDir,
 }
 
 /// The key of a registration in `ConnectionKeeper::registered`.
@@ -88,6 +95,8 @@ impl ConnectionKeeper {
             naming: parking_lot::Mutex::new(Some((0, naming.clone()))),
             registered: Mutex::new(BTreeMap::new()),
             retired: RetiredConnections::default(),
+            withdrawals: Withdrawals::default(),
+            reregistering: AtomicBool::new(false),
             resync: watch::channel(0).0,
             closing: AtomicBool::new(false),
             cache_dir,
@@ -110,9 +119,28 @@ impl ConnectionKeeper {
         self.lifetime.closed.clone()
     }
 
-    /// Whether the client has registrations or subscriptions (the probe runs for those).
+    /// Whether the client has registrations, subscriptions or deregistrations owed
+    /// (the probe runs for those).
     pub(super) async fn is_busy(&self) -> bool {
-        !self.registered.lock().await.is_empty() || self.lifetime.subscriptions.len() > 0
+        self.has_registrations().await
+            || self.lifetime.subscriptions.len() > 0
+            || !self.withdrawals.is_empty().await
+    }
+
+    /// Whether the client has registrations.
+    pub(super) async fn has_registrations(&self) -> bool {
+        !self.registered.lock().await.is_empty()
+    }
+
+    /// Whether the connection stopped answering while there were registrations, and
+    /// they are not written again yet.
+    pub(super) fn is_reregistering(&self) -> bool {
+        self.reregistering.load(Ordering::Relaxed)
+    }
+
+    /// Marks the registrations as waiting to be written again (`true`), or written.
+    pub(super) fn set_reregistering(&self, waiting: bool) {
+        self.reregistering.store(waiting, Ordering::Relaxed);
     }
 
     /// Tells every subscription to read again (the connection came back or was replaced).
@@ -167,50 +195,108 @@ impl ConnectionKeeper {
     ) -> Result<(), RegistryError> {
         let mut registered = self.registered.lock().await;
         let naming = self.naming()?;
+        let key = registration_key(&name, id);
+        // Registered again: a deregistration still owed must not withdraw it.
+        self.withdrawals.settle(&key).await;
         let register =
             naming.register_instance(name.clone(), Some(self.group.clone()), nacos.clone());
         let result = bounded(self.request_timeout, register).await;
         // Even when the answer was an error the SDK keeps retrying the registration: keep it
         // so that unregister and close withdraw it.
-        registered.insert(registration_key(&name, id), (name, nacos));
+        registered.insert(key, (name, nacos));
         result.map_err(|failure| failure.into_operation(&self.lifetime.url, "register"))?;
         Ok(())
     }
 
     /// Deregisters instance `id` of the service `name` if it was registered through this
-    /// client; `false` when it was not.
+    /// client; `false` when it was not. The deregistration is owed until the server
+    /// answers it (`withdrawals.rs`): one that fails is sent again at every probe.
     ///
     /// # Errors
     /// [`RegistryError::Operation`] when the server fails the request or does not answer
-    /// in time (the SDK does not retry it: the instance stays until this client's
-    /// connection ends); [`RegistryError::Closed`] once closing has started.
+    /// in time (it is sent again until it holds); [`RegistryError::Closed`] once closing
+    /// has started.
     pub(super) async fn unregister(
         &self,
         id: &InstanceId,
         name: &str,
     ) -> Result<bool, RegistryError> {
-        let mut registered = self.registered.lock().await;
+        let registered = self.registered.lock().await;
         let naming = self.naming()?;
-        let Some((name, nacos)) = registered.remove(&registration_key(name, id)) else {
-            return Ok(false);
-        };
-        let deregister = naming.deregister_instance(name, Some(self.group.clone()), nacos);
-        bounded(self.request_timeout, deregister)
-            .await
-            .map_err(|failure| failure.into_operation(&self.lifetime.url, "unregister"))?;
-        Ok(true)
+        let withdrawn = self
+            .withdraw(registered, &naming, registration_key(name, id))
+            .await;
+        match withdrawn {
+            None => Ok(false),
+            Some(Ok(())) => Ok(true),
+            Some(Err(failure)) => {
+                tracing::warn!(url = %self.lifetime.url, service = name, instance = %id, "Nacos deregistration failed; sent again until the server confirms it");
+                Err(failure.into_operation(&self.lifetime.url, "unregister"))
+            }
+        }
     }
 
-    /// Forgets instance `id` of the service `name` without deregistering it: another
+    /// Gives up instance `id` of the service `name` without withdrawing it: another
     /// connection registered the same address (a hot upgrade's new process) and holds it
-    /// now; from now on this client neither writes it again nor deregisters it when it
-    /// closes. `false` when it was not recorded.
-    pub(super) async fn forget(&self, id: &InstanceId, name: &str) -> bool {
-        self.registered
-            .lock()
-            .await
-            .remove(&registration_key(name, id))
-            .is_some()
+    /// now. From now on this client neither writes it again nor lets the SDK do so: the
+    /// SDK's redo task for it goes with a deregistration through this connection, which
+    /// the server applies to this connection's own registration only (see
+    /// `withdrawals.rs`), owed until answered. `false` when it was not recorded.
+    pub(super) async fn release(&self, id: &InstanceId, name: &str) -> bool {
+        let registered = self.registered.lock().await;
+        let key = registration_key(name, id);
+        let Ok(naming) = self.naming() else {
+            // Closing: the close deregisters what is recorded; that includes this one,
+            // and the server leaves the new holder's instance alone.
+            return registered.contains_key(&key);
+        };
+        match self.withdraw(registered, &naming, key).await {
+            None => false,
+            Some(Ok(())) => true,
+            Some(Err(failure)) => {
+                tracing::warn!(url = %self.lifetime.url, service = name, instance = %id, error = %failure.into_source(), "Nacos: dropping the SDK's redo task of a released instance failed; sent again until the server answers");
+                true
+            }
+        }
+    }
+
+    /// Takes the registration `key` out of `registered` and sends its deregistration
+    /// through `naming`, owed until answered (recorded first, so that a caller that
+    /// stops waiting leaves it owed). `None` when `key` was not registered.
+    async fn withdraw(
+        &self,
+        mut registered: tokio::sync::MutexGuard<'_, Registrations>,
+        naming: &NamingService,
+        key: String,
+    ) -> Option<Result<(), crate::remote::retry::Failure<nacos_sdk::api::error::Error>>> {
+        let (name, nacos) = registered.remove(&key)?;
+        self.withdrawals
+            .owe(key.clone(), (name.clone(), nacos.clone()))
+            .await;
+        let deregister = naming.deregister_instance(name, Some(self.group.clone()), nacos);
+        let result = bounded(self.request_timeout, deregister).await;
+        if result.is_ok() {
+            self.withdrawals.settle(&key).await;
+        }
+        drop(registered);
+        Some(result)
+    }
+
+    /// Sends the deregistrations still owed again, through the current connection (the
+    /// probe, once the server answers). Logged when some are confirmed at last.
+    pub(super) async fn send_withdrawals(&self) {
+        // A registration of the same instance and its withdrawal never cross.
+        let _registered = self.registered.lock().await;
+        let Ok(naming) = self.naming() else {
+            return;
+        };
+        let (confirmed, owed) = self
+            .withdrawals
+            .send(&naming, &self.group, self.request_timeout)
+            .await;
+        if confirmed > 0 {
+            tracing::info!(url = %self.lifetime.url, confirmed, owed, "Nacos deregistrations confirmed on a retry");
+        }
     }
 
     /// Whether closing has started.
@@ -228,134 +314,33 @@ impl ConnectionKeeper {
         self.naming.lock().take().map(|(_, naming)| naming)
     }
 
-    /// Deregisters every registration.
+    /// Deregisters every registration, and sends the deregistrations still owed.
     ///
     /// # Errors
     /// The first deregistration that failed, as a [`RegistryError::Operation`] of
-    /// `close`; the others are still tried.
+    /// `close`; the others are still tried (and the failed ones stay owed).
     pub(super) async fn deregister_all(&self, naming: &NamingService) -> Result<(), RegistryError> {
         let mut first_error = None;
         let registered = std::mem::take(&mut *self.registered.lock().await);
-        for (name, nacos) in registered.into_values() {
-            let deregister = naming.deregister_instance(name, Some(self.group.clone()), nacos);
+        for (key, (name, nacos)) in registered {
+            let deregister =
+                naming.deregister_instance(name.clone(), Some(self.group.clone()), nacos.clone());
             if let Err(failure) = bounded(self.request_timeout, deregister).await {
+                self.withdrawals.owe(key, (name, nacos)).await;
                 first_error.get_or_insert(failure.into_operation(&self.lifetime.url, "close"));
             }
         }
+        let (_, owed) = self
+            .withdrawals
+            .send(naming, &self.group, self.request_timeout)
+            .await;
+        if owed > 0 && first_error.is_none() {
+            first_error = Some(self.lifetime.failed(
+                "close",
+                format!("{owed} deregistration(s) not confirmed by the server"),
+            ));
+        }
         first_error.map_or(Ok(()), Err)
-    }
-
-    /// Replaces the SDK's connection `failed` (one that stopped answering) by a new one
-    /// on the servers that accept a connection now, when some do not — nacos-sdk itself
-    /// notices a silent server only after its health checks (5 s idle, then three tries
-    /// of 3 s), about as late as a Nacos cluster drops the instances of a silent member's
-    /// clients (15 s), so a provider whose member was partitioned lost its registration.
-    /// The new connection writes every registration again (and so owns the instances:
-    /// Nacos gives an address to the connection that wrote it last); the old one is kept
-    /// until it has withdrawn them (`retired.rs`). One failover at a time: none while a
-    /// replaced connection still holds instances. The new connection and its generation;
-    /// `None` when there was nothing to leave (one server, every one accepting, or none),
-    /// another failover is not done yet, or it failed.
-    pub(super) async fn fail_over(
-        self: &Arc<Self>,
-        failed: &NamingService,
-    ) -> Option<(u64, NamingService)> {
-        let endpoints = &self.config.network.endpoints;
-        if endpoints.len() < 2 || self.is_closing() || !self.retired.is_empty().await {
-            return None;
-        }
-        let deadline = Instant::now() + self.config.network.connect_timeout;
-        let servers = servers::for_the_sdk(&self.config).await;
-        if servers.len() == endpoints.len() {
-            return None;
-        }
-        let generation = self.naming.lock().as_ref()?.0 + 1;
-        let cache = self
-            .cache_dir
-            .path()
-            .join(format!("connection-{generation}"));
-        let url = &self.lifetime.url;
-        let started = match std::fs::create_dir_all(&cache) {
-            Ok(()) => sdk::start(url, &self.config, &servers, &cache, deadline).await,
-            Err(error) => Err(self.lifetime.failed("connect", error.to_string())),
-        };
-        let naming = match started {
-            Ok(naming) => naming,
-            Err(error) => {
-                tracing::warn!(%url, %error, "Nacos failover: no new connection");
-                return None;
-            }
-        };
-        let registered = self.registered.lock().await;
-        self.write_all(&naming, &registered).await;
-        let replaced = {
-            let mut current = self.naming.lock();
-            let open = current.is_some() && !self.is_closing();
-            if open {
-                *current = Some((generation, naming.clone()));
-            }
-            open
-        };
-        if !replaced {
-            // Closing began meanwhile: the new connection holds what it just wrote, and is
-            // withdrawn as every replaced one is (the close asks it, in the background
-            // if it must).
-            self.retired.retire(naming, registered.clone()).await;
-            self.withdraw_retired_after_close();
-            return None;
-        }
-        self.retired
-            .retire(failed.clone(), registered.clone())
-            .await;
-        tracing::warn!(%url, ?servers, "Nacos server silent: this client moved to a new connection");
-        Some((generation, naming))
-    }
-
-    /// Asks the connections a failover replaced to withdraw what they hold, then writes
-    /// those instances this client still wants again through the current connection
-    /// (see `retired.rs`; at close, only the first). Whether they hold nothing any more.
-    pub(super) async fn withdraw_retired(&self) -> bool {
-        let withdrawn = self
-            .retired
-            .withdraw(&self.group, self.request_timeout)
-            .await;
-        self.write_wanted(&withdrawn).await;
-        self.retired.is_empty().await
-    }
-
-    /// After a close, goes on asking the connections a failover replaced to withdraw
-    /// what they hold (their own retries would write it again), every
-    /// [`RETRY_AFTER_CLOSE`] for at most [`ASK_AFTER_CLOSE`], in the background; logged
-    /// when some is still held at the end.
-    pub(super) fn withdraw_retired_after_close(self: &Arc<Self>) {
-        let keeper = self.clone();
-        tokio::spawn(async move {
-            let deadline = Instant::now() + ASK_AFTER_CLOSE;
-            while Instant::now() < deadline {
-                tokio::time::sleep(RETRY_AFTER_CLOSE).await;
-                if keeper.withdraw_retired().await {
-                    return;
-                }
-            }
-            tracing::warn!(url = %keeper.lifetime.url, "a Nacos connection replaced by a failover could not withdraw its instances: they stay listed until this process exits");
-        });
-    }
-
-    /// Writes again through the current connection those of `keys` this client still
-    /// wants (nothing once closing).
-    async fn write_wanted(&self, keys: &[String]) {
-        if keys.is_empty() {
-            return;
-        }
-        let registered = self.registered.lock().await;
-        let Ok(naming) = self.naming() else {
-            return;
-        };
-        let wanted: Registrations = keys
-            .iter()
-            .filter_map(|key| Some((key.clone(), registered.get(key)?.clone())))
-            .collect();
-        self.write_all(&naming, &wanted).await;
     }
 
     /// Writes every registration again (after the connection came back; idempotent).
@@ -366,7 +351,7 @@ impl ConnectionKeeper {
 
     /// Writes each of `registrations` through `naming` (a failure is logged: the SDK
     /// retries it).
-    async fn write_all(&self, naming: &NamingService, registrations: &Registrations) {
+    pub(super) async fn write_all(&self, naming: &NamingService, registrations: &Registrations) {
         for (name, nacos) in registrations.values() {
             let register =
                 naming.register_instance(name.clone(), Some(self.group.clone()), nacos.clone());

@@ -29,6 +29,8 @@
 //! [`PROBE_INTERVAL`]) keeps the SDK trying; when a probe succeeds after a failure (or
 //! after waiting longer than the interval: it waited for a reconnection), every
 //! registration is written again and every subscription reads again at once.
+//! [`Registry::reregistering`](rpc_core::Registry::reregistering) is true from a probe
+//! that finds the connection silent until then.
 //!
 //! # Several servers (a Nacos cluster)
 //! nacos-sdk starts at a random server of the URL's list and does not leave a bad one
@@ -50,18 +52,46 @@
 //! hangs but still accepts TCP connections is not detected this way (the SDK's health
 //! checks leave it after about 15 s).
 //!
-//! # Hot upgrade
+//! # Ownership: an instance belongs to the connection that wrote it last
 //! Nacos identifies an instance by its address, and an ephemeral instance belongs to the
-//! connection that registered it. Measured against rnacos (tests/tests/upgrade_registry.rs
-//! and an exploration of both sequences): when a second connection (the hot upgrade's new
-//! process) registers the same address, the instance stays listed as it was (the first
-//! registration's data; no change is published) and from then on belongs to the *new*
-//! connection: the old connection's close no longer removes it — nor, in fact, does an
-//! explicit deregistration from the old connection — while the new connection's close
-//! does, at once. The sequence chosen does not rely on the second point: the old process
-//! [releases](rpc_core::Registry::release) the instance (forgets it: no deregistration, no
-//! re-registration after a reconnection) and closes its connection, and a watcher sees
-//! the instance throughout.
+//! connection that registered it. The server, not this client, makes deletes
+//! conditional on that owner: rnacos refuses to delete an ephemeral instance through
+//! another connection than the one that wrote it last (`remove_instance` compares the
+//! connection id), and Nacos 2 keeps one publication per connection, removing only the
+//! sender's. Nacos has no conditional *write*: a registration from any connection
+//! takes the instance. So what this client must never do is write an instance again
+//! once another connection holds it, and nacos-sdk 0.8 writes on its own: its redo task
+//! registers every instance again after each reconnection, and only a deregistration the
+//! server answered removes that task (`withdrawals.rs`). Hence:
+//! - `unregister` and `release` both send a deregistration through this connection, owed
+//!   until the server answers it (sent again at every probe, at close, then in the
+//!   background for a while): it ends the SDK's redo task, and the server applies it to
+//!   this connection's own registration only;
+//! - the probe and a failover write again only what is registered (not what was
+//!   unregistered or released).
+//!
+//! What nacos-sdk 0.8 cannot do, and what that leaves: it has no conditional write and
+//! no way to drop a redo task but a deregistration the server answers (nor to close a
+//! `NamingService`; its config client's `shutdown` was proposed in nacos-sdk-rust PR #300
+//! and withdrawn; the redo mechanism is nacos-sdk-rust #59 / PR #62, and the same race
+//! in the Java client is alibaba/nacos #9816). So a client whose instance another
+//! connection took over *before* it released it, and whose connection drops and comes
+//! back meanwhile, has it written again by the SDK's redo task and owns it again: the
+//! registry conformance rule about a lost session run against the other backends
+//! (`an_old_generation_that_lost_its_session_does_not_take_back_its_successors_entry`)
+//! cannot hold for Nacos, and is not run for it. After `release`, the conformance suite
+//! shows that a reconnection of the old client does not take the instance back.
+//!
+//! # Hot upgrade: how ownership moves
+//! Measured against rnacos (tests/tests/upgrade_registry.rs and an exploration of both
+//! sequences): when a second connection (the hot upgrade's new process) registers the
+//! same address, the instance stays listed as it was (the first registration's data; no
+//! change is published) and from then on belongs to the *new* connection: the old
+//! connection's close no longer removes it, nor does an explicit deregistration from the
+//! old connection, while the new connection's close does, at once. The old process then
+//! [releases](rpc_core::Registry::release) the instance (forgets it, and ends the SDK's
+//! redo task with a deregistration the server applies to the old connection's own
+//! registration) and closes its connection; a watcher sees the instance throughout.
 //!
 //! # Subscriptions
 //! A subscription reads the service from the server, then reads it again each time the
@@ -86,12 +116,14 @@
 //! `close` (and dropping the client) withdraws every registration and subscription so that
 //! nothing keeps it. A registration that times out stays queued in the SDK, which
 //! applies it when the server returns; an unregistration that fails is not retried by
-//! the SDK (the instance stays until the connection ends).
+//! the SDK (and its redo task would write the instance again after a reconnection), so
+//! this client sends it again until the server answers (`withdrawals.rs`).
 //!
 //! # Files
 //! `config.rs` (the URL's parameters), `connection.rs` (the SDK's connection and the
-//! registrations written through it), `presence.rs` (the probe, and the failover to
-//! another server), `sdk.rs` (starting one SDK connection), `servers.rs` (the servers
+//! registrations written through it), `withdrawals.rs` (deregistrations owed until the
+//! server answers), `presence.rs` (the probe), `failover.rs` (the move to another
+//! server), `sdk.rs` (starting one SDK connection), `servers.rs` (the servers
 //! it is given), `watch.rs` (one
 //! subscription's read-on-change loop and the SDK listeners they share), `codec.rs` (an
 //! instance and a Nacos instance), `error.rs` (what the SDK's errors mean), `login.rs` (the
@@ -102,6 +134,7 @@ mod config;
 mod connection;
 mod dubbo_codec;
 mod error;
+mod failover;
 mod layout;
 mod login;
 mod presence;
@@ -109,6 +142,7 @@ mod retired;
 mod sdk;
 mod servers;
 mod watch;
+mod withdrawals;
 
 use std::sync::Arc;
 
@@ -210,11 +244,13 @@ async fn withdraw(
         return Ok(());
     };
     let deregistered = connection.deregister_all(&naming).await;
-    // Connections a failover replaced let go of what they still hold, if they answer;
-    // if not, they are asked again in the background for a while.
-    if !connection.withdraw_retired().await {
-        tracing::warn!(url = %lifetime.url, "a Nacos connection replaced by a failover still holds instances at close; asking it again in the background");
-        connection.withdraw_retired_after_close();
+    // Connections a failover replaced let go of what they still hold, if they answer,
+    // and deregistrations not confirmed are owed still; if so, they are asked again in
+    // the background for a while.
+    let retired = connection.withdraw_retired().await;
+    if !retired || deregistered.is_err() {
+        tracing::warn!(url = %lifetime.url, "a closed Nacos client still holds instances (a deregistration was not confirmed, or a connection a failover replaced did not answer); asking again in the background");
+        connection.withdraw_after_close(Some(naming.clone()));
     }
     group.unlisten_all(&naming).await;
     tracing::debug!(url = %lifetime.url, "Nacos registry closed");
@@ -248,7 +284,11 @@ impl RemoteBackend for NacosBackend {
     /// connection; this client only stops writing and deregistering it.
     async fn release(&self, instance: &Instance) -> Result<bool, RegistryError> {
         let name = self.layout.service_name(&instance.service);
-        Ok(self.connection.forget(&instance.id, &name).await)
+        Ok(self.connection.release(&instance.id, &name).await)
+    }
+
+    fn reregistering(&self) -> bool {
+        self.connection.is_reregistering()
     }
 
     async fn subscribe(

@@ -11,7 +11,8 @@
 //! read again at once. When a probe fails and some of the URL's servers no longer accept
 //! a connection, the SDK's connection is replaced by one on the others
 //! ([`ConnectionKeeper::fail_over`]), and every subscription reads (and listens) again
-//! through it.
+//! through it. After every probe that answered, the deregistrations still owed are sent
+//! again (`withdrawals.rs`).
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -53,10 +54,21 @@ pub(super) async fn probe(keeper: Weak<ConnectionKeeper>, mut naming: NamingServ
         if answered && reconnected {
             tracing::info!(url = %keeper.url(), "Nacos answers again; registering and reading again");
             keeper.register_again(&naming).await;
+            keeper.set_reregistering(false);
             keeper.resync_subscriptions();
-        } else if !answered {
+        }
+        if answered {
+            keeper.send_withdrawals().await;
+        } else {
+            // The server drops a silent connection's instances: they are to be written
+            // again once it answers.
+            if keeper.has_registrations().await {
+                keeper.set_reregistering(true);
+            }
             if let Some((_, replaced)) = keeper.fail_over(&naming).await {
+                // The new connection wrote every registration.
                 naming = replaced;
+                keeper.set_reregistering(false);
                 keeper.resync_subscriptions();
                 failing = false;
                 continue;

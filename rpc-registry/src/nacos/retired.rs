@@ -93,7 +93,7 @@ impl RetiredConnections {
 
 /// Deregisters `registrations` through `naming` in order, each bounded by `bound`,
 /// until one fails; the keys deregistered.
-async fn deregister_each(
+pub(super) async fn deregister_each(
     naming: &NamingService,
     registrations: &Registrations,
     group: &str,

@@ -48,6 +48,12 @@ pub trait RemoteBackend: Send + Sync + 'static {
     /// subscriptions.
     async fn close(&self, lifetime: &ClientLifetime) -> Result<(), RegistryError>;
 
+    /// Whether the client lost its session, lease or connection and is writing its
+    /// registrations again ([`Registry::reregistering`]). Default: never.
+    fn reregistering(&self) -> bool {
+        false
+    }
+
     /// The client was dropped without [`Registry::close`]. Default: its background tasks
     /// stop, and its instances go as a dead process's would (lease or session expiry).
     fn dropped(&self, lifetime: &Arc<ClientLifetime>) {
@@ -133,5 +139,9 @@ impl<B: RemoteBackend> Registry for RemoteRegistry<B> {
 
     fn skipped_entries(&self) -> u64 {
         self.lifetime.unusable.skipped()
+    }
+
+    fn reregistering(&self) -> bool {
+        !self.lifetime.is_closed() && self.backend.reregistering()
     }
 }

@@ -16,17 +16,32 @@
 //! znodes when the session expires. The client library reconnects by itself within the
 //! session; once the session is lost for good (the library reports it expired), a
 //! background task opens a new session as soon as a server answers and creates every
-//! registration again. A znode still held by the old session (the server has not expired
-//! it yet) is replaced in one transaction (delete + create), so it never blocks the new one.
+//! registration again, retrying (100 ms doubling to 1 s) until they hold;
+//! [`Registry::reregistering`](rpc_core::Registry::reregistering) is true meanwhile. A
+//! znode still held by the old session (the server has not expired it yet) is replaced
+//! in one transaction (delete + create), so it never blocks the new one.
 //!
-//! # Hot upgrade
-//! An ephemeral znode belongs to the session that created it. The hot upgrade's new
-//! process registers the same instance (same id, so the same path) before it reports
-//! ready: its create finds the old process's znode and replaces it in one transaction
-//! (delete + create), so a watcher never lists the directory without it, and from then on
-//! the znode belongs to the new session. The old process then
-//! [releases](rpc_core::Registry::release) it (forgets it without deleting) and closes: the end of
-//! its session deletes nothing of the new process's.
+//! # Ownership: a znode belongs to the session that created it
+//! Only `register` replaces a znode whoever holds it. Everything else reads the znode's
+//! `Stat` first and acts only on a znode one of this client's sessions owns (its
+//! `ephemeralOwner`: the session that wrote the registration, or the current one), at
+//! the version read, so that a change in between is seen (`owned.rs`): a restore after
+//! a lost session replaces only such a znode, and `unregister` deletes only such a
+//! znode. A znode another session owns belongs to another client (a newer generation):
+//! it is left alone and forgotten here, with one log line. Closing the session deletes
+//! only the znodes it owns.
+//!
+//! # Hot upgrade: how ownership moves
+//! The hot upgrade's new process registers the same instance (same id, so the same
+//! path) before it reports ready: its create finds the old process's znode and replaces
+//! it in one transaction (delete at the version read + create), so a watcher never lists
+//! the directory without it, and from then on the znode belongs to the new session. The
+//! old process then [releases](rpc_core::Registry::release) it (forgets it without
+//! deleting) and closes: the end of its session deletes nothing of the new process's.
+//! Should the old process lose its session during the hand-over (paused past the session
+//! timeout), its restore finds the znode under the new session and leaves it there;
+//! should the upgrade fail instead, the old process registers again and takes the znode
+//! back before the killed new process's session expires.
 //!
 //! In Dubbo's format (`registries.<name>.format: dubbo`, see [`crate::dubbo`]) the root
 //! defaults to `/dubbo`, the directory is the interface's (`/dubbo/helloworld.Greeter/providers`,
@@ -52,13 +67,16 @@
 //!
 //! # Files
 //! `config.rs` (the URL's parameters), `session.rs` (the session and the registrations in
-//! it: presence), `watch.rs` (one subscription's list-and-watch loop, and why its waits
-//! catch the library's panics), `codec.rs` (paths, node modes, data), `error.rs` (what the
-//! library's errors mean); this file connects and answers the [`Registry`](rpc_core::Registry) calls with them.
+//! it: presence), `owned.rs` (znodes written and deleted by their owner only), `watch.rs`
+//! (one subscription's list-and-watch loop, and why its waits catch the library's
+//! panics), `codec.rs` (paths, node modes, data), `error.rs` (what the library's errors
+//! mean); this file connects and answers the [`Registry`](rpc_core::Registry) calls with
+//! them.
 
 mod codec;
 mod config;
 mod error;
+mod owned;
 mod session;
 mod watch;
 
@@ -170,6 +188,10 @@ impl RemoteBackend for ZooKeeperBackend {
             .session
             .forget(&self.layout.instance_path(instance))
             .await)
+    }
+
+    fn reregistering(&self) -> bool {
+        self.session.is_restoring()
     }
 
     async fn subscribe(

@@ -4,12 +4,23 @@
 //! The client library reconnects by itself within the session. Once the session is lost
 //! for good (the library reports it expired, or a request finds it dead and the server
 //! confirms), a background task opens a new session as soon as a server answers and
-//! creates every registration again. A znode still held by the old session (the server has
-//! not expired it yet) is replaced in one transaction (delete + create), so it never blocks
-//! the new one. While a new session is being opened, requests wait for it (bounded).
+//! creates every registration again, retrying until they hold. A znode still held by the
+//! old session (the server has not expired it yet) is replaced in one transaction
+//! (delete + create), so it never blocks the new one. While a new session is being opened,
+//! requests wait for it (bounded).
+//!
+//! # Ownership
+//! An ephemeral znode belongs to the session that created it (its `ephemeralOwner`).
+//! `register` replaces the znode whoever holds it (how a hot upgrade's new generation
+//! takes over); nothing else this client does touches a znode another session holds.
+//! Each registration records the session that wrote it; a restore replaces a znode only
+//! when that session (or the current one) owns it, and `unregister` deletes it only then,
+//! at the version it read (a znode changed in between is read again). A znode found
+//! under a foreign session is left to it and forgotten here, with one log line.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rpc_core::RegistryError;
@@ -18,9 +29,9 @@ use zookeeper_client::{Client, Error as ZkError};
 
 use crate::remote::lifetime::ClientLifetime;
 use crate::remote::retry::{Backoff, Failure, bounded};
-use crate::zookeeper::codec::{directory_node, instance_node};
 use crate::zookeeper::config::ZooKeeperConfig;
 use crate::zookeeper::error::is_session_lost;
+use crate::zookeeper::owned::{Created, Found, create_instance_node, delete_if_owned};
 
 /// The session of one ZooKeeper client and the registrations created in it.
 pub(super) struct SessionKeeper {
@@ -32,8 +43,18 @@ pub(super) struct SessionKeeper {
     session: watch::Sender<Option<Client>>,
     /// Told by any request that found the session dead, in case the library cannot say so.
     broken: Notify,
-    /// path -> JSON of every instance registered through this client.
-    registered: Mutex<BTreeMap<String, Vec<u8>>>,
+    /// path -> every instance registered through this client.
+    registered: Mutex<BTreeMap<String, Registered>>,
+    /// Set from the moment the session is found lost until every registration is
+    /// created again in a new one.
+    restoring: AtomicBool,
+}
+
+/// One registration: the znode's data, and the session that wrote it last (whose
+/// znode it is, as long as no other session replaced it).
+struct Registered {
+    data: Vec<u8>,
+    session: i64,
 }
 
 /// Opens one session (unbounded: callers bound it).
@@ -77,6 +98,7 @@ impl SessionKeeper {
             session: watch::channel(Some(session)).0,
             broken: Notify::new(),
             registered: Mutex::new(BTreeMap::new()),
+            restoring: AtomicBool::new(false),
         });
         keeper
             .lifetime
@@ -88,6 +110,18 @@ impl SessionKeeper {
     /// Bound on each request, and on waiting for a new session.
     pub(super) fn request_timeout(&self) -> Duration {
         self.config.network.request_timeout
+    }
+
+    /// Whether instance znodes are written with credentials (readable by anyone, writable
+    /// by their user only).
+    fn secured(&self) -> bool {
+        self.config.network.credentials.is_some()
+    }
+
+    /// Whether the session was lost and the registrations are not all created again in
+    /// a new one yet.
+    pub(super) fn is_restoring(&self) -> bool {
+        self.restoring.load(Ordering::Relaxed)
     }
 
     /// The sessions as they come: `None` while a new one is being opened, and after close.
@@ -145,8 +179,9 @@ impl SessionKeeper {
         failure.into_operation(&self.lifetime.url, operation)
     }
 
-    /// Creates the instance znode `path` holding `data` in the current session and records
-    /// it, so that a new session gets it too.
+    /// Creates the instance znode `path` holding `data` in the current session, replacing
+    /// whatever znode is there (see "Ownership" above), and records it, so that a new
+    /// session gets it too.
     ///
     /// # Errors
     /// As [`SessionKeeper::client`]; [`RegistryError::Operation`] when the server fails the
@@ -159,36 +194,42 @@ impl SessionKeeper {
         })
         .await
         .map_err(|failure| self.failed(failure, "register"))?;
+        let take_over = |_owner| Found::Replace;
         bounded(
             request_timeout,
-            self.create_instance_node(&client, &path, &data),
+            create_instance_node(&client, &path, &data, self.secured(), take_over),
         )
         .await
         .map_err(|failure| self.failed(failure, "register"))?;
-        registered.insert(path, data);
+        let session = client.session_id().0;
+        registered.insert(path, Registered { data, session });
         Ok(())
     }
 
-    /// Deletes the instance znode `path` if it was registered through this client; `false`
-    /// when it was not. A znode already gone counts as deleted.
+    /// Deletes the instance znode `path` if it was registered through this client and
+    /// one of its sessions still owns it; `false` when it was not registered here. A
+    /// znode already gone counts as deleted; one another session holds now (a newer
+    /// generation's) is left to it.
     ///
     /// # Errors
     /// As [`SessionKeeper::register`].
     pub(super) async fn unregister(&self, path: String) -> Result<bool, RegistryError> {
         let mut registered = self.registered.lock().await;
-        if registered.remove(&path).is_none() {
+        let Some(registration) = registered.remove(&path) else {
             return Ok(false);
-        }
+        };
         let client = self.client("unregister").await?;
-        match bounded(
+        let ours = [registration.session, client.session_id().0];
+        let deleted = bounded(
             self.config.network.request_timeout,
-            client.delete(&path, None),
+            delete_if_owned(&client, &path, &ours),
         )
         .await
-        {
-            Ok(()) | Err(Failure::Failed(ZkError::NoNode)) => Ok(true),
-            Err(failure) => Err(self.failed(failure, "unregister")),
+        .map_err(|failure| self.failed(failure, "unregister"))?;
+        if let Some(owner) = deleted {
+            tracing::info!(url = %self.lifetime.url, path, owner = format_args!("{owner:#x}"), "ZooKeeper: another session holds this znode now (a newer generation took it over): not deleted");
         }
+        Ok(true)
     }
 
     /// Forgets the znode `path` without deleting it: another session replaced it (a hot
@@ -234,49 +275,29 @@ impl SessionKeeper {
         Ok(())
     }
 
-    /// Creates the ephemeral znode `path` in `client`'s session, replacing a znode of the
-    /// same name left by an older session.
-    async fn create_instance_node(
-        &self,
-        client: &Client,
-        path: &str,
-        data: &[u8],
-    ) -> Result<(), ZkError> {
-        let (parent, _) = path.rsplit_once('/').unwrap_or((path, ""));
-        let options = instance_node(self.config.network.credentials.is_some());
-        let directory = directory_node();
-        for _ in 0..3 {
-            match client.create(path, data, &options).await {
-                Ok(_) => return Ok(()),
-                Err(ZkError::NoNode) => client.mkdir(parent, &directory).await?,
-                Err(ZkError::NodeExists) => {
-                    // Our own earlier registration or a stale node of an expired session:
-                    // replace it atomically.
-                    let mut writer = client.new_multi_writer();
-                    writer.add_delete(path, None)?;
-                    writer.add_create(path, data, &options)?;
-                    match writer.commit().await {
-                        Ok(_) => return Ok(()),
-                        Err(error) => match ZkError::from(error) {
-                            // Deleted meanwhile: create again.
-                            ZkError::NoNode => continue,
-                            other => return Err(other),
-                        },
-                    }
-                }
-                Err(error) => return Err(error),
+    /// Creates every registration in a new session, where the znode is absent or still
+    /// held by the session that wrote it; one a foreign session holds (a newer generation
+    /// took it over while this client's session was lost) is left to it and forgotten.
+    async fn restore(&self, client: &Client) -> Result<usize, ZkError> {
+        let mut registered = self.registered.lock().await;
+        let current = client.session_id().0;
+        let mut foreign = Vec::new();
+        for (path, registration) in registered.iter_mut() {
+            let writer = registration.session;
+            let found = |owner| match owner {
+                owner if owner == current => Found::Keep,
+                owner if owner == writer => Found::Replace,
+                _ => Found::Leave,
+            };
+            let data = &registration.data;
+            match create_instance_node(client, path, data, self.secured(), found).await? {
+                Created::Held => registration.session = current,
+                Created::Foreign(owner) => foreign.push((path.clone(), owner)),
             }
         }
-        Err(ZkError::UnexpectedError(format!(
-            "{path} kept changing while it was created"
-        )))
-    }
-
-    /// Creates every registration in a new session.
-    async fn restore(&self, client: &Client) -> Result<usize, ZkError> {
-        let registered = self.registered.lock().await;
-        for (path, data) in registered.iter() {
-            self.create_instance_node(client, path, data).await?;
+        for (path, owner) in foreign {
+            registered.remove(&path);
+            tracing::info!(url = %self.lifetime.url, path, owner = format_args!("{owner:#x}"), "ZooKeeper: another session holds this znode now (a newer generation took it over): left to it, no longer registered here");
         }
         Ok(registered.len())
     }
@@ -306,7 +327,7 @@ impl SessionKeeper {
 }
 
 /// The session task: whenever the session is over, opens a new one (retrying until a
-/// server answers) and creates every registration again.
+/// server answers) and creates every registration again (retrying until they hold).
 async fn supervise_sessions(keeper: Arc<SessionKeeper>) {
     let cancel = keeper.lifetime.closed.clone();
     let url = &keeper.lifetime.url;
@@ -321,6 +342,7 @@ async fn supervise_sessions(keeper: Arc<SessionKeeper>) {
             () = keeper.session_over(&client) => {}
         }
         tracing::warn!(%url, session = %client.session_id(), state = %client.state(), "ZooKeeper session lost; opening a new one");
+        keeper.restoring.store(true, Ordering::Relaxed);
         keeper.session.send_replace(None);
         drop(client);
         let client = loop {
@@ -340,19 +362,29 @@ async fn supervise_sessions(keeper: Arc<SessionKeeper>) {
         };
         backoff.reset();
         keeper.session.send_replace(Some(client.clone()));
+        let mut attempts = 0_u32;
         loop {
             let restored = tokio::select! {
                 () = cancel.cancelled() => return,
                 restored = bounded(network.request_timeout, keeper.restore(&client)) => restored,
             };
+            attempts += 1;
             match restored {
                 Ok(count) => {
-                    tracing::info!(%url, session = %client.session_id(), registrations = count, "ZooKeeper session opened; registrations restored");
+                    keeper.restoring.store(false, Ordering::Relaxed);
+                    tracing::info!(%url, session = %client.session_id(), registrations = count, attempts, "ZooKeeper session opened; registrations restored");
                     break;
                 }
                 Err(failure) => {
                     let lost = matches!(&failure, Failure::Failed(error) if is_session_lost(error));
-                    tracing::warn!(%url, error = %failure.into_source(), "restoring registrations failed; retrying");
+                    let error = failure.into_source();
+                    // The first failure is worth a line; the retries until it holds are not.
+                    if attempts == 1 {
+                        tracing::warn!(%url, %error, "restoring registrations failed; retrying until they hold");
+                    } else {
+                        tracing::debug!(%url, %error, attempts, "restoring registrations failed again");
+                    }
+                    // A lost session: the outer loop opens a new one.
                     if lost || !backoff.wait(&cancel).await {
                         break;
                     }

@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use rpc_cluster::{Availability, ClusterChannel, ClusterKind, Invoker, LoadBalanceKind};
 use rpc_lifecycle::Lifecycle;
-use rpc_lifecycle::Registration;
+use rpc_lifecycle::{Pending, Registration};
 use rpc_lifecycle::{Probe, ProbeAnswer};
 use rpc_lifecycle::{ShutdownReport, Step, StepOutcome};
 use serde::Serialize;
@@ -41,6 +41,9 @@ pub(crate) struct Status {
     in_flight: InFlight,
     /// Registrations, registry by registry.
     registries: Vec<RegistryView>,
+    /// How many registrations may be missing from their registry and are being written
+    /// again (`pending` or `reregistering` below).
+    pending_registrations: usize,
     references: Vec<ReferenceView>,
     shutdown: ShutdownView,
     /// The last hot upgrade this process ran (decided), if any.
@@ -111,8 +114,21 @@ struct RegistrationView {
     instance: String,
     address: String,
     weight: u32,
-    /// `registered`, or `offline` while withdrawn by a manual offline.
+    /// `registered`; `offline` while withdrawn by a manual offline; `pending` while
+    /// registering it again failed and is retried until it holds (`retry` says how it
+    /// goes); `reregistering` while its registry client lost its session, lease or
+    /// connection and writes it again by itself.
     state: &'static str,
+    /// While `pending`: the attempts that failed, the last one's error, and for how long.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry: Option<RetryView>,
+}
+
+#[derive(Serialize)]
+struct RetryView {
+    attempts: u32,
+    last_error: String,
+    pending_ms: u64,
 }
 
 #[derive(Serialize)]
@@ -154,6 +170,7 @@ impl Status {
     pub(crate) fn of(state: &AdminState) -> Self {
         let lifecycle = &state.lifecycle;
         let (phases, phase_ms) = phases(lifecycle);
+        let registrations = lifecycle.registrations_by_registry();
         Self {
             application: lifecycle.name().to_owned(),
             pid: std::process::id(),
@@ -179,7 +196,11 @@ impl Status {
                 inbound: lifecycle.inbound().current(),
                 outbound: lifecycle.outbound().current(),
             },
-            registries: registries(lifecycle.registrations_by_registry()),
+            registries: registries(&registrations),
+            pending_registrations: registrations
+                .iter()
+                .filter(|registration| registration.pending.is_some())
+                .count(),
             references: state.references.iter().map(ReferenceView::of).collect(),
             shutdown: ShutdownView::of(lifecycle),
             last_upgrade: lifecycle.last_upgrade().as_ref().map(UpgradeView::of),
@@ -205,10 +226,27 @@ fn phases(lifecycle: &Lifecycle) -> (Vec<PhaseEntry>, u64) {
     (entries, current)
 }
 
-fn registries(registrations: Vec<Registration>) -> Vec<RegistryView> {
+fn registries(registrations: &[Registration]) -> Vec<RegistryView> {
     let mut by_registry: BTreeMap<String, Vec<RegistrationView>> = BTreeMap::new();
     for registration in registrations {
         let instance = &registration.instance;
+        let (state, retry) = match &registration.pending {
+            _ if !registration.online => ("offline", None),
+            None => ("registered", None),
+            Some(Pending::Retrying {
+                since,
+                attempts,
+                last_error,
+            }) => {
+                let retry = RetryView {
+                    attempts: *attempts,
+                    last_error: last_error.clone(),
+                    pending_ms: ms(since.elapsed()),
+                };
+                ("pending", Some(retry))
+            }
+            Some(_) => ("reregistering", None),
+        };
         by_registry
             .entry(registration.registry.clone())
             .or_default()
@@ -217,11 +255,8 @@ fn registries(registrations: Vec<Registration>) -> Vec<RegistryView> {
                 instance: instance.id.to_string(),
                 address: instance.authority(),
                 weight: instance.weight,
-                state: if registration.online {
-                    "registered"
-                } else {
-                    "offline"
-                },
+                state,
+                retry,
             });
     }
     by_registry

@@ -18,6 +18,9 @@ use super::scrape::{SECONDS, counters, gauge, gauges};
 /// - `rpc_shutdown_step_outcome{step,outcome}`: 1 for how each step taken ended
 ///   (`completed`, `timed-out`, `skipped`), 0 for the other outcomes;
 /// - `rpc_registrations`: instances registered now (one per service and registry);
+/// - `rpc_registrations_pending`: those of them that may be missing from their registry
+///   and are being written again (registering again after a failed upgrade failed and is
+///   retried, or the registry client lost its session and restores it);
 /// - `rpc_upgrades_total{result}`: hot upgrades by result (`succeeded`, `failed`,
 ///   `refused`, `cancelled`) in this process (a process that succeeded exits soon after: its
 ///   successor starts again from 0);
@@ -86,6 +89,18 @@ impl Collector for LifecycleCollector {
             "Instances registered now (one per provided service and registry).",
             self.lifecycle.registrations().len(),
         )?;
+        let pending = self
+            .lifecycle
+            .registrations_by_registry()
+            .iter()
+            .filter(|registration| registration.pending.is_some())
+            .count();
+        gauge(
+            &mut encoder,
+            "rpc_registrations_pending",
+            "Registrations that may be missing from their registry and are being written again.",
+            pending,
+        )?;
 
         let upgrades = self.lifecycle.upgrade_counts();
         let results = UpgradeResult::ALL.map(|result| result.to_string());
@@ -146,6 +161,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("rpc_registrations 0\n"), "{text}");
+        assert!(text.contains("rpc_registrations_pending 0\n"), "{text}");
         assert!(
             text.contains("rpc_upgrades_total{result=\"refused\"} 0\n"),
             "{text}"

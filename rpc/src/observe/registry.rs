@@ -109,6 +109,10 @@ impl Registry for MeteredRegistry {
         self.inner.skipped_entries()
     }
 
+    fn reregistering(&self) -> bool {
+        self.inner.reregistering()
+    }
+
     async fn release(&self, instance: &Instance) -> Result<(), RegistryError> {
         let result = self.inner.release(instance).await;
         self.counts.note(Operation::Release, &result);

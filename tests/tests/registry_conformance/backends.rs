@@ -389,6 +389,49 @@ impl Fixture {
         }
     }
 
+    /// Who holds `instance`'s entry on the server, looked up directly: the lease its etcd
+    /// key hangs on, the session that owns its znode (its `ephemeralOwner`); `None` when
+    /// there is no entry. Nacos shows no owner, and the in-process hub needs none: for
+    /// them, `Some(0)` while the entry is there.
+    pub async fn owner(&self, instance: &Instance) -> Option<i64> {
+        let suffix = format!("/{}", instance.id);
+        match self.kind {
+            Kind::Etcd => self
+                .etcd_scope_keys()
+                .await
+                .into_iter()
+                .find(|(key, _)| key.ends_with(&suffix))
+                .map(|(_, lease)| lease),
+            Kind::ZooKeeper => {
+                let client = self.zookeeper().await;
+                let path = self
+                    .leftovers(std::slice::from_ref(&instance.service))
+                    .await
+                    .into_iter()
+                    .filter_map(|left| left.strip_prefix("znode ").map(str::to_owned))
+                    .find(|path| path.ends_with(&suffix))?;
+                match client.check_stat(&path).await {
+                    Ok(stat) => stat.map(|stat| stat.ephemeral_owner),
+                    Err(e) => panic!("stat {path}: {e}"),
+                }
+            }
+            Kind::Nacos => {
+                let port = format!("\"port\":{}", instance.port);
+                let left = self
+                    .leftovers(std::slice::from_ref(&instance.service))
+                    .await;
+                left.iter()
+                    .any(|l| l.starts_with("nacos instance of") && l.contains(&port))
+                    .then_some(0)
+            }
+            Kind::Memory => MemoryHub::named(&self.scope)
+                .instances(&instance.service)
+                .iter()
+                .any(|i| i.id == instance.id)
+                .then_some(0),
+        }
+    }
+
     /// Server-side sessions behind what this test's clients registered (etcd: the leases
     /// of the scope's keys). Other backends have no per-session query: empty.
     pub async fn held_sessions(&self) -> Vec<i64> {
