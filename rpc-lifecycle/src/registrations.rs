@@ -192,7 +192,7 @@ impl Registrations {
     /// upgrade claims its run under it, so that it never begins while a manual offline
     /// or online moves registrations.
     pub(crate) fn try_one_change(&self) -> Option<tokio::sync::MutexGuard<'_, ()>> {
-        self.changes.try_lock().ok()
+        self.shared.changes.try_lock().ok()
     }
 
     /// As [`Registrations::one_change_at_a_time`], until `bound` at most: shutdown step

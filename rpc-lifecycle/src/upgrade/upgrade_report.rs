@@ -27,8 +27,9 @@ pub enum Refusal {
     HandedOver,
     /// The shutdown sequence has begun.
     ShuttingDown,
-    /// A manual offline or online (`Lifecycle::offline`, `Lifecycle::online`) is under
-    /// way: the upgrade would hand over registrations that are moving.
+    /// Registrations are being changed — a manual offline or online
+    /// (`Lifecycle::offline`, `Lifecycle::online`), or a registration retried after a
+    /// registry failure: the upgrade would hand over registrations that are moving.
     TrafficChanging,
 }
 
@@ -47,7 +48,7 @@ impl fmt::Display for Refusal {
             Self::HandedOver => "this process handed over to its successor already",
             Self::ShuttingDown => "the application is shutting down",
             Self::TrafficChanging => {
-                "a manual offline or online is under way; try again once it is done"
+                "registrations are being changed (a manual offline or online, or a registration retried); try again once that is done"
             }
         })
     }

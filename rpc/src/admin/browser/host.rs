@@ -109,6 +109,18 @@ impl AllowedHosts {
                 }
                 let authority = Authority::parse(entry)
                     .ok_or_else(|| bad("write a name, optionally with :port"))?;
+                // An address needs no listing (every IP literal is accepted), and a name
+                // of digits and dots alone is one (or a number that YAML read as text).
+                if authority.is_ip_literal()
+                    || authority
+                        .name
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || b == b'.')
+                {
+                    return Err(bad(
+                        "IP addresses are always accepted; list only names (greeter.internal)",
+                    ));
+                }
                 Ok((authority.name.to_ascii_lowercase(), authority.port))
             })
             .collect::<Result<_, _>>()?;
@@ -145,6 +157,15 @@ mod tests {
         let entries: Vec<String> = entries.iter().map(|e| (*e).to_owned()).collect();
         let hosts = AllowedHosts::parse(&entries).unwrap();
         Authority::parse(host).is_some_and(|host| hosts.allow(&host))
+    }
+
+    #[test]
+    fn addresses_and_numbers_are_not_names_to_list() {
+        for entry in ["1", "10.0.0.7", "10.0.0.7:22222", "[::1]"] {
+            let error = AllowedHosts::parse(&[entry.to_owned()]).unwrap_err();
+            assert!(error.contains("list only names"), "{entry}: {error}");
+        }
+        assert!(AllowedHosts::parse(&["node-1".to_owned()]).is_ok());
     }
 
     #[test]
@@ -248,7 +269,7 @@ mod tests {
             assert!(error.contains(&format!("`{entry}`")), "{error}");
             assert!(error.contains(why), "{entry}: {error}");
         }
-        assert!(AllowedHosts::parse(&["[::1]".to_owned(), "a-b_c.d:1".to_owned()]).is_ok());
+        assert!(AllowedHosts::parse(&["a-b_c.d:1".to_owned()]).is_ok());
     }
 
     #[test]
