@@ -21,10 +21,12 @@
 //! **The variables are for the new process alone.** They stay in its environment —
 //! removing a variable is `unsafe` in a multi-threaded process (`std::env::remove_var`),
 //! and every process of ours is one — so they are bound to it the way systemd binds
-//! `LISTEN_FDS`: [`Role::current`] reads a role only when `LISTEN_PID` is this
-//! process's pid. A process the new one starts in turn (a helper, a shell, another rpc
-//! application) inherits the variables with its parent's pid in `LISTEN_PID`, reads
-//! itself as [`Role::Plain`], and adopts nothing.
+//! `LISTEN_FDS`: [`Role::current`] reads [`Role::Successor`] only when `LISTEN_PID` is
+//! this process's pid. A process the new one starts in turn (a helper, a shell, another
+//! rpc application) inherits the variables with its parent's pid in `LISTEN_PID`, reads
+//! itself as [`Role::Plain`], and adopts nothing. [`Role::Check`] adopts no socket and
+//! starts nothing, and is also what a person sets by hand (`RPC_UPGRADE=check app`, to
+//! check a configuration): it is read whatever `LISTEN_PID` says.
 
 pub mod check_report;
 pub mod predecessor;
@@ -74,8 +76,8 @@ pub enum Role {
 }
 
 impl Role {
-    /// This process's role: [`ROLE_VAR`], when `LISTEN_PID` says the variables are this
-    /// process's own (see the module documentation); [`Role::Plain`] otherwise.
+    /// This process's role: [`ROLE_VAR`] — for a successor only when `LISTEN_PID` says
+    /// the variables are this process's own (see the module documentation).
     pub fn current() -> Role {
         let own = std::env::var("LISTEN_PID")
             .ok()
@@ -87,12 +89,11 @@ impl Role {
     /// The role `value` names, if the variables are this process's (`own`).
     fn read(value: Option<&str>, own: bool) -> Role {
         match value {
-            Some("check") if own => Role::Check,
+            Some("check") => Role::Check,
             Some("successor") if own => Role::Successor,
-            Some(role @ ("check" | "successor")) => {
+            Some("successor") => {
                 tracing::info!(
-                    role,
-                    "{ROLE_VAR} was inherited from another process (LISTEN_PID is not this one's): starting as a plain process"
+                    "{ROLE_VAR}=successor was inherited from another process (LISTEN_PID is not this one's): starting as a plain process"
                 );
                 Role::Plain
             }
@@ -122,7 +123,11 @@ mod tests {
             Role::Plain,
             "inherited from a parent that was a successor: not this process's"
         );
-        assert_eq!(Role::read(Some("check"), false), Role::Plain);
+        assert_eq!(
+            Role::read(Some("check"), false),
+            Role::Check,
+            "set by hand to check a configuration"
+        );
         assert_eq!(Role::read(None, true), Role::Plain);
     }
 }

@@ -128,11 +128,16 @@ impl UpgradeGate {
 
     /// Why a manual offline or online cannot run now, if an upgrade owns the instance's
     /// registrations: one is under way (its new process is about to register them, or
-    /// is registering them), or this process handed them over already.
+    /// is registering them), this process handed them over already, or — in the new
+    /// process — its predecessor still releases them. So the whole hand-over, on either
+    /// side of it, takes no change; once the old process has exited the new one takes
+    /// changes as usual.
     pub(crate) fn holds_registrations(&self) -> Option<Refusal> {
-        match self.inner.lock().state {
+        let inner = self.inner.lock();
+        match inner.state {
             UpgradeStage::Running => Some(Refusal::InProgress),
             UpgradeStage::HandedOver => Some(Refusal::HandedOver),
+            UpgradeStage::Idle if inner.predecessor_alive => Some(Refusal::PredecessorDraining),
             UpgradeStage::Idle | UpgradeStage::ShuttingDown => None,
         }
     }
@@ -174,6 +179,15 @@ mod tests {
         gate.begin(Phase::Serving).unwrap();
         gate.hand_over().unwrap();
         assert_eq!(gate.holds_registrations(), Some(Refusal::HandedOver));
+        let successor = UpgradeGate::new();
+        successor.set_predecessor_alive(true);
+        assert_eq!(
+            successor.holds_registrations(),
+            Some(Refusal::PredecessorDraining),
+            "the new process, while its predecessor releases them"
+        );
+        successor.set_predecessor_alive(false);
+        assert_eq!(successor.holds_registrations(), None);
     }
 
     #[test]

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::answer;
 use super::browser::RefusalCounts;
 use super::state::AdminState;
-use super::upgrade::UpgradeView;
+use super::upgrade::{UpgradeStepView, UpgradeView};
 
 /// The whole answer of `GET /status`. Durations are milliseconds.
 #[derive(Serialize)]
@@ -48,6 +48,9 @@ pub(crate) struct Status {
     shutdown: ShutdownView,
     /// The last hot upgrade this process ran (decided), if any.
     last_upgrade: Option<UpgradeView>,
+    /// The steps of the hot upgrade under way, so far (or of the last one): a running
+    /// upgrade shows here before it is decided.
+    upgrade_steps: Vec<UpgradeStepView>,
     /// Requests the admin endpoint refused as a web page could have sent them (a
     /// foreign `Origin` or `Host`, a changing POST without proof), by rule, since it
     /// started.
@@ -204,6 +207,11 @@ impl Status {
             references: state.references.iter().map(ReferenceView::of).collect(),
             shutdown: ShutdownView::of(lifecycle),
             last_upgrade: lifecycle.last_upgrade().as_ref().map(UpgradeView::of),
+            upgrade_steps: lifecycle
+                .upgrade_steps()
+                .iter()
+                .map(UpgradeStepView::of)
+                .collect(),
             browser_refusals: state.refusals.counts(),
         }
     }

@@ -14,7 +14,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use rpc_lifecycle::{Refusal, StepOutcome, UpgradeReport, UpgradeResult, UpgradeStep};
+use rpc_lifecycle::{Refusal, StepOutcome, StepReport, UpgradeReport, UpgradeResult, UpgradeStep};
 use serde::Serialize;
 
 use super::answer;
@@ -36,11 +36,22 @@ pub(crate) struct UpgradeView {
     total_ms: f64,
 }
 
+/// One step of an upgrade, as the admin endpoint shows it.
 #[derive(Serialize)]
-struct UpgradeStepView {
+pub(crate) struct UpgradeStepView {
     step: UpgradeStep,
     duration_ms: f64,
     outcome: StepOutcome,
+}
+
+impl UpgradeStepView {
+    pub(crate) fn of(step: &StepReport<UpgradeStep>) -> Self {
+        Self {
+            step: step.step,
+            duration_ms: step.duration.as_secs_f64() * 1e3,
+            outcome: step.outcome,
+        }
+    }
 }
 
 impl UpgradeView {
@@ -51,15 +62,7 @@ impl UpgradeView {
             refusal: report.refusal,
             new_pid: report.new_pid,
             time_to_ready_ms: report.time_to_ready.map(|d| d.as_secs_f64() * 1e3),
-            steps: report
-                .steps
-                .iter()
-                .map(|step| UpgradeStepView {
-                    step: step.step,
-                    duration_ms: step.duration.as_secs_f64() * 1e3,
-                    outcome: step.outcome,
-                })
-                .collect(),
+            steps: report.steps.iter().map(UpgradeStepView::of).collect(),
             total_ms: report.total.as_secs_f64() * 1e3,
         }
     }
