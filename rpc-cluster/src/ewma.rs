@@ -123,12 +123,13 @@ impl PeakEwma {
         self.decay(self.relaxed(estimate), stamp, now)
     }
 
-    /// The estimate at `now` as [`PeakEwma::estimate_ns`] gives it, once an answer was
-    /// observed and unless it holds a failure's penalty (`None`): what answers took,
-    /// not the prior, nor what failures cost.
-    pub(crate) fn answered_ns(&self, now: Instant) -> Option<f64> {
+    /// The estimate as the last answer left it (no decay: a bound, not a pick, reads
+    /// it), once an answer was observed and unless it holds a failure's penalty
+    /// (`None`): what answers took, not the prior, nor what failures cost.
+    pub(crate) fn answered_ns(&self) -> Option<f64> {
         let observed = self.answered.load(Ordering::Relaxed);
-        (observed && self.relax_from.load(Ordering::Relaxed) != HOLD).then(|| self.estimate_ns(now))
+        (observed && self.relax_from.load(Ordering::Relaxed) != HOLD)
+            .then(|| f64::from(unpack(self.packed.load(Ordering::Relaxed)).0))
     }
 
     /// Records one answer's latency at `now` (into the fleet's latency too).

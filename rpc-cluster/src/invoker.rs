@@ -150,15 +150,18 @@ impl Invoker {
         }
     }
 
-    pub(crate) fn note_dispatch(&self, at: Instant) {
+    /// Counts an attempt made at `at`; its time stamp, for the attempt's other notes.
+    pub(crate) fn note_dispatch(&self, at: Instant) -> DispatchStamp {
+        let stamp = self.stamp(at);
         self.dispatched.fetch_add(1, Ordering::Relaxed);
-        self.last_dispatch.store(self.stamp(at), Ordering::Relaxed);
+        self.last_dispatch.store(stamp, Ordering::Relaxed);
+        DispatchStamp(stamp)
     }
 
-    /// The attempt made at `at` opened its stream on a connection to the instance.
-    pub(crate) fn note_sent(&self, at: Instant) {
+    /// The attempt of `stamp` opened its stream on a connection to the instance.
+    pub(crate) fn note_sent(&self, stamp: DispatchStamp) {
         self.sent.fetch_add(1, Ordering::Relaxed);
-        self.last_sent.fetch_max(self.stamp(at), Ordering::Relaxed);
+        self.last_sent.fetch_max(stamp.0, Ordering::Relaxed);
     }
 
     pub(crate) fn note_result(&self, failed: bool, at: Instant) {
@@ -242,10 +245,10 @@ impl Invoker {
         (now_us - since).max(0.0) * 1e3
     }
 
-    /// Counts a call started at `at` as unanswered until the guard is dropped (its
+    /// Counts the call of `stamp` as unanswered until the guard is dropped (its
     /// response head arrived, or it ended without one).
-    pub(crate) fn await_answer(self: &Arc<Self>, at: Instant) -> Unanswered {
-        let since_us = at.saturating_duration_since(self.first_seen).as_micros() as u64;
+    pub(crate) fn await_answer(self: &Arc<Self>, stamp: DispatchStamp) -> Unanswered {
+        let since_us = stamp.0 / 1_000;
         self.unanswered_since_us
             .fetch_add(since_us, Ordering::Relaxed);
         self.unanswered.fetch_add(1, Ordering::Relaxed);
@@ -265,7 +268,7 @@ impl Invoker {
     pub(crate) fn overdue_at(&self, started: Instant) -> Option<Instant> {
         let stall = self.settings.stall?;
         let fleet = &self.settings.fleet;
-        let answered = match self.ewma.answered_ns(started) {
+        let answered = match self.ewma.answered_ns() {
             Some(answered) => answered,
             None if fleet.answers() > 0 => fleet.ns(),
             None => return None,
@@ -411,6 +414,11 @@ impl Invoker {
     }
 }
 
+/// When an attempt was made, as its invoker counts time (nanoseconds after it was
+/// first seen, plus one): read from the clock once per attempt.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DispatchStamp(u64);
+
 /// Counts one call as unanswered on an invoker until dropped.
 #[derive(Debug)]
 pub(crate) struct Unanswered {
@@ -521,7 +529,7 @@ pub(crate) mod tests {
         let invoker = invoker(1);
         let start = Instant::now();
         invoker.observe_latency(Duration::from_millis(10), start);
-        let waiting = invoker.await_answer(start);
+        let waiting = invoker.await_answer(invoker.note_dispatch(start));
         let _call = invoker.start_call();
         let fresh = invoker.load(start + Duration::from_millis(5));
         let aged = invoker.load(start + Duration::from_millis(100));

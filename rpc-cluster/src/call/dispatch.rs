@@ -16,6 +16,7 @@
 //! watched: a client stream's answer comes when its caller has finished sending.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,7 +76,7 @@ pub(super) async fn dispatch(
     wait: Wait,
 ) -> Dispatched {
     let started = Instant::now();
-    invoker.note_dispatch(started);
+    let stamp = invoker.note_dispatch(started);
     let probe = invoker.health().availability(started) == Availability::Probe
         && invoker.health().begin_probe(started);
     let in_flight = invoker.start_call();
@@ -88,7 +89,7 @@ pub(super) async fn dispatch(
         Some(channel) => match probe_first(probe, &channel).await {
             Err(failure) => Outcome::Failure(failure),
             Ok(()) => {
-                let unanswered = invoker.await_answer(started);
+                let unanswered = invoker.await_answer(stamp);
                 // Boxed: inline, the transport's future made every layer above (the
                 // attempt's span, the call's box) copy kilobytes per call.
                 let response = Box::pin(channel.send(request, &report));
@@ -108,7 +109,7 @@ pub(super) async fn dispatch(
         },
     };
     if report.stream_opened() {
-        invoker.note_sent(started);
+        invoker.note_sent(stamp);
     }
     Dispatched {
         outcome,
@@ -124,8 +125,8 @@ async fn probe_first(probe: bool, channel: &InstanceConnection) -> Result<(), Fa
     if !probe {
         return Ok(());
     }
-    channel
-        .check()
+    // Boxed: rare, and its dial would otherwise sit in every attempt's future.
+    Box::pin(channel.check())
         .await
         .map_err(|error| classify_error(error, false))
 }
@@ -160,12 +161,24 @@ async fn answer(
         if let Ok(result) = tokio::time::timeout_at(overdue, response.as_mut()).await {
             return Answer::Response(result);
         }
-        // 2. Overdue: unless the peer has sent anything since the request left (it was
-        //    alive after it: the call is only slow), no call picks the instance until
-        //    its connection answers a PING.
-        if report.heard_since_opened() {
-            return rest_of_the_wait(invoker, response, deadline).await;
-        }
+        // 2. Overdue: rare, so its futures live in a box of their own rather than in
+        //    every call's.
+        return Box::pin(when_overdue(invoker, response, report, deadline)).await;
+    }
+    rest_of_the_wait(invoker, response, deadline).await
+}
+
+/// The wait of a call whose answer is overdue: unless the peer has sent anything since
+/// the request left (it was alive after it: the call is only slow), no call picks the
+/// instance until its connection answers a PING; then the rest of the wait (a
+/// connection closed as unresponsive ends its calls now).
+async fn when_overdue(
+    invoker: &Arc<Invoker>,
+    mut response: Pin<&mut impl Future<Output = Result<Response<ResponseBody>, BoxError>>>,
+    report: &SendReport,
+    deadline: Option<(Instant, Duration)>,
+) -> Answer {
+    if !report.heard_since_opened() {
         let suspicion = invoker.suspect(Instant::now());
         let checked = tokio::select! {
             biased;
@@ -181,7 +194,6 @@ async fn answer(
             );
         }
     }
-    // 3. The rest of the wait. A connection closed as unresponsive ends its calls now.
     rest_of_the_wait(invoker, response, deadline).await
 }
 

@@ -8,8 +8,10 @@
 //! a call takes a stream *permit* here first, as many as the peer allows, and waits
 //! for one in the open: it is counted in its instance's calls in flight meanwhile, so
 //! P2C sends new calls elsewhere, and a call that times out while waiting certainly
-//! was not sent. The peer's limit is read from h2 at each admission (it changes with
-//! the peer's SETTINGS; one uncontended lock).
+//! was not sent. The peer's limit is read from h2 until the first response arrived (the
+//! peer's SETTINGS precede it) and kept then, read again whenever the count reaches
+//! it: a peer that lowers its limit later has the excess queued by h2 until the count
+//! next reaches the value kept.
 //!
 //! **Liveness.** Every read of the socket that brings bytes counts as *heard*
 //! (`heard.rs`). A call whose answer is overdue asks for a probe; the connection's task
@@ -40,6 +42,11 @@ pub(super) struct Link {
     heard: AtomicU64,
     /// Stream permits taken and not returned.
     streams: AtomicUsize,
+    /// The peer's stream limit once learned (0 before): read from h2 when the first
+    /// response arrived, since the peer's SETTINGS come before any response, and again
+    /// whenever the count reaches it (reading it takes h2's connection lock, which a
+    /// call need not take otherwise).
+    stream_limit: AtomicUsize,
     /// Woken (one waiter per returned permit) when a permit is returned.
     freed: Notify,
     /// Asks the connection's task for a probe (a permit is stored if it is busy).
@@ -60,6 +67,7 @@ impl Link {
         Arc::new(Self {
             heard: AtomicU64::new(0),
             streams: AtomicUsize::new(0),
+            stream_limit: AtomicUsize::new(0),
             freed: Notify::new(),
             probe_asked: Notify::new(),
             rounds_begun: AtomicU64::new(0),
@@ -117,11 +125,19 @@ impl Link {
     }
 
     fn try_admit(&self, limit: &impl Fn() -> usize) -> bool {
-        let limit = limit();
         let mut current = self.streams.load(Ordering::Relaxed);
+        let mut known = self.stream_limit.load(Ordering::Relaxed);
         loop {
-            if current >= limit {
-                return false;
+            if known == 0 || current >= known {
+                // Not learned yet, or reached: h2's own value (the peer may have raised it).
+                let now = limit();
+                if known != 0 {
+                    self.stream_limit.store(now.max(1), Ordering::Relaxed);
+                }
+                known = now;
+                if current >= now {
+                    return false;
+                }
             }
             match self.streams.compare_exchange_weak(
                 current,
@@ -132,6 +148,14 @@ impl Link {
                 Ok(_) => return true,
                 Err(actual) => current = actual,
             }
+        }
+    }
+
+    /// Learns the peer's stream limit, `limit` reading it from h2, once a response has
+    /// come (so its SETTINGS have been read); at most once.
+    pub(super) fn learn_stream_limit(&self, limit: impl FnOnce() -> usize) {
+        if self.stream_limit.load(Ordering::Relaxed) == 0 {
+            self.stream_limit.store(limit().max(1), Ordering::Relaxed);
         }
     }
 

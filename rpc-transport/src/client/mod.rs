@@ -294,6 +294,7 @@ impl Shared {
             request_body::send(body, stream)
         };
         let response = response.await?;
+        link.learn_stream_limit(|| send.current_max_send_streams());
         Ok(response.map(|recv| ResponseBody::new(recv, request, permit)))
     }
 
