@@ -87,7 +87,7 @@ fn main() {
     }
     criterion.final_summary();
 
-    // A compact table of the same measurement, for the README.
+    // A compact table of the same measurement, for docs/benchmarks.md.
     println!(
         "\nns per pick      {:>8} {:>8} {:>8} {:>8}",
         SIZES[0], SIZES[1], SIZES[2], SIZES[3]

@@ -9,8 +9,8 @@ const YAML: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/provider.yaml");
 const TOML: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/provider.toml");
 const REFERENCE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/reference.yaml");
 
-/// The README's configuration (quoted from this file) loads, and its reference finds
-/// its provider: the same group and version on both sides (issue 15).
+/// The reference configuration (docs/configuration.md quotes this file) loads, and its
+/// reference finds its provider: the same group and version on both sides (issue 15).
 #[test]
 fn the_readme_reference_configuration_loads_and_agrees_with_itself() {
     let config = Config::from_file(REFERENCE).unwrap();

@@ -5,7 +5,7 @@
 //! Each run is held to `Summary::lossless`, the binary's own definition of nothing
 //! lost. Its latency criterion (p99 during upgrades within max(3 × steady, steady +
 //! 50 ms), `Summary::latency_within_bound`) is a wall-clock figure: runs of the
-//! binary show it (README, "hot-upgrade"), these tests do not assert it.
+//! binary show it (docs/hot-upgrade.md), these tests do not assert it.
 
 use std::time::Duration;
 

@@ -63,7 +63,7 @@ impl Tally {
 }
 
 /// Prints the tally of each phase of `test`, then one line of totals (`sent N, failed
-/// F`): the figures the README's tables quote.
+/// F`): the figures the tables of docs/faults.md quote.
 pub fn print_tallies(test: &str, tallies: &[Tally]) {
     for (phase, tally) in tallies.iter().enumerate() {
         println!("{test}: phase {phase}: {tally:?}");

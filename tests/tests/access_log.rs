@@ -1,4 +1,5 @@
-//! `access_log`: one JSON line per call on each side, with the fields the README names;
+//! `access_log`: one JSON line per call on each side, with the fields
+//! docs/observability.md names ("Access logs");
 //! a path that cannot be opened fails start-up naming `access_log.path`.
 
 mod common;

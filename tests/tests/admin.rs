@@ -598,9 +598,9 @@ async fn a_foreign_host_is_refused_except_by_the_probes_and_a_listed_name_is_ans
     provider.before_shutdown().await;
 }
 
-/// What the README, getting-started and upgrade docs show: `curl -X POST` (no Origin,
-/// no Sec-Fetch-*, no body) works as it always did, and so does a browser's POST from
-/// the endpoint's own origin with `X-Rpc-Admin`.
+/// What docs/lifecycle.md, getting-started.md and upgrade.md show: `curl -X POST` (no
+/// Origin, no Sec-Fetch-*, no body) works as it always did, and so does a browser's POST
+/// from the endpoint's own origin with `X-Rpc-Admin`.
 #[tokio::test]
 async fn curl_post_works_as_documented() {
     let hub = MemoryHub::new();

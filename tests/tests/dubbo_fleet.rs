@@ -369,7 +369,7 @@ async fn a_rolling_restart_of_our_providers_under_a_dubbo_consumers_load() {
     assert!(tally.ok > 200, "{tally:?}");
     // With the SDK's directory mended (dubbo_peer.py's `mend_directory`: as released it
     // drops calls at every registry notification, a provider joining as much as one
-    // leaving — see the README's "Joining a Dubbo fleet"), the Dubbo consumer loses
+    // leaving — see docs/dubbo.md, "Joining a Dubbo fleet"), the Dubbo consumer loses
     // nothing through the four restarts.
     assert_eq!(tally.failed, 0, "{tally:?}");
     for provider in providers {

@@ -19,8 +19,8 @@
 //! Why the calls sent after the fault are counted rather than required to be none: in
 //! the first milliseconds of a silent fault nothing distinguishes the stalled provider
 //! from a live one — its calls in flight are not due yet — so a few calls still go to
-//! it (three in the 10 ms after the fault, at 250 calls/s to it, in the run the README
-//! quotes); a call to it fails only if it was sent before the consumer could know.
+//! it (three in the 10 ms after the fault, at 250 calls/s to it, in the run
+//! docs/cluster.md and docs/faults.md quote); a call to it fails only if it was sent before the consumer could know.
 
 mod common;
 

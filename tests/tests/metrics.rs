@@ -1,6 +1,6 @@
 //! Metrics on real sockets: a scrape during a graceful shutdown sees the phase move and
 //! the rejected counter count exactly the requests that were refused; a scrape of a
-//! provider and a consumer lists every metric the README documents.
+//! provider and a consumer lists every metric docs/observability.md documents.
 
 mod common;
 
@@ -204,7 +204,7 @@ async fn a_scrape_during_shutdown_sees_the_phase_move_and_every_rejection() {
     );
 }
 
-/// Every metric the README lists, as its name appears after `# TYPE`.
+/// Every metric docs/observability.md lists, as its name appears after `# TYPE`.
 const DOCUMENTED: [&str; 38] = [
     "rpc_lifecycle_phase",
     "rpc_shutdown_step_duration_seconds",

@@ -1,7 +1,8 @@
 //! `GET /metrics` as Prometheus reads it: the text of a provider and a consumer that
 //! have made calls (histograms, labelled counters, the process metrics) goes through the
 //! Prometheus Python client's parser (`prometheus_client.parser`), a real exposition
-//! parser and not ours, and every family and label it yields is what the README says.
+//! parser and not ours, and every family and label it yields is what
+//! docs/observability.md says.
 //!
 //! Needs `RPC_TEST_PYTHON` with `prometheus-client` (`scripts/test.sh` installs it, and
 //! sets `RPC_TEST_REQUIRE_PYTHON=1`).

@@ -1,14 +1,31 @@
-//! The README and docs/getting-started.md show code and configuration that CI builds and
+//! The README and the book under docs/ show code and configuration that CI builds and
 //! loads, so they cannot drift: each quoted block follows a marker line
 //! `<!-- quote: PATH -->` (PATH from the repository root) and must equal that file.
-//! A block that no longer matches fails here; `python3 scripts/sync_quotes.py` copies the
-//! files into their blocks.
+//! Every quote of README.md and of every docs/*.md is checked, so a chapter added later
+//! is covered without a line here; the pages that must quote particular files say so
+//! below. A block that no longer matches fails here; `python3 scripts/sync_quotes.py`
+//! copies the files into their blocks (`--check` lists the stale ones).
 
 use std::path::{Path, PathBuf};
 
 /// The repository root (this crate is examples/getting-started).
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// README.md and every docs/*.md, from the repository root, in a stable order.
+fn documents() -> Vec<String> {
+    let mut chapters: Vec<String> = std::fs::read_dir(root().join("docs"))
+        .expect("docs/ is readable")
+        .map(|entry| entry.expect("a docs/ entry").file_name())
+        .filter_map(|name| name.into_string().ok())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    chapters.sort();
+    let mut documents = vec!["README.md".to_owned()];
+    documents.extend(chapters);
+    documents
 }
 
 /// Every `(path, block)` quoted in `doc`.
@@ -55,16 +72,40 @@ fn check(doc: &str, required: &[&str]) {
 }
 
 #[test]
-fn the_readme_quotes_the_getting_started_project_and_the_reference_configuration() {
+fn every_quote_of_the_readme_and_the_book_equals_its_file() {
+    let documents = documents();
+    assert!(documents.len() > 1, "docs/ holds no chapter: {documents:?}");
+    for doc in &documents {
+        check(doc, &[]);
+    }
+}
+
+#[test]
+fn the_readme_quotes_the_getting_started_provider_and_its_configuration() {
     check(
         "README.md",
         &[
             "examples/getting-started/src/bin/hello-provider.rs",
-            "examples/getting-started/src/bin/hello-consumer.rs",
             "examples/getting-started/config/provider.yaml",
-            "examples/config/reference.yaml",
         ],
     );
+}
+
+#[test]
+fn the_using_chapter_quotes_the_getting_started_project() {
+    check(
+        "docs/using.md",
+        &[
+            "examples/getting-started/src/bin/hello-provider.rs",
+            "examples/getting-started/src/bin/hello-consumer.rs",
+            "examples/getting-started/config/provider.yaml",
+        ],
+    );
+}
+
+#[test]
+fn the_configuration_chapter_quotes_the_reference_configuration() {
+    check("docs/configuration.md", &["examples/config/reference.yaml"]);
 }
 
 #[test]

@@ -80,7 +80,8 @@ pub struct Options {
 }
 
 impl Options {
-    /// The defaults of the README's run: 2 000 req/s for 15 s, 5 upgrades by signal.
+    /// The defaults of the runs in docs/hot-upgrade.md: 2 000 req/s for 15 s, 5
+    /// upgrades by signal.
     pub fn new(executable: PathBuf) -> Self {
         Self {
             rate: 2000,

@@ -172,7 +172,7 @@ impl Call {
     /// past the moment its caller stops waiting. The reference's own `timeout` is not
     /// sent: it bounds an attempt until its response head, while a provider reads
     /// `grpc-timeout` as the deadline of the whole call — a server stream would be cut
-    /// at it (README, "Cluster behaviour").
+    /// at it (docs/cluster.md, "Failover").
     fn request_with(&mut self, body: TonicBody) -> (Request<TonicBody>, Wait) {
         let watch_overdue = self.body.is_complete();
         let mut request = Request::new(body);

@@ -20,12 +20,13 @@
 //! gets the moved status. The caller's deadline (`grpc-timeout`) bounds the whole
 //! stream: each re-open is sent with what is left of it.
 //!
-//! What can and cannot move (documented in the README): a server stream can, with no
-//! duplicate and no gap beyond what the rule allows. A client stream or a bidirectional
-//! stream cannot be re-opened once its request messages were consumed by the provider —
-//! they are not kept; such a stream that had not started when the provider refused it is
-//! re-sent elsewhere as today (a "not executed" refusal, `replay.rs`). A method not
-//! declared resumable behaves exactly as before.
+//! What can and cannot move (documented in docs/lifecycle.md, "Streams through a
+//! deploy"): a server stream can, with no duplicate and no gap beyond what the rule
+//! allows. A client stream or a bidirectional stream cannot be re-opened once its
+//! request messages were consumed by the provider — they are not kept; such a stream
+//! that had not started when the provider refused it is re-sent elsewhere as today (a
+//! "not executed" refusal, `replay.rs`). A method not declared resumable behaves
+//! exactly as before.
 
 mod body;
 mod layer;

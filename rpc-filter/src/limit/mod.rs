@@ -34,7 +34,7 @@
 //!   the gradient reads CPU contention (the provider sharing its cores) as queueing,
 //!   and with a floor of 8 the limit collapsed under a 1.5× overload of
 //!   `benches/overload.sh` and refused load the chain could serve (goodput 0.49× the
-//!   healthy rate; with 50, see the README).
+//!   healthy rate; with 50, see docs/benchmarks.md).
 //!
 //! # The refusal
 //!

@@ -54,8 +54,8 @@ pub struct ChannelOptions {
     /// answer before the connection is closed. Default [`DEFAULT_PROBE_TIMEOUT`] (1 s):
     /// a live peer answers a PING from its connection task, without its handlers, in
     /// well under a millisecond on a data-centre network (also measured under full load
-    /// in the lab: README, "Faults and soak"), so 1 s closes nothing that lives, and the
-    /// instance takes no new call while its PING is out anyway.
+    /// in the lab: docs/faults.md, "Across hosts"), so 1 s closes nothing that lives,
+    /// and the instance takes no new call while its PING is out anyway.
     pub probe_timeout: Duration,
     /// `TCP_USER_TIMEOUT` of each connection's socket (Linux): data unacknowledged this
     /// long breaks the connection in the kernel. `None` leaves the kernel's default

@@ -1,7 +1,7 @@
 //! `GET /metrics`: the application's Prometheus metrics, as
-//! [`Metrics::encode`](crate::Metrics::encode) writes them (the README lists every
-//! metric). 404 with a one-line reason when `metrics.enabled` is false, so a scrape of
-//! an instance without metrics shows as a failed target, not as an empty one.
+//! [`Metrics::encode`](crate::Metrics::encode) writes them (docs/observability.md lists
+//! every metric). 404 with a one-line reason when `metrics.enabled` is false, so a
+//! scrape of an instance without metrics shows as a failed target, not as an empty one.
 
 use axum::extract::State;
 use axum::http::{HeaderValue, StatusCode, header};

@@ -40,8 +40,8 @@ const ATTEMPT_OUTCOME: LastLabel = LastLabel {
 /// references and the registries at scrape time.
 ///
 /// Built by the application builder; read it with [`Metrics::encode`], which is what
-/// `GET /metrics` serves. Cheap to clone; clones share everything. The README's
-/// "Metrics" section lists every metric.
+/// `GET /metrics` serves. Cheap to clone; clones share everything. The "Metrics"
+/// section of docs/observability.md lists every metric.
 #[derive(Clone)]
 pub struct Metrics {
     /// `None` when metrics are off.

@@ -12,7 +12,7 @@
 //! - With the `otlp` feature, `otlp` exports spans to an OpenTelemetry collector.
 //!
 //! Configured by the `metrics` and `tracing` sections ([`MetricsConfig`],
-//! [`TracingConfig`]). The README lists every metric with its labels.
+//! [`TracingConfig`]). docs/observability.md lists every metric with its labels.
 
 mod cluster;
 mod config;

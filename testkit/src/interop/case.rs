@@ -105,7 +105,7 @@ impl fmt::Display for Case {
 
 /// A name that is no case of [`Case::ALL`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown test case `{0}` (expected `all` or one of the README's cases)")]
+#[error("unknown test case `{0}` (expected `all` or one of the cases in docs/interop.md)")]
 pub struct UnknownCase(pub String);
 
 impl FromStr for Case {
