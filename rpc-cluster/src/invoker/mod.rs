@@ -74,26 +74,6 @@ pub struct Invoker {
     unanswered_since_us: AtomicU64,
 }
 
-/// What one consumer sent to one instance.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct InvokerStats {
-    /// Attempts made (each retry is one more), whether or not they reached the
-    /// instance.
-    pub dispatched: u64,
-    /// Attempts whose HTTP/2 stream was opened on a connection to the instance: what
-    /// may have reached it (an attempt with no connection, or none before it gave up,
-    /// is not counted).
-    pub sent: u64,
-    /// Attempts that failed at the connection level, timed out or were refused.
-    pub failures: u64,
-    /// When the latest attempt was made.
-    pub last_dispatch: Option<Instant>,
-    /// When the latest attempt counted in `sent` was made.
-    pub last_sent: Option<Instant>,
-    /// When the current run of failures began (cleared by a success).
-    pub failing_since: Option<Instant>,
-}
-
 impl Invoker {
     pub(crate) fn new(instance: Instance, settings: Arc<InvokerSettings>, now: Instant) -> Self {
         Self {
@@ -124,57 +104,6 @@ impl Invoker {
             failing_since: AtomicU64::new(0),
             unanswered: AtomicU64::new(0),
             unanswered_since_us: AtomicU64::new(0),
-        }
-    }
-
-    /// What this consumer sent to the instance so far.
-    pub fn stats(&self) -> InvokerStats {
-        InvokerStats {
-            dispatched: self.dispatched.load(Ordering::Relaxed),
-            sent: self.sent.load(Ordering::Relaxed),
-            failures: self.failures.load(Ordering::Relaxed),
-            last_dispatch: self.instant(&self.last_dispatch),
-            last_sent: self.instant(&self.last_sent),
-            failing_since: self.instant(&self.failing_since),
-        }
-    }
-
-    fn stamp(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.first_seen).as_nanos() as u64 + 1
-    }
-
-    fn instant(&self, stamp: &AtomicU64) -> Option<Instant> {
-        match stamp.load(Ordering::Relaxed) {
-            0 => None,
-            n => Some(self.first_seen + Duration::from_nanos(n - 1)),
-        }
-    }
-
-    /// Counts an attempt made at `at`; its time stamp, for the attempt's other notes.
-    pub(crate) fn note_dispatch(&self, at: Instant) -> DispatchStamp {
-        let stamp = self.stamp(at);
-        self.dispatched.fetch_add(1, Ordering::Relaxed);
-        self.last_dispatch.store(stamp, Ordering::Relaxed);
-        DispatchStamp(stamp)
-    }
-
-    /// The attempt of `stamp` opened its stream on a connection to the instance.
-    pub(crate) fn note_sent(&self, stamp: DispatchStamp) {
-        self.sent.fetch_add(1, Ordering::Relaxed);
-        self.last_sent.fetch_max(stamp.0, Ordering::Relaxed);
-    }
-
-    pub(crate) fn note_result(&self, failed: bool, at: Instant) {
-        if failed {
-            self.failures.fetch_add(1, Ordering::Relaxed);
-            let _ = self.failing_since.compare_exchange(
-                0,
-                self.stamp(at),
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            );
-        } else if self.failing_since.load(Ordering::Relaxed) != 0 {
-            self.failing_since.store(0, Ordering::Relaxed);
         }
     }
 
@@ -414,167 +343,11 @@ impl Invoker {
     }
 }
 
-/// When an attempt was made, as its invoker counts time (nanoseconds after it was
-/// first seen, plus one): read from the clock once per attempt.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct DispatchStamp(u64);
-
-/// Counts one call as unanswered on an invoker until dropped.
-#[derive(Debug)]
-pub(crate) struct Unanswered {
-    invoker: Arc<Invoker>,
-    since_us: u64,
-}
-
-impl Drop for Unanswered {
-    fn drop(&mut self) {
-        self.invoker.unanswered.fetch_sub(1, Ordering::Relaxed);
-        self.invoker
-            .unanswered_since_us
-            .fetch_sub(self.since_us, Ordering::Relaxed);
-    }
-}
-
-/// Keeps an invoker from being picked while an overdue call's PING is out.
-#[derive(Debug)]
-pub(crate) struct Suspicion {
-    invoker: Arc<Invoker>,
-}
-
-impl Drop for Suspicion {
-    fn drop(&mut self) {
-        self.invoker.health.unsuspect();
-    }
-}
-
-/// Counts one call in flight on an invoker until dropped.
-#[derive(Debug)]
-pub(crate) struct ActiveCall {
-    invoker: Arc<Invoker>,
-}
-
-/// A call is active until its response body ends (a stream until its last message).
-impl rpc_core::BodyGuard for ActiveCall {}
-
-impl Drop for ActiveCall {
-    fn drop(&mut self) {
-        let before = self.invoker.active.fetch_sub(1, Ordering::SeqCst);
-        self.invoker.report_active();
-        if before == 1 && self.invoker.is_removed() {
-            self.invoker.idle.notify_waiters();
-        }
-    }
-}
-
+mod guards;
+mod tally;
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use rpc_core::ServiceKey;
+pub(crate) mod tests;
 
-    pub(crate) fn settings() -> Arc<InvokerSettings> {
-        Arc::new(InvokerSettings {
-            channel: ChannelOptions::default(),
-            default_rtt: Duration::from_millis(5),
-            ewma_decay: Duration::from_secs(10),
-            fleet: Arc::new(FleetLatency::new(Duration::from_millis(5))),
-            stall: Some(StallBound {
-                factor: 4,
-                floor: Duration::from_millis(50),
-            }),
-        })
-    }
-
-    /// An invoker on 127.0.0.1:(10000 + n) with weight 100.
-    pub(crate) fn invoker(n: usize) -> Arc<Invoker> {
-        weighted(n, 100)
-    }
-
-    pub(crate) fn weighted(n: usize, weight: u32) -> Arc<Invoker> {
-        weighted_in(n, weight, settings())
-    }
-
-    /// Like [`weighted`], sharing `settings` (and so the fleet's latency).
-    pub(crate) fn weighted_in(
-        n: usize,
-        weight: u32,
-        settings: Arc<InvokerSettings>,
-    ) -> Arc<Invoker> {
-        let mut instance = Instance::new(ServiceKey::new("t.S"), "127.0.0.1", 10000 + n as u16)
-            .with_weight(weight);
-        instance.id = InstanceId::new(format!("i{n}"));
-        Arc::new(Invoker::new(instance, settings, Instant::now()))
-    }
-
-    #[tokio::test]
-    async fn no_channel_exists_before_the_first_pick() {
-        let invoker = invoker(1);
-        assert!(!invoker.is_connected());
-        assert!(invoker.channel().is_some());
-        assert!(invoker.is_connected());
-        invoker.destroy();
-        assert!(invoker.channel().is_none());
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn active_calls_count_until_dropped() {
-        let invoker = invoker(1);
-        let call = invoker.start_call();
-        assert_eq!(invoker.active(), 1);
-        drop(call);
-        assert_eq!(invoker.active(), 0);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn unanswered_calls_weigh_more_as_they_age() {
-        let invoker = invoker(1);
-        let start = Instant::now();
-        invoker.observe_latency(Duration::from_millis(10), start);
-        let waiting = invoker.await_answer(invoker.note_dispatch(start));
-        let _call = invoker.start_call();
-        let fresh = invoker.load(start + Duration::from_millis(5));
-        let aged = invoker.load(start + Duration::from_millis(100));
-        assert!(
-            (fresh - 2.0 * 10e6).abs() < 1e5,
-            "the estimate while young: {fresh}"
-        );
-        assert!(
-            (aged - 2.0 * 100e6).abs() < 1e5,
-            "its age once older: {aged}"
-        );
-        drop(waiting);
-        let answered = invoker.load(start + Duration::from_millis(100));
-        assert!(
-            answered < 2.0 * 11e6,
-            "answered: the estimate again: {answered}"
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_call_is_overdue_after_a_multiple_of_the_estimate_and_never_before_the_floor() {
-        let invoker = invoker(1);
-        let now = Instant::now();
-        assert_eq!(invoker.overdue_at(now), None, "no latency known yet");
-        invoker.observe_latency(Duration::from_millis(40), now);
-        let overdue = invoker.overdue_at(now).unwrap() - now;
-        assert!(overdue.abs_diff(Duration::from_millis(160)) < Duration::from_millis(1));
-        let quick = super::tests::invoker(2);
-        quick.observe_latency(Duration::from_millis(1), now);
-        assert_eq!(
-            quick.overdue_at(now).unwrap() - now,
-            Duration::from_millis(50)
-        );
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_latency_estimate_starts_at_the_default_and_jumps_to_a_peak() {
-        let invoker = invoker(1);
-        let now = Instant::now();
-        assert_eq!(invoker.latency_estimate(now), Duration::from_millis(5));
-        invoker.observe_latency(Duration::from_millis(40), now);
-        let estimate = invoker.latency_estimate(now);
-        assert!(
-            estimate.abs_diff(Duration::from_millis(40)) < Duration::from_micros(10),
-            "{estimate:?}"
-        );
-    }
-}
+pub(crate) use guards::{ActiveCall, Suspicion, Unanswered};
+pub(crate) use tally::DispatchStamp;
+pub use tally::InvokerStats;
