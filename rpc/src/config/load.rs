@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use config::{Map, Value, ValueKind};
 
+use super::choices;
 use super::dubbo_go;
 use super::error::{ConfigError, KeyError};
 use super::spellings::Spellings;
@@ -128,7 +129,7 @@ impl Config {
         let origins = Origins::new(name, &file, &environment);
         let merged = config::Value::new(None, ValueKind::Table(overlay(file.clone(), environment)));
         let mut config = serde_path_to_error::deserialize::<_, Config>(merged.clone())
-            .map_err(|error| invalid(&origins, error))
+            .map_err(|error| invalid(&origins, &merged, error))
             .and_then(Config::with_defaults)?;
         config.origin = name.to_owned();
         let named = |(key, message): (String, String)| ConfigError::Invalid {
@@ -315,6 +316,7 @@ fn has_key(tree: &Map<String, Value>, key: &str) -> bool {
 
 fn invalid(
     origins: &Origins,
+    merged: &config::Value,
     error: serde_path_to_error::Error<config::ConfigError>,
 ) -> ConfigError {
     let mut key = error.path().to_string();
@@ -345,6 +347,9 @@ fn invalid(
         } else {
             format!("{parent}.{field}")
         };
+    }
+    if let Some(listed) = choices::with_choices(merged, &key, &message) {
+        message = listed;
     }
     let origin = origins.of(&key);
     ConfigError::Invalid {

@@ -39,6 +39,7 @@
 //! numbers are errors that name the key and the file.
 
 mod byte_size;
+mod choices;
 mod dubbo_go;
 mod error;
 mod limit;
