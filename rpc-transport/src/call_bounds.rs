@@ -1,5 +1,7 @@
 //! The two bounds on every call a provider serves, and the status each ends it with.
 //!
+//! A request that is not gRPC (its `content-type`) is answered HTTP 415 (`not_grpc.rs`).
+//!
 //! 1. **The caller's deadline** (`grpc-timeout`): when it passes, the call ends with
 //!    `DEADLINE_EXCEEDED` and its handler is dropped (cancelled), whether it was still
 //!    running or already streaming its response. A malformed header ends the call at
@@ -35,6 +37,7 @@ use tower::Service;
 
 use super::bounded_body::{BodyBound, BoundedBody};
 use super::message_size_status;
+use super::not_grpc;
 use rpc_core::BoxError;
 use rpc_core::metadata::{deadline_exceeded, read_grpc_timeout};
 
@@ -89,9 +92,14 @@ where
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+        if !not_grpc::is_grpc(request.headers()) {
+            return BoundedFuture::Refused {
+                refusal: Some(Refusal::NotGrpc),
+            };
+        }
         match read_grpc_timeout(request.headers()) {
             Err(malformed) => BoundedFuture::Refused {
-                status: Some(Status::internal(malformed.to_string())),
+                refusal: Some(Refusal::Status(Status::internal(malformed.to_string()))),
             },
             Ok(limit) => BoundedFuture::Running {
                 inner: self.inner.call(request),
@@ -145,12 +153,20 @@ impl BodyBound for Bounds {
     }
 }
 
+/// Why a call is answered without running.
+pub(crate) enum Refusal {
+    /// Not gRPC (its `content-type`): HTTP 415.
+    NotGrpc,
+    /// A malformed `grpc-timeout`: this status.
+    Status(Status),
+}
+
 pin_project! {
     /// Future of [`CallBounds`].
     #[project = Projection]
     pub(crate) enum BoundedFuture<F> {
-        /// The request was answered without running (malformed `grpc-timeout`).
-        Refused { status: Option<Status> },
+        /// The request was answered without running.
+        Refused { refusal: Option<Refusal> },
         /// The handler runs until it answers or a bound passes.
         Running {
             #[pin]
@@ -170,12 +186,11 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         match self.project() {
-            Projection::Refused { status } => {
-                let status = status
-                    .take()
-                    .unwrap_or_else(|| Status::internal("polled twice"));
-                Poll::Ready(Ok(trailers_only(status)))
-            }
+            Projection::Refused { refusal } => Poll::Ready(Ok(match refusal.take() {
+                Some(Refusal::NotGrpc) => not_grpc::unsupported(BoundedBody::ended()),
+                Some(Refusal::Status(status)) => trailers_only(status),
+                None => trailers_only(Status::internal("polled twice")),
+            })),
             Projection::Running { inner, bounds } => {
                 if let Poll::Ready(result) = inner.poll(cx) {
                     let bounds = bounds.take();
@@ -289,6 +304,9 @@ mod tests {
 
     fn request(timeout: Option<&str>) -> Request<()> {
         let mut request = Request::new(());
+        request
+            .headers_mut()
+            .insert("content-type", "application/grpc".parse().unwrap());
         if let Some(timeout) = timeout {
             request
                 .headers_mut()

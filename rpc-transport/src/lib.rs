@@ -57,6 +57,7 @@ mod inherit;
 mod linger;
 mod message_limits;
 mod message_size_status;
+mod not_grpc;
 mod peer;
 mod routes;
 mod server;

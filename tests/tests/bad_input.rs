@@ -8,6 +8,7 @@
 //! | message compressed with unknown encoding| `UNIMPLEMENTED`    | gRPC compression spec              |
 //! | message over `max_decoding_message_size`| `RESOURCE_EXHAUSTED` | gRPC status codes ("message too large") |
 //! | body ends inside a message (truncated)  | `INTERNAL`         | gRPC status codes ("internal errors") |
+//! | `content-type: text/plain` (not gRPC)   | HTTP 415           | gRPC over HTTP/2 ("SHOULD respond with HTTP status of 415") |
 
 mod common;
 
@@ -114,6 +115,26 @@ async fn bad_input_gets_its_status_and_the_provider_keeps_serving() {
             "after {what}"
         );
     }
+    // Not gRPC at all: HTTP 415, so that no plain HTTP client reads a refusal as 200 OK;
+    // the handler does not run.
+    let before = service.calls().get(Method::Unary);
+    let answer = timeout(
+        BOUND,
+        grpc::call(
+            addr,
+            UNARY,
+            &[("content-type", "text/plain")],
+            framed(false, &message, None),
+        ),
+    )
+    .await
+    .expect("an answer within the bound");
+    assert_eq!(
+        answer,
+        Err("HTTP status 415 Unsupported Media Type".to_owned())
+    );
+    assert_eq!(service.calls().get(Method::Unary), before, "not run");
+
     consumer.before_shutdown().await;
     let report = provider.before_shutdown().await;
     assert_eq!(report.exit_code(), 0, "{report}");

@@ -99,7 +99,12 @@ pub async fn exchange(
     for (name, value) in headers {
         let name = http::HeaderName::try_from(*name).map_err(|e| format!("header: {e}"))?;
         let value = http::HeaderValue::try_from(*value).map_err(|e| format!("header: {e}"))?;
-        request.headers_mut().append(name, value);
+        // One content-type: the given one replaces gRPC's.
+        if name == http::header::CONTENT_TYPE {
+            request.headers_mut().insert(name, value);
+        } else {
+            request.headers_mut().append(name, value);
+        }
     }
     let (response, mut send) = client
         .send_request(request, false)
