@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use config::{Map, Value, ValueKind};
 
-use super::choices;
 use super::dubbo_go;
 use super::error::{ConfigError, KeyError};
+use super::plain_messages;
 use super::spellings::Spellings;
 use super::{Config, whole_numbers};
 
@@ -348,8 +348,8 @@ fn invalid(
             format!("{parent}.{field}")
         };
     }
-    if let Some(listed) = choices::with_choices(merged, &key, &message) {
-        message = listed;
+    if let Some(plain) = plain_messages::plainly(merged, &key, &message) {
+        message = plain;
     }
     let origin = origins.of(&key);
     ConfigError::Invalid {

@@ -39,12 +39,12 @@
 //! numbers are errors that name the key and the file.
 
 mod byte_size;
-mod choices;
 mod dubbo_go;
 mod error;
 mod limit;
 mod load;
 pub(crate) mod origin;
+mod plain_messages;
 mod protocol;
 mod sections;
 mod spellings;

@@ -1,18 +1,43 @@
-//! The choices of an enum setting, for the error of a value that is none of them.
+//! The `config` crate's error messages, said plainly where they leave the reader
+//! guessing.
 //!
-//! The `config` crate's deserializer says only "enum ClusterKind does not have variant
+//! **An enum's choices.** The `config` crate's deserializer says only "enum ClusterKind does not have variant
 //! constructor failfst"; serde's own message, "unknown variant `failfst`, expected one
 //! of `failover`, `failfast`, …", lists what the key takes. serde_json's deserializer
 //! passes serde's message through, so the same tree is read again through it.
+//!
+//! **A negative number.** `RPC_PROTOCOL__PORT=-5` was "invalid type: string \"-5\",
+//! expected an integer" (a variable's value is text until a setting asks for a number,
+//! and the crate parses only unsigned text for an unsigned setting); `port: -5` in a
+//! file was "invalid type: 64-bit integer `-5`, expected an unsigned 64 bit or less
+//! integer". Both now say the setting takes no negative number.
 
 use super::Config;
+
+/// What the message of an error at `key` should say instead, if anything.
+pub(super) fn plainly(merged: &config::Value, key: &str, message: &str) -> Option<String> {
+    negative(message).or_else(|| with_choices(merged, key, message))
+}
+
+/// For a negative number given to a setting that takes none: says so.
+fn negative(message: &str) -> Option<String> {
+    let number = if let Some(rest) = message.strip_prefix("invalid type: string \"") {
+        rest.strip_suffix("\", expected an integer")?
+    } else {
+        let rest = message.strip_prefix("invalid type: 64-bit integer `")?;
+        rest.split_once("`, expected an unsigned")?.0
+    };
+    let number: i64 = number.trim().parse().ok()?;
+    (number < 0)
+        .then(|| format!("{number} is negative: this setting takes a whole number of 0 or more"))
+}
 
 /// The `config` crate's words for a value that is no variant of its enum.
 const NO_SUCH_VARIANT: &str = "does not have variant constructor";
 
 /// For an error at `key` that names no choices: serde's message with the choices, if
 /// reading `merged` through serde_json fails at the same key with it.
-pub(super) fn with_choices(merged: &config::Value, key: &str, message: &str) -> Option<String> {
+fn with_choices(merged: &config::Value, key: &str, message: &str) -> Option<String> {
     if !message.contains(NO_SUCH_VARIANT) {
         return None;
     }
@@ -45,6 +70,23 @@ mod tests {
             message.contains("`failfst`") && message.contains("`failfast`"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn a_negative_number_for_an_unsigned_setting_is_called_negative() {
+        for (text, vars) in [
+            ("", &[("RPC_PROTOCOL__PORT", "-5")][..]),
+            ("protocol:\n  port: -5\n", &[][..]),
+        ] {
+            let (key, message) = invalid(text, vars);
+            assert_eq!(key, "protocol.port");
+            assert_eq!(
+                message,
+                "-5 is negative: this setting takes a whole number of 0 or more"
+            );
+        }
+        let (_, message) = invalid("", &[("RPC_PROTOCOL__PORT", "five")]);
+        assert!(message.contains("\"five\""), "{message}");
     }
 
     #[test]
