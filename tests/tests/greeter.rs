@@ -133,12 +133,32 @@ async fn a_malformed_registry_url_is_named() {
         .err()
         .expect("bad URL");
     let message = error.to_string();
+    assert!(matches!(error, ApplicationError::Config(_)), "{message}");
+    assert_eq!(error.exit_code(), 2, "a configuration error");
     assert!(
-        matches!(error, ApplicationError::Registry { .. }),
+        message.contains("configuration built in code: key `registries.default.url`")
+            && message.contains("bad port `notaport`"),
         "{message}"
     );
+}
+
+#[tokio::test]
+async fn a_bad_registry_url_parameter_names_the_file_and_the_key() {
+    let file = "registries:\n  main: { url: \"etcd://127.0.0.1:2379?ttl=soon\" }\n";
+    let mut config = rpc::Config::from_str(file, rpc::ConfigFormat::Yaml, "provider.yaml")
+        .expect("the URL parses; its parameters are read by the backend");
+    config.graceful_shutdown.internal_signal = false;
+    config.admin.port = 0;
+    config.application.logging = false;
+    let error = Application::builder(config)
+        .start()
+        .await
+        .err()
+        .expect("bad parameter");
+    let message = error.to_string();
     assert!(
-        message.contains("registry `default`") && message.contains("bad port `notaport`"),
+        message.starts_with("provider.yaml: key `registries.main.url`: ")
+            && message.contains("ttl"),
         "{message}"
     );
 }

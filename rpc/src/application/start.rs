@@ -7,7 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use rpc_cluster::ClusterReference;
-use rpc_core::{Registry, ServiceKey};
+use rpc_core::{Registry, RegistryError, ServiceKey};
 use rpc_filter::compression::ProviderCompressionLayer;
 use rpc_filter::graceful::ProviderGracefulLayer;
 use rpc_filter::limit::{ConcurrencyLimitLayer, ConcurrencyLimiter};
@@ -20,6 +20,7 @@ use super::advertise::advertised_host;
 use super::agreement::{check_agreement, provided_instead};
 use super::logging::install_default_subscriber;
 use super::{Application, ApplicationBuilder, ApplicationError, ProviderService};
+use crate::config::ConfigError;
 use crate::observe;
 
 impl ApplicationBuilder {
@@ -234,9 +235,20 @@ impl ApplicationBuilder {
                 continue;
             }
             let connect = rpc_registry::connect_as(&entry.url, entry.format);
-            let registry = connect.await.map_err(|source| ApplicationError::Registry {
-                name: name.clone(),
-                source,
+            let registry = connect.await.map_err(|source| match source {
+                // A URL that is wrong (a parameter only its backend reads, too) is the
+                // configuration's error: named by its file and key, exit code 2.
+                RegistryError::InvalidUrl { .. } => {
+                    ApplicationError::Config(ConfigError::Invalid {
+                        origin: self.config.origin().to_owned(),
+                        key: format!("registries.{name}.url"),
+                        message: source.to_string(),
+                    })
+                }
+                source => ApplicationError::Registry {
+                    name: name.clone(),
+                    source,
+                },
             })?;
             registries.insert(name.clone(), registry);
         }
