@@ -82,6 +82,10 @@ impl ProcessSpawner {
 
 #[async_trait]
 impl Spawner for ProcessSpawner {
+    fn binary(&self) -> Option<&std::path::Path> {
+        Some(&self.program.binary)
+    }
+
     /// Runs the check with a report channel (see `check_report`): the report decides;
     /// the exit status only when none came.
     async fn check(&self) -> Result<(), String> {
@@ -259,5 +263,23 @@ fn describe(status: ExitStatus) -> String {
         (Some(code), _) => format!("exit code {code}"),
         (None, Some(signal)) => format!("killed by signal {signal}"),
         (None, None) => status.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    /// The upgrade's log names the path that will run, also when `upgrade.binary` is
+    /// unset (it printed `binary=None`).
+    #[test]
+    fn the_spawner_names_the_binary_it_starts() {
+        let spawner = ProcessSpawner::new(Program {
+            binary: "/usr/local/bin/greeter".into(),
+            args: Vec::new(),
+        });
+        assert_eq!(spawner.binary(), Some(Path::new("/usr/local/bin/greeter")));
     }
 }

@@ -41,7 +41,12 @@ impl Run {
 
     /// Step 1.
     pub(super) async fn announce(&mut self) -> StepOutcome {
-        tracing::info!(binary = ?self.setup.config.binary, "upgrade started");
+        // The path that will run: `upgrade.binary`, or this process's own executable
+        // (which `upgrade.binary` unset means).
+        match self.setup.spawner.binary() {
+            Some(binary) => tracing::info!(binary = %binary.display(), "upgrade started"),
+            None => tracing::info!("upgrade started"),
+        }
         if let Some(listener) = &self.setup.listener {
             listener.started();
         }

@@ -42,6 +42,11 @@ pub trait Spawner: Send + Sync + 'static {
     /// Why it could not be started.
     fn spawn(&self, handoff: Handoff) -> Result<Box<dyn Successor>, String>;
 
+    /// The binary it starts, for the upgrade's log. Default: none named.
+    fn binary(&self) -> Option<&std::path::Path> {
+        None
+    }
+
     /// Adds what only the application knows to `handoff` (e.g. the admin endpoint's
     /// listener) before [`Spawner::spawn`]. Default: nothing.
     ///

@@ -34,6 +34,10 @@ impl Spawner for ApplicationSpawner {
         self.process.spawn(handoff)
     }
 
+    fn binary(&self) -> Option<&std::path::Path> {
+        self.process.binary()
+    }
+
     /// Adds the admin listener while the endpoint serves (an endpoint that already
     /// stopped has nothing to hand over: the new process binds its own).
     fn complete(&self, handoff: &mut Handoff) -> Result<(), String> {
