@@ -118,6 +118,20 @@ impl Failure {
         }
     }
 
+    /// This failure in one line: the error's chain of causes, or the provider's status.
+    pub(crate) fn summary(&self) -> String {
+        match &self.response {
+            Err(error) => sources(&**error)
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(": "),
+            Ok(response) => match tonic::Status::from_header_map(response.headers()) {
+                Some(status) => format!("{:?}: {}", status.code(), status.message()),
+                None => format!("HTTP {}", response.status()),
+            },
+        }
+    }
+
     /// What the caller receives for this failure.
     ///
     /// A transport error becomes `UNAVAILABLE` (as gRPC's C++ and Java clients report a

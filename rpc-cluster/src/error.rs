@@ -27,4 +27,13 @@ impl ClusterError {
         status.set_source(Arc::new(self));
         status
     }
+
+    /// As [`ClusterError::into_status`], its message followed by what the last attempt,
+    /// on an instance that has gone since, failed with.
+    pub(crate) fn into_status_after(self, last_attempt: &str) -> tonic::Status {
+        let message = format!("{self}; the last attempt failed: {last_attempt}");
+        let mut status = tonic::Status::unavailable(message);
+        status.set_source(Arc::new(self));
+        status
+    }
 }

@@ -101,6 +101,50 @@ async fn a_call_with_no_provider_is_a_typed_unavailable() {
     consumer.before_shutdown().await;
 }
 
+/// The only instance listed is gone (its port refuses): the attempt on it fails, the
+/// retry finds no other instance, and the caller gets "no provider" as documented —
+/// not the attempt's connection error — with that error told in the message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_only_provider_is_gone_past_the_wait_is_no_provider() {
+    let hub = MemoryHub::new();
+    let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ghost = hub.client();
+    let service = rpc::ServiceKey::new("helloworld.Greeter");
+    let dead = rpc::Instance::new(service, "127.0.0.1", dead_port);
+    rpc::core::Registry::register(&ghost, &dead).await.unwrap();
+    let mut config = common::config("consumer");
+    let reference = config
+        .consumer
+        .references
+        .entry("helloworld.Greeter".to_owned())
+        .or_default();
+    reference.wait_for_provider = Duration::from_millis(100);
+    let mut builder = common::builder_with(config, &hub, Duration::ZERO);
+    let mut client = GreeterClient::new(builder.reference("helloworld.Greeter"));
+    let consumer = builder.start().await.unwrap();
+
+    let status = client.say_hello(hello("x")).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::Unavailable);
+    let source = std::error::Error::source(&status).and_then(|e| e.downcast_ref::<ClusterError>());
+    assert!(
+        matches!(source, Some(ClusterError::NoProvider { .. })),
+        "{status:?}"
+    );
+    assert!(
+        status
+            .message()
+            .starts_with("no provider available for helloworld.Greeter; the last attempt failed: "),
+        "{status:?}"
+    );
+    let stats = consumer.references()[0].stats();
+    assert_eq!((stats.retries, stats.no_provider), (1, 1), "{stats:?}");
+    consumer.before_shutdown().await;
+}
+
 #[tokio::test]
 async fn check_true_fails_start_up_naming_the_service() {
     let hub = MemoryHub::new();

@@ -176,6 +176,22 @@ impl Call {
         response
     }
 
+    /// The result when no attempt could be made (no instance left, after the wait for
+    /// one): "no provider", as documented, even after attempts that failed — the last
+    /// of them is told in the message, and the status's source is still
+    /// [`ClusterError::NoProvider`].
+    fn no_provider(self) -> Result<Response<TonicBody>, BoxError> {
+        self.stack.stats.note_no_provider();
+        let error = ClusterError::NoProvider {
+            service: self.stack.directory.service().clone(),
+        };
+        let status = match &self.last_failure {
+            None => error.into_status(),
+            Some(last) => error.into_status_after(&last.summary()),
+        };
+        Err(Box::new(status))
+    }
+
     /// Makes every instance eligible again (a background retry starts afresh).
     pub(super) fn forget_tried(&mut self) {
         self.tried.clear();
@@ -236,6 +252,7 @@ async fn one_at_a_time(mut call: Call, route: Route) -> Answer {
                 return Ok(swallow(call, failure, retry_later, route));
             }
             // A retry asked for when no attempt could be made has nothing to send again.
+            (Decision::Retry { .. } | Decision::Fail, None) => return call.no_provider(),
             (Decision::Retry { .. } | Decision::Fail, failure) => return call.give_up(failure),
         }
     }
