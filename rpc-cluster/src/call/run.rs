@@ -253,7 +253,7 @@ async fn one_at_a_time(mut call: Call, route: Route) -> Answer {
             }
             // A retry asked for when no attempt could be made has nothing to send again.
             (Decision::Retry { .. } | Decision::Fail, None) => return call.no_provider(),
-            (Decision::Retry { .. } | Decision::Fail, failure) => return call.give_up(failure),
+            (Decision::Fail, failure) => return call.give_up(failure),
         }
     }
 }
