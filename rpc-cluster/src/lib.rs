@@ -18,7 +18,8 @@
 //!                         health.rs      the per-instance state it writes
 //!   → LoadBalance         loadbalance/*  random, round-robin, P2C, least-active,
 //!                                        consistent hash               (call/pick.rs)
-//!   → instance channel    invoker.rs     one tonic Channel per instance, created on
+//!   → instance connection invoker/       one HTTP/2 connection per instance (the
+//!                                        transport's InstanceConnection), made on
 //!                                        first pick              (call/dispatch.rs)
 //!   ← learning            call/learn.rs  the result → health, latency, ejection
 //! ```
@@ -29,7 +30,7 @@
 //! one `ReferenceStack` (`stack.rs`). One call across its attempts is a `Call`
 //! (`call/mod.rs`). What an attempt's result means is `classify.rs`; a request body kept
 //! for replay is `replay.rs`; the caller's deadline over the whole call, streams
-//! included, is `deadline.rs`; settings are `config/`; the lifecycle's handle on a
+//! included, is `call_deadline.rs`; settings are `config/`; the lifecycle's handle on a
 //! reference is `reference.rs`; what an attempt tells metrics is `attempt_observer.rs` (its span
 //! is made in `call/telemetry.rs`). No file imports one above it: strategies know nothing
 //! of calls or channels, and the failback queue nothing of calls.

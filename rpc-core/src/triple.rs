@@ -16,9 +16,6 @@ pub const SERVICE_VERSION: HeaderName = HeaderName::from_static("tri-service-ver
 /// Request header: the group of the service asked for.
 pub const SERVICE_GROUP: HeaderName = HeaderName::from_static("tri-service-group");
 
-/// Request header: the consumer's application name (Dubbo's providers log it).
-pub const CONSUMER_APPNAME: HeaderName = HeaderName::from_static("tri-consumer-appname");
-
 /// The Triple headers a call of `service` carries: its version and group, each when set
 /// and not a pattern (a value that cannot be a header value is left out and logged).
 ///

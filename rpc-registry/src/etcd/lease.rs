@@ -92,11 +92,6 @@ impl LeaseKeeper {
         keeper
     }
 
-    /// The id of the lease the keys hang on, once something was registered.
-    pub(super) async fn current(&self) -> Option<i64> {
-        self.leased.lock().await.lease
-    }
-
     /// Whether the lease was lost and the registrations are not all written under a new
     /// one yet.
     pub(super) fn is_restoring(&self) -> bool {

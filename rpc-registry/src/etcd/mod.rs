@@ -171,11 +171,6 @@ impl EtcdRegistry {
     pub fn service_prefix(&self, service: &ServiceKey) -> String {
         self.backend().layout.service_prefix(service)
     }
-
-    /// The id of the lease this client's keys hang on, once something was registered.
-    pub async fn lease_id(&self) -> Option<i64> {
-        self.backend().lease.current().await
-    }
 }
 
 #[async_trait]

@@ -4,7 +4,7 @@
 //! SIGUSR2 (handled whenever `upgrade.enabled`, the default, or
 //! `graceful_shutdown.internal_signal` is true), `POST /upgrade` on the admin endpoint, or
 //! [`Application::upgrade`](crate::Application::upgrade), runs the upgrade's sequence
-//! (`rpc_core::lifecycle`'s `Lifecycle::upgrade`): the new binary checks its
+//! (`rpc_lifecycle`'s `Lifecycle::upgrade`): the new binary checks its
 //! configuration, starts with this process's listening sockets, registers the same
 //! instances and reports ready; only then does this process stop accepting, drain and
 //! exit, leaving the registrations to the new one.
