@@ -77,19 +77,20 @@ impl Default for LoadBalances {
     /// The built-in load balances: `random`, `round_robin`, `p2c`, `least_active`,
     /// `consistent_hash`.
     fn default() -> Self {
+        // Each by its own name: the test below checks these are `BUILT_IN`, all of them.
         let mut load_balances = Self::empty();
-        for kind in LoadBalanceKind::BUILT_IN {
-            let name = kind.name().to_owned();
-            load_balances.register(name, move || -> Arc<dyn LoadBalance> {
-                match kind {
-                    LoadBalanceKind::Random => Arc::new(Random),
-                    LoadBalanceKind::RoundRobin => Arc::new(RoundRobin::default()),
-                    LoadBalanceKind::LeastActive => Arc::new(LeastActive),
-                    LoadBalanceKind::ConsistentHash => Arc::new(ConsistentHash::default()),
-                    LoadBalanceKind::P2c | LoadBalanceKind::Custom(_) => Arc::new(P2c),
-                }
+        load_balances
+            .register(LoadBalanceKind::Random.name(), || Arc::new(Random))
+            .register(LoadBalanceKind::RoundRobin.name(), || {
+                Arc::new(RoundRobin::default())
+            })
+            .register(LoadBalanceKind::P2c.name(), || Arc::new(P2c))
+            .register(LoadBalanceKind::LeastActive.name(), || {
+                Arc::new(LeastActive)
+            })
+            .register(LoadBalanceKind::ConsistentHash.name(), || {
+                Arc::new(ConsistentHash::default())
             });
-        }
         load_balances
     }
 }
@@ -128,6 +129,13 @@ mod tests {
         for kind in LoadBalanceKind::BUILT_IN {
             assert!(load_balances.build(&kind).is_ok(), "{kind}");
         }
+        let mut built_in: Vec<_> = LoadBalanceKind::BUILT_IN.iter().map(|k| k.name()).collect();
+        built_in.sort_unstable();
+        assert_eq!(
+            load_balances.names().collect::<Vec<_>>(),
+            built_in,
+            "no other"
+        );
         let custom = LoadBalanceKind::from_name("last").unwrap();
         let error = load_balances.build(&custom).unwrap_err();
         assert_eq!(error.name, "last");
