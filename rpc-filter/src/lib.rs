@@ -41,4 +41,4 @@ mod refusal;
 pub mod trace;
 
 pub use grpc_path::split_path;
-pub use refusal::{DRAIN_LIMIT, DRAIN_WAIT, NotExecuted, Refusal};
+pub use refusal::{DRAIN_LIMIT, DRAIN_WAIT, NotExecuted, RefusalFuture};

@@ -77,8 +77,8 @@ impl NotExecuted {
 
     /// Refuses the request whose body is `body`: reads it (bounded, see the module
     /// documentation), then answers with [`NotExecuted::response`].
-    pub fn refuse<B: Body>(self, body: B) -> Refusal<B> {
-        Refusal {
+    pub fn refuse<B: Body>(self, body: B) -> RefusalFuture<B> {
+        RefusalFuture {
             body,
             read: 0,
             wait: tokio::time::sleep(DRAIN_WAIT),
@@ -89,7 +89,8 @@ impl NotExecuted {
 
 pin_project! {
     /// A refusal under way: the request body is read, then the refusal is the answer.
-    pub struct Refusal<B> {
+    /// (Not to be confused with `rpc_lifecycle::Refusal`, why an upgrade was not started.)
+    pub struct RefusalFuture<B> {
         #[pin]
         body: B,
         read: usize,
@@ -99,7 +100,7 @@ pin_project! {
     }
 }
 
-impl<B: Body> Future for Refusal<B> {
+impl<B: Body> Future for RefusalFuture<B> {
     type Output = Response<TonicBody>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {

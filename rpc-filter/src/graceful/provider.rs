@@ -14,7 +14,7 @@ use tonic::body::Body as TonicBody;
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::refusal::{NotExecuted, Refusal};
+use crate::refusal::{NotExecuted, RefusalFuture};
 
 /// Applies [`ProviderGraceful`] to a service (tonic routes).
 #[derive(Clone, Debug)]
@@ -146,7 +146,7 @@ pin_project! {
         /// body has arrived (`refusal.rs`).
         Refused {
             #[pin]
-            refusal: Refusal<B>,
+            refusal: RefusalFuture<B>,
         },
     }
 }

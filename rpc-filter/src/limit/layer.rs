@@ -14,7 +14,7 @@ use tower_service::Service;
 
 use super::limiter::{ConcurrencyLimiter, Permit};
 use crate::call_end::{OnCallEnd, watch};
-use crate::refusal::{NotExecuted, Refusal};
+use crate::refusal::{NotExecuted, RefusalFuture};
 
 /// Applies [`ConcurrencyLimit`] to a service (tonic routes). Built with no limiter
 /// ([`ConcurrencyLimitLayer::disabled`]) it passes every request through.
@@ -114,7 +114,7 @@ pin_project! {
         /// its body has arrived (`refusal.rs`).
         Refused {
             #[pin]
-            refusal: Refusal<B>,
+            refusal: RefusalFuture<B>,
         },
     }
 }

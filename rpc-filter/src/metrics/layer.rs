@@ -56,6 +56,11 @@ impl<S> Layer<S> for CallMetricsLayer {
 /// message), and counts the duration in its method's histogram under the call's gRPC
 /// status code (see the module docs of [`call_end`](crate::call_end) for where the code
 /// comes from). Disabled, it adds one branch per call and nothing else.
+///
+/// The layer for a stack that wants metrics alone. The framework's own stacks want both
+/// metrics and spans, and take them as one [`CallObserve`](crate::observe::CallObserve)
+/// (one future and one body wrapper per call instead of two), built from this layer's
+/// settings.
 #[derive(Clone, Debug)]
 pub struct CallMetrics<S> {
     inner: S,

@@ -58,6 +58,11 @@ impl<S> Layer<S> for CallTraceLayer {
 /// Opens a span for each call, makes it current while the call's future and response
 /// body are polled (so what runs below, a handler's logs or the cluster's attempt spans,
 /// belongs to it), and records the call's gRPC status when the response body ends.
+///
+/// The layer for a stack that wants spans alone. The framework's own stacks want both
+/// spans and metrics, and take them as one [`CallObserve`](crate::observe::CallObserve)
+/// (one future and one body wrapper per call instead of two), built from this layer's
+/// settings.
 #[derive(Clone, Debug)]
 pub struct CallTrace<S> {
     inner: S,
