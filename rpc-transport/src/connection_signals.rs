@@ -21,23 +21,23 @@ use super::peer::Peer;
 /// without that answer. The answer proves that no request crossed the GOAWAY (RFC 9113
 /// §6.8: "at least one round-trip time"); a peer that has not answered in 100 ms — far
 /// more than a round trip between a provider and its clients — is mute or gone, and
-/// holding the exit for it would only delay the process. Connections told to close at
-/// shutdown step 2 have had the whole offline window for it already.
+/// holding the exit for it would only delay the process. Connections told to close as
+/// their plain client called have had the whole time since for it already.
 pub(crate) const PING_ANSWER_WAIT: Duration = Duration::from_millis(100);
 
 /// Signals and tallies shared by a server and all of its connections.
 #[derive(Debug, Default)]
 pub(crate) struct ConnectionSignals {
-    /// Set when shutdown step 2 begins: from then on, a call of a plain client (not an
+    /// Set by `goaway_plain_clients_that_call`: from then on, a call of a plain client (not an
     /// rpc consumer) makes its connection start its graceful close, and a new connection
     /// is held back from HTTP/2 until its peer sends a request. A flag, not a token:
     /// every request reads it, none waits on it.
     pub(crate) plain_clients_go: Arc<AtomicBool>,
     /// Cancelled when every connection that never carried an rpc consumer's call must
-    /// start its graceful close: shutdown step 3.
+    /// start its graceful close: `goaway_plain_clients`.
     pub(crate) goaway_plain: CancellationToken,
     /// Cancelled when every connection must start its graceful close, and connections
-    /// held back during the shutdown must close: the server's shutdown (step 6).
+    /// held back during the shutdown must close: the server's shutdown.
     pub(crate) goaway: CancellationToken,
     /// Cancelled when connections whose graceful close has begun may be closed as soon
     /// as they carry no call (after [`PING_ANSWER_WAIT`]), whatever their peer does.
@@ -106,10 +106,10 @@ pub(crate) async fn asked_to_stop(
     }
 }
 
-/// Resolves when this connection must start its graceful close: from shutdown step 2
-/// on when its plain client still calls (the closing mark did not move it; see
-/// `peer.rs`), from step 3 on when it never carried an rpc consumer's call, and at the
-/// server's shutdown (step 6) in any case — when rpc consumers, who stopped choosing
+/// Resolves when this connection must start its graceful close: once plain clients
+/// that call are sent away, when its plain client still calls (the closing mark did not
+/// move it; see `peer.rs`); once plain clients are sent away, when it never carried an
+/// rpc consumer's call; and at the server's shutdown in any case — when rpc consumers, who stopped choosing
 /// this instance at its closing mark, close theirs as they always did. A connection
 /// accepted during the shutdown waits for the server's shutdown: its client dialled
 /// after the GOAWAYs and called without waiting for SETTINGS, and another GOAWAY would

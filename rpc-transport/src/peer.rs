@@ -6,15 +6,18 @@
 //! another instance. Every other client (grpcio, grpc-go, tonic's own channels, grpcurl)
 //! knows nothing of either, so it is told in HTTP/2's own terms instead:
 //!
-//! - once the shutdown has waited one offline window for consumers to move away (step
-//!   2), a call of such a client shows that neither the closing mark nor the registry
-//!   moved it: its connection starts its
+//! - once the server was told to send plain clients that call away
+//!   (`ServerHandle::goaway_plain_clients_that_call`: the lifecycle does so when its
+//!   shutdown has waited one offline window for consumers to move away), a call of such
+//!   a client shows that neither the closing mark nor the registry moved it: its
+//!   connection starts its
 //!   graceful close (the first GOAWAY, see `connection.rs`) at once, and since the
 //!   listener is closed by then, the client dials another instance. A client that did
-//!   move away by other means (e.g. it watches the health service, NOT_SERVING from
-//!   step 1 on) sends nothing more, and its connection is left alone until step 3,
-//!   when every connection that never carried an rpc consumer's call gets GOAWAY (rpc
-//!   consumers' connections get theirs in step 6, as they always did);
+//!   move away by other means (e.g. it watches the health service, which says
+//!   NOT_SERVING from the shutdown's start) sends nothing more, and its connection is
+//!   left alone until `goaway_plain_clients`, when every connection that never carried
+//!   an rpc consumer's call gets GOAWAY (rpc consumers' connections get theirs at the
+//!   server's shutdown, as they always did);
 //! - a request it sends once refusals have begun is refused with `REFUSED_STREAM`, not
 //!   with a gRPC status: RFC 9113 §8.7 makes that the proof that the request was not
 //!   processed, and gRPC clients retry such a stream by themselves ("transparent
@@ -46,7 +49,8 @@ use rpc_core::{BodyEnd, BodyGuard, GuardedBody, InflightCounter, InflightGuard};
 pub(crate) struct Peer {
     /// Set by the first request that carried [`CONSUMER`].
     reads_closing_mark: AtomicBool,
-    /// Cancelled by a call of a plain client once shutdown step 2 began: the connection
+    /// Cancelled by a call of a plain client once plain clients that call are sent
+    /// away (`goaway_plain_clients_that_call`): the connection
     /// must start its graceful close.
     must_go: CancellationToken,
     /// Calls in flight on the connection.
@@ -112,14 +116,16 @@ impl Peer {
 }
 
 /// Wraps one connection's service: counts its calls, tells the connection to go when
-/// a plain client keeps calling during shutdown step 2, and turns a "closing, not
+/// a plain client keeps calling once plain clients that call are sent away, and turns
+/// a "closing, not
 /// executed" refusal of a request that did not come from an rpc consumer into
 /// `REFUSED_STREAM`.
 #[derive(Clone, Debug)]
 pub(crate) struct PeerService<S> {
     inner: S,
     peer: Arc<Peer>,
-    /// The server's flag that shutdown step 2 began; `None` for a connection accepted
+    /// The server's flag that plain clients that call are sent away; `None` for a
+    /// connection accepted
     /// after it (see `PeerService::new`). A flag, not a token: every request reads it,
     /// and a token's state is behind its lock.
     plain_clients_go: Option<Arc<AtomicBool>>,
@@ -128,13 +134,14 @@ pub(crate) struct PeerService<S> {
 }
 
 impl<S> PeerService<S> {
-    /// Wraps `inner` for the connection of `peer`; `plain_clients_go` is set when
-    /// shutdown step 2 begins, `refused` counts the server's refused streams.
+    /// Wraps `inner` for the connection of `peer`; `plain_clients_go` is set when plain
+    /// clients that call are sent away, `refused` counts the server's refused streams.
     ///
-    /// A connection accepted once step 2 began has no `plain_clients_go`: it got past
+    /// A connection accepted after that has no `plain_clients_go`: it got past
     /// the hold (`socket.rs`) by calling without waiting for the server's SETTINGS, so
     /// its client is not one of gRPC's own, and a GOAWAY would only make it dial this
-    /// address again (tonic's channel does). It is served, and refused from step 3 on.
+    /// address again (tonic's channel does). It is served, and refused once requests
+    /// are refused.
     pub(crate) fn new(
         inner: S,
         peer: Arc<Peer>,
@@ -348,7 +355,10 @@ mod tests {
             Arc::default(),
         );
         service.clone().oneshot(request(false)).await.unwrap();
-        assert!(!peer.must_go.is_cancelled(), "before step 2 nothing moves");
+        assert!(
+            !peer.must_go.is_cancelled(),
+            "before plain clients are sent away nothing moves"
+        );
         step_two.store(true, Ordering::Release);
         service.clone().oneshot(request(true)).await.unwrap();
         let probe = Request::builder()

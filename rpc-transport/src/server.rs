@@ -228,14 +228,15 @@ impl ServerHandle {
         }
     }
 
-    /// Shutdown step 2, one offline window in: from now on a call of a plain gRPC client — one that is not an
+    /// From now on a call of a plain gRPC client — one that is not an
     /// rpc consumer, and so reads no closing mark — makes its connection start its
     /// graceful close (the first GOAWAY, with its PING): the call is still served, the
     /// client opens no new stream on the connection; and a new connection is held back
     /// from HTTP/2 until its peer sends a request, so a gRPC client that dials again
     /// (and waits for the server's SETTINGS first) calls another instance. rpc
     /// consumers' connections, and those of clients that stopped calling, stay as they
-    /// are; the listener stays open (see `socket.rs`).
+    /// are; the listener stays open (see `socket.rs`). (The lifecycle calls it one
+    /// offline window into a graceful shutdown.)
     pub fn goaway_plain_clients_that_call(&self) {
         self.begin_close();
         self.shared
@@ -244,7 +245,7 @@ impl ServerHandle {
             .store(true, Ordering::Release);
     }
 
-    /// Shutdown step 3: starts the graceful close of every connection that never
+    /// Starts the graceful close of every connection that never
     /// carried an rpc consumer's call, so that no plain client
     /// opens new streams while requests are refused. rpc consumers stopped choosing
     /// this instance at its closing mark; their connections close in
