@@ -182,11 +182,11 @@ where
         }
         // A health check is no call: a probe must not send its connection away.
         let is_call = !request.uri().path().starts_with(HEALTH_PATH_PREFIX);
-        let step_two = self
+        let plain_clients_go = self
             .plain_clients_go
             .as_deref()
             .is_some_and(|go| go.load(Ordering::Acquire));
-        if !from_consumer && is_call && step_two {
+        if !from_consumer && is_call && plain_clients_go {
             self.peer.must_go.cancel();
         }
         // Relaxed: an idle timer that misses a call beginning as its period ends sends
@@ -344,14 +344,14 @@ mod tests {
     #[tokio::test]
     async fn a_plain_clients_call_sends_its_connection_away_once_step_two_began() {
         let peer = Arc::new(Peer::default());
-        let step_two = Arc::new(AtomicBool::new(false));
+        let plain_clients_go = Arc::new(AtomicBool::new(false));
         let answering = service_fn(|_request: Request<()>| async {
             Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new()))
         });
         let service = PeerService::new(
             answering,
             peer.clone(),
-            Some(step_two.clone()),
+            Some(plain_clients_go.clone()),
             Arc::default(),
         );
         service.clone().oneshot(request(false)).await.unwrap();
@@ -359,7 +359,7 @@ mod tests {
             !peer.must_go.is_cancelled(),
             "before plain clients are sent away nothing moves"
         );
-        step_two.store(true, Ordering::Release);
+        plain_clients_go.store(true, Ordering::Release);
         service.clone().oneshot(request(true)).await.unwrap();
         let probe = Request::builder()
             .uri("/grpc.health.v1.Health/Check")
