@@ -342,7 +342,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_plain_clients_call_sends_its_connection_away_once_step_two_began() {
+    async fn a_plain_clients_call_sends_its_connection_away_once_plain_clients_go() {
         let peer = Arc::new(Peer::default());
         let plain_clients_go = Arc::new(AtomicBool::new(false));
         let answering = service_fn(|_request: Request<()>| async {
