@@ -91,7 +91,8 @@ for config in "$cargo_home/config.toml" "$cargo_home/config"; do
     fi
 done
 
-# 2. The build, with no protoc but the vendored one rpc's crates use by path.
+# 2. The build, with no protoc but the vendored one the project's own build.rs uses
+#    (protoc-bin-vendored, for its hello.proto; the framework's crates need none).
 unset PROTOC PROTOC_INCLUDE
 if system_protoc=$(command -v protoc 2>/dev/null); then
     mkdir -p "$work/no-protoc"
