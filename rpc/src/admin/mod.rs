@@ -159,7 +159,7 @@ impl AdminServer {
         self.listener.clone()
     }
 
-    /// Stops: the listener closes at once, answers being written get [`STOP_GRACE`]
+    /// Stops: the listener closes at once, answers being written get `STOP_GRACE`
     /// (one second), then their connections are closed.
     pub async fn stop(mut self) {
         self.listener.close();
