@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs examples/getting-started the way a project OUTSIDE this repository
-# does, against a real etcd, to prove that depending on `rpc` needs nothing installed
+# does, against a real etcd, to prove that depending on `lossless-rpc` needs nothing installed
 # (issue 25, point 1: etcd-client's build script needed a system `protoc`, and the
 # repository's .cargo/config.toml, which hid that, is not read for a dependency).
 #
@@ -10,7 +10,7 @@
 # 1. copies examples/getting-started to a fresh directory under /tmp (so no
 #    .cargo/config.toml of this repository is among its ancestors; the script checks
 #    that, and that no cargo configuration it reads sets PROTOC), points its
-#    `rpc = { path = "../../rpc" }` at this checkout's rpc/ by absolute path and gives it
+#    `lossless-rpc = { path = "../../rpc" }` at this checkout's rpc/ by absolute path and gives it
 #    this repository's Cargo.lock (same versions, pruned by cargo to what it uses);
 # 2. builds its binaries with PROTOC unset, a `protoc` on PATH hidden if there is one,
 #    and a CARGO_TARGET_DIR of its own inside the temporary directory: a shared target
@@ -71,9 +71,9 @@ project=$work/getting-started
 cp -R "$repo/examples/getting-started" "$project"
 rm -rf "$project/target"
 manifest=$project/Cargo.toml
-grep -q '^rpc = { path = "../../rpc" }$' "$manifest" ||
-    die "examples/getting-started/Cargo.toml no longer says \`rpc = { path = \"../../rpc\" }\`; update this script"
-sed -i "s|^rpc = { path = \"../../rpc\" }\$|rpc = { path = \"$repo/rpc\" }|" "$manifest"
+grep -q '^lossless-rpc = { path = "../../rpc" }$' "$manifest" ||
+    die "examples/getting-started/Cargo.toml no longer says \`lossless-rpc = { path = \"../../rpc\" }\`; update this script"
+sed -i "s|^lossless-rpc = { path = \"../../rpc\" }\$|lossless-rpc = { path = \"$repo/rpc\" }|" "$manifest"
 cp "$repo/Cargo.lock" "$project/Cargo.lock"
 
 dir=$project
@@ -91,7 +91,8 @@ for config in "$cargo_home/config.toml" "$cargo_home/config"; do
     fi
 done
 
-# 2. The build, with no protoc but the vendored one rpc's crates use by path.
+# 2. The build, with no protoc but the vendored one the project's own build.rs uses
+#    (protoc-bin-vendored, for its hello.proto; the framework's crates need none).
 unset PROTOC PROTOC_INCLUDE
 if system_protoc=$(command -v protoc 2>/dev/null); then
     mkdir -p "$work/no-protoc"

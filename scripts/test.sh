@@ -17,7 +17,7 @@
 #    read (RPC_TEST_REQUIRE_REGISTRIES=1, RPC_TEST_REQUIRE_BROWSER=1, RPC_TEST_REQUIRE_NETNS=1,
 #    RPC_TEST_REQUIRE_PYTHON=1 and RPC_TEST_REQUIRE_KUBERNETES_VALIDATE=1 make a missing
 #    server, browser, Python or validator a failure rather than a skip);
-# 3. runs `cargo test --workspace`, then rpc's tests with its `otlp` feature, then
+# 3. runs `cargo test --workspace`, then lossless-rpc's tests with its `otlp` feature, then
 #    scripts/out_of_tree.sh (the getting-started project built outside the repository,
 #    with a target directory of its own: 5-10 min, and run against the etcd started
 #    here), then stops exactly the servers it started.
@@ -105,10 +105,10 @@ if (($#)); then
 else
     status=0
     cargo test --workspace --no-fail-fast || status=$?
-    # The OTLP export test needs rpc's `otlp` feature, which the workspace build leaves
+    # The OTLP export test needs lossless-rpc's `otlp` feature, which the workspace build leaves
     # off (it is off by default for users too).
-    cargo test -p rpc --features otlp --no-fail-fast || status=$?
-    # A project outside this repository that depends on `rpc` builds with nothing
+    cargo test -p lossless-rpc --features otlp --no-fail-fast || status=$?
+    # A project outside this repository that depends on `lossless-rpc` builds with nothing
     # installed (no protoc) and runs against etcd (issue 25).
     bash scripts/out_of_tree.sh || status=$?
     exit "$status"

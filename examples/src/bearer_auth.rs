@@ -4,8 +4,11 @@
 //! where it sees only admitted calls; the second simply wraps the reference's channel.
 //!
 //! ```no_run
-//! use rpc::tower::Layer;
-//! # async fn demo(mut provider: rpc::ApplicationBuilder, mut consumer: rpc::ApplicationBuilder) {
+//! use lossless_rpc::tower::Layer;
+//! # async fn demo(
+//! #     mut provider: lossless_rpc::ApplicationBuilder,
+//! #     mut consumer: lossless_rpc::ApplicationBuilder,
+//! # ) {
 //! use rpc_examples::bearer_auth::{AddBearer, RequireBearer};
 //! provider.provider_layer(RequireBearer::new("s3cret"));
 //! let channel = AddBearer::new("s3cret").layer(consumer.reference("helloworld.Greeter"));
@@ -18,9 +21,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use rpc::http::{HeaderValue, Request, Response};
-use rpc::tonic::body::Body as TonicBody;
-use rpc::tower::{Layer, Service};
+use lossless_rpc::http::header::AUTHORIZATION;
+use lossless_rpc::http::{HeaderValue, Request, Response};
+use lossless_rpc::tonic::body::Body as TonicBody;
+use lossless_rpc::tower::{Layer, Service};
 
 /// The provider side: calls without `authorization: Bearer <token>` are answered
 /// `UNAUTHENTICATED` and never reach the handler. The health service is not exempt:
@@ -77,9 +81,10 @@ where
     }
 
     fn call(&mut self, request: Request<TonicBody>) -> Self::Future {
-        let presented = request.headers().get(rpc::http::header::AUTHORIZATION);
+        let presented = request.headers().get(AUTHORIZATION);
         if presented != Some(&*self.expected) {
-            let refused = rpc::tonic::Status::unauthenticated("a valid bearer token is required");
+            let refused =
+                lossless_rpc::tonic::Status::unauthenticated("a valid bearer token is required");
             return Box::pin(std::future::ready(Ok(refused.into_http())));
         }
         Box::pin(self.inner.call(request))
@@ -138,7 +143,7 @@ where
     fn call(&mut self, mut request: Request<B>) -> Self::Future {
         request
             .headers_mut()
-            .insert(rpc::http::header::AUTHORIZATION, self.value.clone());
+            .insert(AUTHORIZATION, self.value.clone());
         self.inner.call(request)
     }
 }

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use rpc::Application;
+use lossless_rpc::Application;
 
 /// Prints `listening on ADDR` and `admin listening on ADDR`, waits for the shutdown sequence to finish, prints
 /// `shutdown <report>` and returns the report's exit code (0 clean, 1 forced, 130 / 143

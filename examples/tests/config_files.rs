@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rpc::{Config, ConfigError};
+use lossless_rpc::{Config, ConfigError};
 
 const YAML: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/provider.yaml");
 const TOML: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/provider.toml");
@@ -146,7 +146,7 @@ fn the_reference_file_shows_every_key_of_the_structs_with_its_default() {
 mod reference {
     use std::collections::HashMap;
 
-    use rpc::Config;
+    use lossless_rpc::Config;
     use serde_json::{Map, Value as Json};
     use yaml_rust2::Yaml;
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use rpc::Config;
+use lossless_rpc::Config;
 use rpc_testkit::external::Need;
 use yaml_rust2::{Yaml, YamlLoader};
 
@@ -87,7 +87,7 @@ fn the_grace_period_is_derived_from_the_shutdown_timeout() {
     let grace = seconds(&pod_spec(&deployment)["terminationGracePeriodSeconds"]);
     let pre_stop = seconds(&container(&deployment)["lifecycle"]["preStop"]["sleep"]["seconds"]);
     let timeout = config.graceful_shutdown.timeout;
-    let margin = rpc::systemd::STOP_MARGIN;
+    let margin = lossless_rpc::systemd::STOP_MARGIN;
     // The grace period runs from the start of preStop; SIGTERM comes after it.
     assert!(
         Duration::from_secs(grace) >= Duration::from_secs(pre_stop) + timeout + margin,
@@ -245,7 +245,7 @@ fn prometheus_scrapes_the_admin_endpoint() {
     let metrics = named(&service["spec"]["ports"], "metrics");
     assert_eq!(metrics["targetPort"].as_str(), Some("admin"));
     assert_eq!(metrics["port"].as_i64(), Some(ADMIN_PORT));
-    // RUST_LOG would replace the default filter (rpc at info, the rest at warn).
+    // RUST_LOG would replace the default filter (lossless-rpc at info, the rest at warn).
     let env = container(&deployment)["env"].as_vec().unwrap();
     assert!(
         env.iter()

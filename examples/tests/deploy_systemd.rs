@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use rpc::Config;
+use lossless_rpc::Config;
 
 const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/systemd");
 const UNIT: &str = "greeter-provider.service";
@@ -217,7 +217,7 @@ fn the_stop_timeout_is_derived_from_the_shutdown_timeout() {
     let config = provider_config();
     let stop = time_span(value(&unit, "Service", "TimeoutStopSec"));
     let timeout = config.graceful_shutdown.timeout;
-    let margin = rpc::systemd::STOP_MARGIN;
+    let margin = lossless_rpc::systemd::STOP_MARGIN;
     assert!(
         stop >= timeout + margin,
         "TimeoutStopSec {stop:?} < graceful_shutdown.timeout {timeout:?} + {margin:?}"

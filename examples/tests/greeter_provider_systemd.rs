@@ -135,9 +135,9 @@ fn greeter_provider_tells_systemd_ready_its_phases_and_stopping_in_order() {
         .expect("STOPPING=1 carries EXTEND_TIMEOUT_USEC")
         .parse()
         .unwrap();
-    let most = (SHUTDOWN_TIMEOUT + rpc::systemd::STOP_MARGIN).as_micros() as u64;
+    let most = (SHUTDOWN_TIMEOUT + lossless_rpc::systemd::STOP_MARGIN).as_micros() as u64;
     assert!(
-        extension > rpc::systemd::STOP_MARGIN.as_micros() as u64 && extension <= most,
+        extension > lossless_rpc::systemd::STOP_MARGIN.as_micros() as u64 && extension <= most,
         "{extension}"
     );
 }

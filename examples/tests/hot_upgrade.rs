@@ -146,9 +146,9 @@ async fn a_new_binary_that_fails_is_reported_at_its_exit_and_the_next_upgrade_su
     let failed = &summary.upgrade_details[0];
     assert!(!failed.succeeded());
     let wait = failed
-        .step(rpc::lifecycle::UpgradeStep::WaitReady)
+        .step(lossless_rpc::lifecycle::UpgradeStep::WaitReady)
         .expect("it waited");
-    assert_eq!(wait.outcome, rpc::StepOutcome::Failed, "{failed}");
+    assert_eq!(wait.outcome, lossless_rpc::StepOutcome::Failed, "{failed}");
     assert!(wait.duration < ready_timeout, "{failed}");
     assert!(
         failed
@@ -173,9 +173,13 @@ async fn a_new_binary_that_hangs_is_killed_at_the_ready_timeout() {
     // Ended by its bound, which cannot pass early; that the new process was then killed
     // and reaped is the one process and no zombie at the end (assert_lossless).
     let wait = summary.upgrade_details[0]
-        .step(rpc::lifecycle::UpgradeStep::WaitReady)
+        .step(lossless_rpc::lifecycle::UpgradeStep::WaitReady)
         .expect("it waited");
-    assert_eq!(wait.outcome, rpc::StepOutcome::TimedOut, "{wait:?}");
+    assert_eq!(
+        wait.outcome,
+        lossless_rpc::StepOutcome::TimedOut,
+        "{wait:?}"
+    );
     assert!(wait.duration >= Duration::from_secs(2), "{wait:?}");
 }
 
@@ -189,8 +193,11 @@ async fn a_new_binary_that_hangs_is_killed_at_the_ready_timeout() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_binary_whose_readiness_gate_fails_after_binding_takes_no_call() {
     for (child, outcome) in [
-        (ChildBehaviour::GateFails, rpc::StepOutcome::Failed),
-        (ChildBehaviour::GateHangs, rpc::StepOutcome::TimedOut),
+        (ChildBehaviour::GateFails, lossless_rpc::StepOutcome::Failed),
+        (
+            ChildBehaviour::GateHangs,
+            lossless_rpc::StepOutcome::TimedOut,
+        ),
     ] {
         let options = Options {
             child,
@@ -205,7 +212,7 @@ async fn a_new_binary_whose_readiness_gate_fails_after_binding_takes_no_call() {
             "{child:?}"
         );
         let wait = summary.upgrade_details[0]
-            .step(rpc::lifecycle::UpgradeStep::WaitReady)
+            .step(lossless_rpc::lifecycle::UpgradeStep::WaitReady)
             .expect("it waited");
         assert_eq!(wait.outcome, outcome, "{child:?}: {wait:?}");
         println!(

@@ -28,10 +28,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use lossless_rpc::cluster::LoadBalanceKind;
+use lossless_rpc::{Application, Config, ReferenceChannel};
 use parking_lot::Mutex;
 use proto::echo::echo_client::EchoClient;
-use rpc::cluster::LoadBalanceKind;
-use rpc::{Application, Config, ReferenceChannel};
 use rpc_examples::rolling::{self, BACKEND_GROUP, Fleet, Instance, Role};
 use rpc_testkit::echo_calls::{echo_once, until_every_provider_answers};
 use tokio::time::Instant;
@@ -127,7 +127,7 @@ async fn consumer(
         .url = url.to_owned();
     config.consumer.references.insert(
         "echo.Echo".to_owned(),
-        rpc::cluster::ReferenceConfig {
+        lossless_rpc::cluster::ReferenceConfig {
             group: BACKEND_GROUP.to_owned(),
             loadbalance,
             ..Default::default()
@@ -175,7 +175,7 @@ struct Kill {
 async fn load_with_kill(
     client: &EchoClient<ReferenceChannel>,
     victim: Instance,
-    invoker: Arc<rpc::cluster::Invoker>,
+    invoker: Arc<lossless_rpc::cluster::Invoker>,
 ) -> (Vec<CallRecord>, Kill) {
     let records = Arc::new(Mutex::new(Vec::new()));
     let epoch = Instant::now();
@@ -293,7 +293,7 @@ async fn kill_one_of_three(var: &str, loadbalance: LoadBalanceKind) {
     println!(
         "  consumer: {} calls re-sent after a refused connection (not sent), {} rerouted, \
          {} ejections, {} retries refused by the retry budget; retries by kind {:?}",
-        stats.retries_after(rpc::cluster::FailureKind::NotSent),
+        stats.retries_after(lossless_rpc::cluster::FailureKind::NotSent),
         stats.reroutes,
         stats.blacklist.ejections,
         stats.budget_exhausted,

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use lossless_rpc::registry::MemoryHub;
+use lossless_rpc::{Application, ApplicationBuilder, Config};
 use proto::greeter::greeter_client::GreeterClient;
 use proto::greeter::greeter_server::{Greeter, GreeterServer};
 use proto::greeter::{HelloReply, HelloRequest};
-use rpc::registry::MemoryHub;
-use rpc::{Application, ApplicationBuilder, Config};
 use rpc_examples::bearer_auth::{AddBearer, RequireBearer};
 use tower::Layer;
 

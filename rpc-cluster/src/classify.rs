@@ -5,8 +5,8 @@
 //! method safe. We are certain when the provider said so (`rpc-not-executed`), when
 //! HTTP/2 refused the stream (REFUSED_STREAM, or a GOAWAY from the peer whose last
 //! stream id excludes ours), when the transport says it never left
-//! (`rpc_transport::NotSent`: no connection, or a connection that took no new stream),
-//! or when the request body was never even polled.
+//! (`lossless_rpc_transport::NotSent`: no connection, or a connection that took no new
+//! stream), or when the request body was never even polled.
 
 use std::error::Error as StdError;
 use std::sync::Arc;

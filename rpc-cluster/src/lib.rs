@@ -1,4 +1,4 @@
-//! # rpc-cluster
+//! # lossless-rpc-cluster
 //!
 //! The consumer side of lossless online/offline: layered invokers that keep requests
 //! away from instances that are failing, closing or gone.

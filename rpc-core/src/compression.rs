@@ -1,6 +1,7 @@
 //! Which compression a service's responses or a reference's requests get: the word the
 //! configuration uses on both sides (`provider.services.<name>.compression`,
-//! `consumer.references.<name>.compression`). The codecs themselves are rpc-filter's.
+//! `consumer.references.<name>.compression`). The codecs themselves are
+//! lossless-rpc-filter's.
 
 use serde::{Deserialize, Serialize};
 

@@ -4,7 +4,8 @@
 //!
 //! A filter holding a [`ProviderHandles`] or [`ConsumerHandles`] can read the phase and
 //! count requests, but cannot start a shutdown, move the phase, or reach what the
-//! application started. The lifecycle (rpc-lifecycle) builds them over its own state.
+//! application started. The lifecycle (lossless-rpc-lifecycle) builds them over its own
+//! state.
 
 use crate::activity::RequestClock;
 use crate::inflight::InflightCounter;

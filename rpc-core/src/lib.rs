@@ -1,10 +1,12 @@
-//! # rpc-core
+//! # lossless-rpc-core
 //!
-//! The vocabulary every crate of `rpc` shares, and nothing else: no I/O, no sockets, no
-//! descriptors, no TLS (those are rpc-transport's), no sequence (rpc-lifecycle's).
+//! The vocabulary every crate of `lossless-rpc` shares, and nothing else: no I/O, no
+//! sockets, no descriptors, no TLS (those are lossless-rpc-transport's), no sequence
+//! (lossless-rpc-lifecycle's).
 //!
 //! - [`ServiceKey`], [`Instance`]: what is registered and referenced.
-//! - [`Registry`]: the trait every registry backend implements (`rpc-registry` has them).
+//! - [`Registry`]: the trait every registry backend implements (`lossless-rpc-registry`
+//!   has them).
 //! - [`ManagedReference`]: what the lifecycle drives of a consumer's reference.
 //! - [`Phase`], [`PhaseReader`], [`PhaseCell`]: where an application is in its life.
 //! - [`InflightCounter`], [`RequestClock`], [`RejectionCounter`], [`OfflineServices`]:

@@ -58,9 +58,9 @@ pub fn header<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a Heade
 pub const GRPC_TIMEOUT: HeaderName = HeaderName::from_static("grpc-timeout");
 
 /// Trailer of a stream its handler ended because the instance is going offline
-/// (`rpc::stream::moved`, value `1`), with status `UNAVAILABLE`: "moved, not failed".
-/// Our consumers re-open such a stream of a method declared resumable on another
-/// instance; the stream's other trailers say where to resume.
+/// (`lossless_rpc::stream::moved`, value `1`), with status `UNAVAILABLE`: "moved, not
+/// failed". Our consumers re-open such a stream of a method declared resumable on
+/// another instance; the stream's other trailers say where to resume.
 pub const STREAM_MOVED: HeaderName = HeaderName::from_static("rpc-stream-moved");
 
 /// The value of [`CLOSING`].
@@ -87,7 +87,8 @@ pub struct ClosingRefusal;
 /// The value of [`NOT_EXECUTED`] when the provider refused the request because it is at
 /// its concurrency limit (carried with status `RESOURCE_EXHAUSTED`). Unlike `closing`,
 /// the instance stays in service: our consumers re-send such a request to another
-/// instance a bounded number of times (see rpc-cluster's `FailureKind::Overloaded`).
+/// instance a bounded number of times (see lossless-rpc-cluster's
+/// `FailureKind::Overloaded`).
 pub const NOT_EXECUTED_OVERLOADED: HeaderValue = HeaderValue::from_static("overloaded");
 
 /// A [`GRPC_TIMEOUT`] value that is not 1 to 8 digits and a unit.

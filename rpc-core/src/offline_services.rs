@@ -1,10 +1,11 @@
 //! Which provided services are manually offline, as the request path reads it.
 //!
-//! Manual offline (`POST /offline` on the admin endpoint, `Lifecycle::offline` in rpc-lifecycle) takes
-//! services out of traffic without stopping them: their registrations are withdrawn and
-//! their responses carry the closing mark, so consumers move away at once. The provider
-//! filter reads this set on every request, so the common case — nothing offline — costs
-//! one atomic load, and the whole-instance offline (every service) costs the same.
+//! Manual offline (`POST /offline` on the admin endpoint, `Lifecycle::offline` in
+//! lossless-rpc-lifecycle) takes services out of traffic without stopping them: their
+//! registrations are withdrawn and their responses carry the closing mark, so consumers
+//! move away at once. The provider filter reads this set on every request, so the
+//! common case — nothing offline — costs one atomic load, and the whole-instance
+//! offline (every service) costs the same.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};

@@ -9,7 +9,7 @@
 //! takes it with [`DrainNotice::of`] and ends its stream with [`moved`] when
 //! [`DrainNotice::draining`] resolves, carrying in the trailers what the next instance
 //! resumes from. Our consumers re-open a stream of a method declared resumable on
-//! another instance (rpc-cluster's `resume`); any other gRPC client gets the
+//! another instance (lossless-rpc-cluster's `resume`); any other gRPC client gets the
 //! `UNAVAILABLE` status and the trailers unchanged, and can do the same.
 //!
 //! A handler that ignores the notice is cut at the drain bound, as before, and counted

@@ -1,7 +1,7 @@
-//! # rpc-filter
+//! # lossless-rpc-filter
 //!
-//! Tower layers that sit on the request path of `rpc`, on both sides of a call. Each is
-//! an ordinary `tower::Layer`, so users can stack their own next to ours.
+//! Tower layers that sit on the request path of `lossless-rpc`, on both sides of a
+//! call. Each is an ordinary `tower::Layer`, so users can stack their own next to ours.
 //!
 //! - [`graceful::ProviderGracefulLayer`]: the provider side of graceful offline — counts
 //!   inbound requests until their response body ends, marks responses `rpc-closing` once

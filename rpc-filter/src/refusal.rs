@@ -12,8 +12,9 @@
 //!
 //! rpc consumers read the mark and send the request elsewhere. A plain gRPC client sees
 //! the status: `UNAVAILABLE` for a closing refusal (which the transport turns into
-//! `REFUSED_STREAM` for such a client: rpc-transport's `peer.rs`), `RESOURCE_EXHAUSTED`
-//! for an overload, so that it backs off rather than retries at once.
+//! `REFUSED_STREAM` for such a client: lossless-rpc-transport's `peer.rs`),
+//! `RESOURCE_EXHAUSTED` for an overload, so that it backs off rather than retries at
+//! once.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -12,9 +12,9 @@
 use std::convert::Infallible;
 
 use http::{Request, Response};
-use rpc_filter::metrics::{CallMetricsLayer, MethodHistograms, STATUS_CODE};
-use rpc_filter::observe::CallObserveLayer;
-use rpc_filter::trace::CallTraceLayer;
+use lossless_rpc_filter::metrics::{CallMetricsLayer, MethodHistograms, STATUS_CODE};
+use lossless_rpc_filter::observe::CallObserveLayer;
+use lossless_rpc_filter::trace::CallTraceLayer;
 use tonic::body::Body;
 use tower::service_fn;
 use tower_layer::Layer;

@@ -13,7 +13,7 @@
 use std::convert::Infallible;
 
 use http::{Request, Response};
-use rpc_filter::graceful::{ConsumerGracefulLayer, ProviderGracefulLayer};
+use lossless_rpc_filter::graceful::{ConsumerGracefulLayer, ProviderGracefulLayer};
 use rpc_lifecycle::{Lifecycle, ShutdownConfig};
 use tonic::body::Body;
 use tower::service_fn;

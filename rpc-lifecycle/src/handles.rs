@@ -1,6 +1,6 @@
 //! The narrow views of this lifecycle that the request-path filters get
-//! ([`ProviderHandles`], [`ConsumerHandles`], defined in rpc-core with the words they
-//! hold): built once per export or reference, never per request.
+//! ([`ProviderHandles`], [`ConsumerHandles`], defined in lossless-rpc-core with the
+//! words they hold): built once per export or reference, never per request.
 
 use rpc_core::{ConsumerHandles, ProviderHandles};
 

@@ -1,4 +1,4 @@
-//! # rpc-lifecycle
+//! # lossless-rpc-lifecycle
 //!
 //! The lifecycle manager: graceful online (start order) and graceful offline (the
 //! seven-step shutdown sequence), the hot upgrade (`upgrade/`, with its process
@@ -22,7 +22,7 @@
 //!
 //! | part | holds | file |
 //! |---|---|---|
-//! | [`PhaseCell`] | the phase, its history, the `watch` channel | rpc-core |
+//! | [`PhaseCell`] | the phase, its history, the `watch` channel | lossless-rpc-core |
 //! | `RequestCounters` | in-flight counters, the request clock, refusals | `counters.rs` |
 //! | `HealthStatus` | the gRPC health service's statuses | `health_service.rs` |
 //! | `Registrations` | registered and withdrawn instances, the manual offline set, one traffic change at a time | `registrations.rs` |
@@ -186,7 +186,8 @@ impl Lifecycle {
     }
 
     /// Whether this application's stream handlers are told to end their streams as
-    /// moved, and how many did (see [`rpc_core::DrainNotice`]).
+    /// moved, and how many did (see
+    /// [`lossless_rpc_core::DrainNotice`](rpc_core::DrainNotice)).
     pub fn streams(&self) -> &StreamDrain {
         &self.inner.streams
     }

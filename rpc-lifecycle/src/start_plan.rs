@@ -75,7 +75,7 @@ pub struct Export {
     pub services: Vec<ExportedService>,
 }
 
-/// Everything [`Lifecycle::start`] brings up, in the order it does.
+/// Everything [`Lifecycle::start`](crate::Lifecycle::start) brings up, in the order it does.
 #[derive(Default)]
 pub struct StartPlan {
     /// References to subscribe, with whether start-up must wait for a provider
@@ -95,7 +95,7 @@ pub struct StartPlan {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StartError {
-    /// [`Lifecycle::start`] was called twice.
+    /// [`Lifecycle::start`](crate::Lifecycle::start) was called twice.
     #[error("application {0} was already started")]
     AlreadyStarted(String),
     /// Subscribing a reference failed.

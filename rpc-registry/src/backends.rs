@@ -24,8 +24,8 @@ pub struct Backend {
     /// Whether it talks to a registry server over the network (an advertised address
     /// must then be reachable from there).
     pub network: bool,
-    /// The cargo feature of rpc-registry (and of `rpc`) that compiles it in; `None`
-    /// when it is always there.
+    /// The cargo feature of `lossless-rpc-registry` (and of `lossless-rpc`) that
+    /// compiles it in; `None` when it is always there.
     pub feature: Option<&'static str>,
     /// How to build it; `None` when its feature is off.
     pub connect: Option<Connect>,

@@ -1,6 +1,6 @@
-//! # rpc-registry
+//! # lossless-rpc-registry
 //!
-//! Registry backends for `rpc`, one module each, built from a URL by [`connect`]:
+//! Registry backends for `lossless-rpc`, one module each, built from a URL by [`connect`]:
 //!
 //! | scheme | backend | feature |
 //! |---|---|---|
@@ -21,9 +21,10 @@
 //! Nacos also speak Apache Dubbo's ([`RegistryFormat::Dubbo`], module [`dubbo`]), chosen
 //! per client with [`connect_as`].
 //!
-//! Every backend implements [`rpc_core::Registry`] with the same semantics (ephemeral
-//! registrations, full snapshots in revision order, no empty snapshot because of a
-//! fault); the conformance suite in `tests/` checks each against the real server.
+//! Every backend implements [`lossless_rpc_core::Registry`](rpc_core::Registry) with
+//! the same semantics (ephemeral registrations, full snapshots in revision order, no
+//! empty snapshot because of a fault); the conformance suite in `tests/` checks each
+//! against the real server.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -95,7 +96,7 @@ pub async fn connect_as(
     match backend(scheme).and_then(|backend| backend.connect) {
         Some(connect) => connect(url).await,
         None => Err(url.invalid(format!(
-            "the `{scheme}` backend is not compiled in (enable the `{scheme}` feature of rpc-registry)"
+            "the `{scheme}` backend is not compiled in (enable the `{scheme}` feature of lossless-rpc or lossless-rpc-registry)"
         ))),
     }
 }

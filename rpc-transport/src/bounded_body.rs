@@ -2,10 +2,10 @@
 //!
 //! A gRPC call whose response has begun can still be ended early: by the caller's
 //! deadline (on either side: the provider's `call_bounds.rs`, the consumer's whole-call
-//! deadline in rpc-cluster), or by the server's drain bound at shutdown. Ending it with
-//! trailers that carry a status, rather than tearing the stream down, lets every gRPC
-//! client read what happened. [`BoundedBody`] is that cut, once; what differs is the
-//! [`BodyBound`] that says when and with which status.
+//! deadline in lossless-rpc-cluster), or by the server's drain bound at shutdown.
+//! Ending it with trailers that carry a status, rather than tearing the stream down,
+//! lets every gRPC client read what happened. [`BoundedBody`] is that cut, once; what
+//! differs is the [`BodyBound`] that says when and with which status.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};

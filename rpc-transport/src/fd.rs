@@ -11,9 +11,9 @@
 //! number that is not open would be closed by mistake later. No crate can make that
 //! safe for us (command-fds' `inherited` module asks its caller for an `unsafe` call at
 //! the top of `main` instead). This module upholds the contract itself:
-//! - a number is adopted at most once per process ([`adopt`] remembers every number it
+//! - a number is adopted at most once per process (`adopt` remembers every number it
 //!   adopted and refuses a second adoption);
-//! - the number must be open ([`adopt`] asks the kernel first, through a borrowed
+//! - the number must be open (`adopt` asks the kernel first, through a borrowed
 //!   descriptor that closes nothing);
 //! - inherited numbers belong to nobody else in this process: they were open before
 //!   `main` ran, so nothing in this process opened them, and the only readers of the
@@ -81,11 +81,11 @@ pub(crate) fn adopt(fd: RawFd, expect: Expect) -> io::Result<OwnedFd> {
 }
 
 /// Takes ownership of the inherited descriptor whose number the environment variable
-/// `var` holds (set by the parent before `exec`), as [`adopt`] does.
+/// `var` holds (set by the parent before `exec`), as `adopt` does.
 ///
 /// # Errors
 /// `NotFound` when `var` is not set, `InvalidData` when it holds no number, and
-/// [`adopt`]'s errors.
+/// `adopt`'s errors.
 pub fn adopt_named(var: &str, expect: Expect) -> io::Result<OwnedFd> {
     let value = std::env::var(var).map_err(|_| {
         io::Error::new(

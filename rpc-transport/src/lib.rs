@@ -1,4 +1,4 @@
-//! # rpc-transport
+//! # lossless-rpc-transport
 //!
 //! The gRPC transport: export tonic services on a TCP listener (through our own route
 //! table, [`ServiceRoutes`]), the consumer's connection to one instance

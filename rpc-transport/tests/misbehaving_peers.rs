@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use rpc_transport::{
+use lossless_rpc_transport::{
     DEFAULT_PREFACE_TIMEOUT, DEFAULT_STREAM_WINDOW_SIZE, Server, ServerHandle, ServerOptions,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -185,8 +185,10 @@ async fn a_peer_without_the_whole_preface_is_closed_at_the_preface_timeout() {
 async fn with_tls_the_preface_timeout_counts_from_accept_through_the_handshake() {
     let dir = tempfile::tempdir().unwrap();
     let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
-    let tls =
-        rpc_transport::ServerTlsFiles::new(dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let tls = lossless_rpc_transport::ServerTlsFiles::new(
+        dir.path().join("tls.crt"),
+        dir.path().join("tls.key"),
+    );
     std::fs::write(&tls.key, made.signing_key.serialize_pem()).unwrap();
     std::fs::write(&tls.cert, made.cert.pem()).unwrap();
     let mut options = quiet_options();

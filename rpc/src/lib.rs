@@ -1,4 +1,4 @@
-//! # rpc
+//! # lossless-rpc
 //!
 //! A Rust gRPC framework whose reason to exist is **lossless online/offline**: any
 //! instance of a service can be started, stopped, scaled or upgraded in place under full
@@ -8,7 +8,7 @@
 //! generates, unchanged:
 //!
 //! ```no_run
-//! use rpc::{Application, Config};
+//! use lossless_rpc::{Application, Config};
 //! # async fn demo() -> Result<i32, Box<dyn std::error::Error>> {
 //! let config = Config::from_file("provider.yaml")?;
 //! let mut builder = Application::builder(config);
@@ -59,18 +59,19 @@ pub use rpc_lifecycle::{
     UpgradeConfig, UpgradeReport,
 };
 
-/// The HTTP types a provider layer sees (`rpc::http::Request`, `Response`, `HeaderValue`),
-/// re-exported so that a layer of one's own ([`ApplicationBuilder::provider_layer`]) needs
-/// no `http` dependency of its own, at the very version `rpc` uses.
+/// The HTTP types a provider layer sees (`lossless_rpc::http::Request`, `Response`,
+/// `HeaderValue`), re-exported so that a layer of one's own
+/// ([`ApplicationBuilder::provider_layer`]) needs no `http` dependency of its own, at
+/// the very version `lossless-rpc` uses.
 pub use http;
 /// The protobuf runtime of the generated messages, re-exported for the same reason as
 /// [`tonic`].
 pub use prost;
 /// The gRPC library the framework is built on, re-exported so that generated stubs and
-/// the application use the very version `rpc` does (`rpc::tonic::Request`, ...). The
-/// code `tonic-prost-build` generates names the crates `tonic`, `tonic_prost` and
-/// `prost` directly, so a user's Cargo.toml still lists them (the versions in
-/// docs/getting-started.md).
+/// the application use the very version `lossless-rpc` does
+/// (`lossless_rpc::tonic::Request`, ...). The code `tonic-prost-build` generates names
+/// the crates `tonic`, `tonic_prost` and `prost` directly, so a user's Cargo.toml still
+/// lists them (the versions in docs/getting-started.md).
 pub use tonic;
 /// The service and layer traits ([`tower::Layer`], [`tower::Service`]) a provider layer or
 /// a consumer's wrapper implements, re-exported for the same reason as [`http`].

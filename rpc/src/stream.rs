@@ -5,16 +5,16 @@
 //! Provider side, in a server-streaming handler:
 //!
 //! ```no_run
-//! # use rpc::tonic::{self, Request, Status, metadata::MetadataMap};
+//! # use lossless_rpc::tonic::{self, Request, Status, metadata::MetadataMap};
 //! # async fn send(_n: u64) {}
 //! async fn handler(request: Request<()>) -> Result<(), Status> {
-//!     let notice = rpc::stream::DrainNotice::of(&request);
+//!     let notice = lossless_rpc::stream::DrainNotice::of(&request);
 //!     for seq in 0..300u64 {
 //!         if notice.is_draining() {
 //!             // Ends at a message boundary: the next instance resumes after `seq - 1`.
 //!             let mut resume = MetadataMap::new();
 //!             resume.insert("resume-from", seq.to_string().parse().unwrap());
-//!             return Err(rpc::stream::moved(resume));
+//!             return Err(lossless_rpc::stream::moved(resume));
 //!         }
 //!         send(seq).await;
 //!     }

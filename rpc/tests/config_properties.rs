@@ -15,9 +15,9 @@
 //!
 //! Runs in a few seconds: no network, no file system, one loader call per document.
 
+use lossless_rpc::{Config, ConfigError, ConfigFormat};
 use proptest::prelude::*;
 use proptest::test_runner::{Config as RunnerConfig, TestCaseError, TestRunner};
-use rpc::{Config, ConfigError, ConfigFormat};
 use serde_json::{Map, Value};
 
 const FILE: &str = "generated.yaml";

@@ -5,6 +5,9 @@
 
 use std::sync::Arc;
 
+use lossless_rpc::observe::otlp::OtlpExporter;
+use lossless_rpc::registry::MemoryHub;
+use lossless_rpc::{Application, Config};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
     TraceService, TraceServiceServer,
 };
@@ -18,9 +21,6 @@ use parking_lot::Mutex;
 use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
-use rpc::observe::otlp::OtlpExporter;
-use rpc::registry::MemoryHub;
-use rpc::{Application, Config};
 use rpc_testkit::services::EchoProvider;
 use tracing_subscriber::prelude::*;
 

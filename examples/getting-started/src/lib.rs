@@ -1,5 +1,5 @@
-//! A user's project on `rpc`: the stubs generated from `proto/hello.proto`, and the
-//! service implementation the provider serves.
+//! A user's project on `lossless-rpc`: the stubs generated from `proto/hello.proto`,
+//! and the service implementation the provider serves.
 
 /// The code `tonic-prost-build` generated from `proto/hello.proto` (package `hello`).
 pub mod hello {

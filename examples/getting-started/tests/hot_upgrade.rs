@@ -280,7 +280,7 @@ fn the_guides_provider_is_hot_upgraded_by_sigusr2_then_by_post_upgrade() {
     let admin_line = log.until("admin endpoint", |l| l.contains("admin endpoint listening"));
     let admin: SocketAddr = field(&admin_line, "addr").parse().unwrap();
     let serving = log.until("gRPC listener", |l| {
-        l.contains("rpc_lifecycle::startup: serving")
+        l.contains("lossless_rpc_lifecycle::startup: serving")
     });
     let port: u16 = field(&serving, "addr")
         .rsplit(':')

@@ -10,8 +10,8 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use lossless_rpc::{Application, ApplicationError, Config, StartError};
 use proto::greeter::greeter_server::GreeterServer;
-use rpc::{Application, ApplicationError, Config, StartError};
 use rpc_testkit::services::GreeterProvider;
 
 /// Serve helloworld.Greeter with graceful online/offline.

@@ -5,10 +5,10 @@
 
 use std::collections::BTreeMap;
 
+use lossless_rpc::{Application, ApplicationError, Config};
 use proto::greeter::HelloRequest;
 use proto::greeter::greeter_client::GreeterClient;
 use proto::greeter::greeter_server::GreeterServer;
-use rpc::{Application, ApplicationError, Config};
 use rpc_testkit::services::GreeterProvider;
 
 fn config(name: &str) -> Config {

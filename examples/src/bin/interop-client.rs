@@ -1,8 +1,8 @@
-//! gRPC's interop test client, calling through an `rpc` reference: `--server_host` and
-//! `--server_port` become a `static://host:port` registry (or `--registry` names any
-//! registry the server announced itself in). Prints one line per case (`PASS name`,
-//! `FAIL name: why`, `N/A name: why`) and exits 1 when a case failed, 2 when it could
-//! not run.
+//! gRPC's interop test client, calling through a `lossless-rpc` reference:
+//! `--server_host` and `--server_port` become a `static://host:port` registry (or
+//! `--registry` names any registry the server announced itself in). Prints one line per
+//! case (`PASS name`, `FAIL name: why`, `N/A name: why`) and exits 1 when a case
+//! failed, 2 when it could not run.
 //!
 //! `cargo run --bin interop-client -- --server_port 10000 --test_case all`
 
@@ -10,7 +10,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
-use rpc::core::format_authority;
+use lossless_rpc::core::format_authority;
 use rpc_testkit::interop::case::{Case, Verdict, line};
 use rpc_testkit::interop::client::{client_config, connect};
 use rpc_testkit::interop::procedures;

@@ -1,12 +1,12 @@
-//! gRPC's interop test server (`grpc.testing.TestService`) as an `rpc` provider: it
+//! gRPC's interop test server (`grpc.testing.TestService`) as a `lossless-rpc` provider: it
 //! registers in a registry, prints its bound address, serves until SIGTERM or SIGINT,
 //! runs the graceful shutdown and exits with its code.
 //!
 //! `cargo run --bin interop-server -- --port 10000`
 
 use clap::Parser;
-use rpc::config::RegistryConfig;
-use rpc::{Application, Config};
+use lossless_rpc::config::RegistryConfig;
+use lossless_rpc::{Application, Config};
 use rpc_testkit::interop::server;
 
 /// Serve grpc.testing.TestService (the interop test server).

@@ -25,12 +25,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use generation::{Generations, fd_count, listening_inode, processes_of};
+use lossless_rpc::{Application, Config, ServiceKey};
 use probes::ProbeCounts;
 use proto::feed::feed_client::FeedClient;
 use proto::greeter::HelloRequest;
 use proto::greeter::greeter_client::GreeterClient;
 use provider::STREAM_INTERVAL;
-use rpc::{Application, Config, ServiceKey};
 use rpc_testkit::feed::{self, FeedFollowers};
 use rpc_testkit::load::{self, LoadOptions};
 use tokio::time::Instant;
@@ -288,8 +288,8 @@ async fn consumer(
 ) -> Result<
     (
         Application,
-        GreeterClient<rpc::ReferenceChannel>,
-        Option<rpc::ReferenceChannel>,
+        GreeterClient<lossless_rpc::ReferenceChannel>,
+        Option<lossless_rpc::ReferenceChannel>,
     ),
     String,
 > {
@@ -303,7 +303,11 @@ async fn consumer(
         Some(url) => url.clone(),
         None => format!("static://{addr}"),
     };
-    config.registries = [("main".to_owned(), rpc::config::RegistryConfig::new(url))].into();
+    config.registries = [(
+        "main".to_owned(),
+        lossless_rpc::config::RegistryConfig::new(url),
+    )]
+    .into();
     if options.stream_mode == StreamMode::Resumable {
         config
             .consumer

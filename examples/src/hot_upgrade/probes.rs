@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use lossless_rpc::ServiceKey;
 use parking_lot::Mutex;
 use proto::greeter::HelloRequest;
 use proto::greeter::greeter_client::GreeterClient;
-use rpc::ServiceKey;
 use tokio::time::Instant;
 use tonic::transport::Endpoint;
 
@@ -85,7 +85,7 @@ pub fn spawn_connector(addr: String, every: Duration, counts: Arc<ProbeCounts>) 
 /// Keeps `streams` server streams of `length` open through `client` (the consumer's
 /// reference) until stopped: each that ends is replaced.
 pub fn spawn_streams(
-    client: GreeterClient<rpc::ReferenceChannel>,
+    client: GreeterClient<lossless_rpc::ReferenceChannel>,
     streams: usize,
     length: Duration,
     counts: Arc<ProbeCounts>,
@@ -160,7 +160,7 @@ pub struct Absence {
 /// # Errors
 /// When the registry cannot be reached or subscribed to.
 pub async fn watch_registry(url: &str, service: ServiceKey) -> Result<Arc<Mutex<Absence>>, String> {
-    let registry = rpc::registry::connect(url)
+    let registry = lossless_rpc::registry::connect(url)
         .await
         .map_err(|e| e.to_string())?;
     let mut subscription = registry

@@ -13,11 +13,11 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use futures_util::Stream;
+use lossless_rpc::lifecycle::process::Role;
+use lossless_rpc::{Application, Config};
 use proto::feed::feed_server::FeedServer;
 use proto::greeter::greeter_server::{Greeter, GreeterServer};
 use proto::greeter::{HelloReply, HelloRequest};
-use rpc::lifecycle::process::Role;
-use rpc::{Application, Config};
 use rpc_testkit::feed::FeedProvider;
 use tonic::{Request, Response, Status};
 

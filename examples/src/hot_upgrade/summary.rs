@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
-use rpc::UpgradeReport;
+use lossless_rpc::UpgradeReport;
 use serde::Serialize;
 
 use super::options::{ChildBehaviour, StreamMode, Trigger};

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rpc::UpgradeReport;
+use lossless_rpc::UpgradeReport;
 use rpc_testkit::http;
 use tokio::time::Instant;
 

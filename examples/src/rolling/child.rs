@@ -40,7 +40,7 @@ pub async fn run_child(role: Role, name: &str, registry: &str, work_ms: u32, lim
 /// Starts the graceful shutdown when stdin closes: the parent holds the other end, so
 /// this happens when the parent exits for any reason (even SIGKILL), and the child
 /// leaves instead of serving on, registered, forever.
-fn watch_parent(lifecycle: rpc::Lifecycle) {
+fn watch_parent(lifecycle: lossless_rpc::Lifecycle) {
     tokio::spawn(async move {
         use tokio::io::AsyncReadExt;
         let mut stdin = tokio::io::stdin();

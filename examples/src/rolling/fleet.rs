@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use lossless_rpc::registry::{MemoryHub, RegistryUrl};
+use lossless_rpc::{Application, ApplicationBuilder, Config, ReferenceChannel, ShutdownReport};
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::{Echo, EchoServer};
 use proto::echo::{EchoReply, EchoRequest};
 use proto::feed::feed_server::FeedServer;
-use rpc::registry::{MemoryHub, RegistryUrl};
-use rpc::{Application, ApplicationBuilder, Config, ReferenceChannel, ShutdownReport};
 use rpc_testkit::feed::{self, FeedProvider};
 use rpc_testkit::services::EchoProvider;
 use tonic::{Request, Response, Status};
@@ -58,7 +58,8 @@ impl Fleet {
     pub async fn new(options: &Options) -> Result<Self, RollingError> {
         let url = RegistryUrl::parse(&options.registry)
             .map_err(|e| RollingError::Usage(e.to_string()))?;
-        let usage = |e: rpc::core::RegistryError| RollingError::Usage(format!("--registry: {e}"));
+        let usage =
+            |e: lossless_rpc::core::RegistryError| RollingError::Usage(format!("--registry: {e}"));
         let registry = if url.scheme() == "memory" {
             url.expect_params(&["delay"]).map_err(usage)?;
             if !url.hosts().is_empty() {
@@ -82,7 +83,7 @@ impl Fleet {
             ));
         } else {
             // Fail early, with the registry's own error, if it cannot be reached.
-            let probe = rpc::registry::connect(&options.registry)
+            let probe = lossless_rpc::registry::connect(&options.registry)
                 .await
                 .map_err(|e| RollingError::Usage(e.to_string()))?;
             let _ = probe.close().await;
@@ -206,7 +207,7 @@ impl Fleet {
         let mut config = base_config("load-client", false);
         config.consumer.references.insert(
             "echo.Echo".to_owned(),
-            rpc::cluster::ReferenceConfig {
+            lossless_rpc::cluster::ReferenceConfig {
                 group: PROXY_GROUP.to_owned(),
                 ..Default::default()
             },
@@ -269,7 +270,7 @@ pub fn role_config(role: Role, name: &str, signals: bool) -> Config {
     };
     config.provider.services.insert(
         "echo.Echo".to_owned(),
-        rpc::config::ServiceConfig {
+        lossless_rpc::config::ServiceConfig {
             group: group.to_owned(),
             ..Default::default()
         },
@@ -277,7 +278,7 @@ pub fn role_config(role: Role, name: &str, signals: bool) -> Config {
     if role == Role::Provider {
         config.provider.services.insert(
             feed::SERVICE.to_owned(),
-            rpc::config::ServiceConfig {
+            lossless_rpc::config::ServiceConfig {
                 group: group.to_owned(),
                 ..Default::default()
             },
@@ -286,7 +287,7 @@ pub fn role_config(role: Role, name: &str, signals: bool) -> Config {
     if role == Role::Proxy {
         config.consumer.references.insert(
             "echo.Echo".to_owned(),
-            rpc::cluster::ReferenceConfig {
+            lossless_rpc::cluster::ReferenceConfig {
                 group: BACKEND_GROUP.to_owned(),
                 ..Default::default()
             },

@@ -6,9 +6,9 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
+use lossless_rpc::ShutdownReport;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use rpc::ShutdownReport;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 

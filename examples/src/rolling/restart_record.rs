@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rpc::ShutdownReport;
+use lossless_rpc::ShutdownReport;
 use serde::Serialize;
 
 use super::options::RollingError;
@@ -43,15 +43,15 @@ struct ReportMs<'a> {
     streams_cut: usize,
     streams_moved: usize,
     callbacks_failed: usize,
-    interrupted_by: &'a Option<rpc::lifecycle::Interrupt>,
+    interrupted_by: &'a Option<lossless_rpc::lifecycle::Interrupt>,
     forced: bool,
 }
 
 #[derive(Serialize)]
 struct StepMs {
-    step: rpc::lifecycle::Step,
+    step: lossless_rpc::lifecycle::Step,
     duration_ms: f64,
-    outcome: rpc::lifecycle::StepOutcome,
+    outcome: lossless_rpc::lifecycle::StepOutcome,
 }
 
 fn ms(duration: Duration) -> f64 {

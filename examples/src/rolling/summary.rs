@@ -166,7 +166,7 @@ impl Summary {
             restarts_planned: restart_plan(options).len(),
             restart_details: restarts,
             graceful: options.graceful,
-            registry: rpc::registry::RegistryUrl::parse(&options.registry)
+            registry: lossless_rpc::registry::RegistryUrl::parse(&options.registry)
                 .map(|u| u.redacted().to_owned())
                 .unwrap_or_else(|_| options.registry.clone()),
             mode: options.mode,

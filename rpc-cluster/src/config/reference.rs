@@ -25,7 +25,7 @@ pub struct MethodConfig {
     #[serde(with = "humantime_serde::option")]
     pub timeout: Option<Duration>,
     /// Whether this server-streaming method's stream is re-opened on another instance
-    /// when its provider moves it (ends it with `rpc::stream::moved` as it goes
+    /// when its provider moves it (ends it with `lossless_rpc::stream::moved` as it goes
     /// offline), with the original request and the moved stream's trailers as metadata.
     /// A rule given in code (`ApplicationBuilder::resume_rule`) replaces that request.
     /// Default false.

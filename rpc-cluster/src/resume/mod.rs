@@ -1,7 +1,7 @@
 //! Server streams that continue across instances: a stream its provider ended as
 //! "moved" (`rpc-stream-moved`, status `UNAVAILABLE`, sent when the instance began to go
-//! offline: `rpc_core::DrainNotice`) is re-opened on another instance, and the caller's
-//! stream goes on — for a method the application declares resumable.
+//! offline: `lossless_rpc_core::DrainNotice`) is re-opened on another instance, and the
+//! caller's stream goes on — for a method the application declares resumable.
 //!
 //! How it works (`layer.rs`, `body.rs`): the request of a resumable method is read whole
 //! when the call starts (a server-streaming request is one message, ready at once; a
@@ -63,7 +63,8 @@ pub struct MovedStream<'a> {
     pub last_message: Option<&'a Bytes>,
     /// Messages the caller received so far, over every instance the stream went through.
     pub delivered: u64,
-    /// The trailers of the moved stream: what its handler gave [`rpc_core::moved`].
+    /// The trailers of the moved stream: what its handler gave
+    /// [`lossless_rpc_core::moved`](rpc_core::moved).
     pub trailers: &'a MetadataMap,
 }
 

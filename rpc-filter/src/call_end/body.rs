@@ -1,4 +1,4 @@
-//! The response body of a watched call: rpc-core's [`GuardedBody`] holding a
+//! The response body of a watched call: lossless-rpc-core's [`GuardedBody`] holding a
 //! [`CallEnd`], which turns how the body ended into the call's gRPC status code.
 
 use rpc_core::{BodyEnd, BodyGuard, GuardedBody};

@@ -3,7 +3,7 @@
 //!
 //! A gRPC call does not end when its response headers arrive: the status of a call that
 //! sends messages comes in the trailers, after the last one. [`CallEndFuture`] and
-//! [`CallEndBody`] (rpc-core's `GuardedBody`, holding a [`CallEnd`]) carry an
+//! [`CallEndBody`] (lossless-rpc-core's `GuardedBody`, holding a [`CallEnd`]) carry an
 //! [`OnCallEnd`] value from the request to that point and hand it the status code
 //! exactly once:
 //!

@@ -50,7 +50,7 @@ impl<S> Layer<S> for ProviderGracefulLayer {
 ///    `rpc-not-executed: closing` without running it, once its body arrived
 ///    (`refusal.rs`) (our consumers re-send it
 ///    elsewhere; the transport refuses the stream instead, with `REFUSED_STREAM`, for
-///    a client that is not an rpc consumer — see `rpc_core::transport`);
+///    a client that is not an rpc consumer — see `lossless_rpc_core::transport`);
 /// 3. from shutdown step 1 on, and while its service is manually offline, adds
 ///    `rpc-closing: 1` to its response headers so the consumer stops choosing this
 ///    instance before the registry tells it. Whether the service is offline is read when
@@ -58,8 +58,8 @@ impl<S> Layer<S> for ProviderGracefulLayer {
 ///    offline, like the phase, is read again when the response is ready.
 ///
 /// The handles sit behind one `Arc`: a stack that is not ready is cloned for a request
-/// (rpc-transport's `connection_service.rs`), and one reference count is all that clone
-/// should cost.
+/// (lossless-rpc-transport's `connection_service.rs`), and one reference count is all
+/// that clone should cost.
 #[derive(Clone, Debug)]
 pub struct ProviderGraceful<S> {
     inner: S,

@@ -42,7 +42,7 @@
 //! `RESOURCE_EXHAUSTED` with `rpc-not-executed: overloaded`. Health checks
 //! (`grpc.health.v1.Health`) are never limited. A plain gRPC client sees an ordinary
 //! RESOURCE_EXHAUSTED; our consumers may place the request on another instance, but
-//! only a bounded number of times (rpc-cluster's `FailureKind::Overloaded`): each
+//! only a bounded number of times (lossless-rpc-cluster's `FailureKind::Overloaded`): each
 //! re-route is more work for a fleet that may be overloaded as a whole.
 //!
 //! The filter sits inside the graceful filter (a closing provider refuses as closing,

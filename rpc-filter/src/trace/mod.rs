@@ -11,7 +11,8 @@
 //! The spans are at DEBUG level, as tower-http makes its request spans: a service that
 //! logs at INFO builds none (the span macro checks the subscriber's interest once per
 //! call site and returns a disabled span, whose fields are never evaluated), while an
-//! exporter that asks for DEBUG spans of `rpc_filter` and `rpc_cluster` gets them all.
+//! exporter that asks for DEBUG spans of `lossless_rpc_filter` and
+//! `lossless_rpc_cluster` gets them all.
 
 #[cfg(test)]
 pub(crate) mod capture;

@@ -19,7 +19,7 @@
 //! given HTTP/2's SETTINGS before it sends a request, which gRPC's own clients wait
 //! for: they call elsewhere. A request of theirs that still comes once refusals began
 //! is refused with REFUSED_STREAM, which gRPC clients retry by themselves
-//! (rpc-transport's `peer.rs` and `socket.rs`).
+//! (lossless-rpc-transport's `peer.rs` and `socket.rs`).
 
 mod control;
 mod shutdown_report;

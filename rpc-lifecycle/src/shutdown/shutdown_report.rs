@@ -57,8 +57,9 @@ pub struct ShutdownReport {
     /// `UNAVAILABLE`, "provider shut down before the stream ended".
     #[serde(default)]
     pub streams_cut: usize,
-    /// Streams whose handlers ended them as moved (`rpc::stream::moved`) once told that
-    /// this instance goes offline: their consumers resume them elsewhere. Not forced.
+    /// Streams whose handlers ended them as moved (`lossless_rpc::stream::moved`) once
+    /// told that this instance goes offline: their consumers resume them elsewhere. Not
+    /// forced.
     #[serde(default)]
     pub streams_moved: usize,
     /// Callbacks that panicked or did not finish in time.

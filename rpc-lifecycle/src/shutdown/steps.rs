@@ -96,7 +96,8 @@ pub(super) async fn wait_for_consumers(
     bounds.wait(quiet_or_bound, bound).await
 }
 
-/// Step 3: refusals begin (entering [`rpc_core::Phase::Rejecting`], done by the
+/// Step 3: refusals begin (entering
+/// [`lossless_rpc_core::Phase::Rejecting`](rpc_core::Phase::Rejecting), done by the
 /// sequence runner, is what the provider filter reads on every request), and every
 /// connection of a plain client gets its first GOAWAY, so that it opens no new stream
 /// to be refused.

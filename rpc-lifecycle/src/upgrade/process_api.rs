@@ -79,7 +79,7 @@ pub trait Successor: Send {
 }
 
 /// Told about each upgrade's progress, synchronously from the sequence (systemd's
-/// `RELOADING=1`, `MAINPID=` + `READY=1`, `READY=1`: see `rpc::systemd`).
+/// `RELOADING=1`, `MAINPID=` + `READY=1`, `READY=1`: see `lossless_rpc::systemd`).
 pub trait UpgradeListener: Send + Sync + 'static {
     /// An upgrade began.
     fn started(&self) {}

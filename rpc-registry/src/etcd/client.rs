@@ -3,9 +3,9 @@
 //! lease, writes and deletes conditional on the lease a key hangs on, leases and their
 //! keep-alive stream, prefix watches).
 //!
-//! It is ours, on stubs `build.rs` generates with a vendored `protoc` (see `proto.rs`),
+//! It is ours, on stubs generated from etcd's protos and committed (see `proto.rs`),
 //! because etcd-client needs a `protoc` from the environment at build time, which a
-//! project depending on `rpc` does not have (issue 25).
+//! project depending on `lossless-rpc` does not have (issue 25).
 //!
 //! # Members
 //! Every member in the URL is one tonic `Endpoint`, connected on its first request and

@@ -54,9 +54,9 @@
 //! `tls_domain` for the name etcd's certificate carries (default: the host dialled).
 //!
 //! # Client
-//! The etcd client is this backend's own (`client.rs`), on stubs generated at build time
-//! from etcd's vendored protos with a vendored `protoc` (`proto.rs`), so building needs
-//! nothing installed, also in a project that depends on `rpc`. Requests take the members
+//! The etcd client is this backend's own (`client.rs`), on stubs generated from etcd's
+//! vendored protos and committed (`proto.rs`), so building needs no `protoc`, also in a
+//! project that depends on `lossless-rpc`. Requests take the members
 //! of the URL in turn and fail over to the next when one cannot be reached
 //! (`members.rs`); with credentials every request carries etcd's token, renewed once when
 //! etcd refuses it.

@@ -2,8 +2,8 @@
 //! subscriptions and the rules every snapshot stream follows.
 //!
 //! A backend's watch loop publishes the full set it read from the server each time it
-//! changes; [`SnapshotPublisher`] turns that into the stream [`rpc_core::Subscription`]
-//! promises:
+//! changes; [`SnapshotPublisher`] turns that into the stream
+//! [`lossless_rpc_core::Subscription`](rpc_core::Subscription) promises:
 //! - the first set is always delivered (an empty one too: "no instances" is an answer);
 //! - a set equal to the last one delivered is dropped, so a resync after a reconnect that
 //!   finds nothing new delivers nothing;

@@ -7,9 +7,10 @@ use std::sync::{Arc, OnceLock};
 
 use super::link::{Link, Liveness};
 
-/// The report of one request sent with [`InstanceConnection::send`]
-/// (crate::InstanceConnection::send): made by the caller before the call (it costs no
-/// allocation), filled in by the transport as the request goes.
+/// The report of one request sent with
+/// [`InstanceConnection::send`](crate::InstanceConnection::send): made by the caller
+/// before the call (it costs no allocation), filled in by the transport as the request
+/// goes.
 #[derive(Debug, Default)]
 pub struct SendReport {
     opened: AtomicBool,

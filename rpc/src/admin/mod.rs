@@ -30,10 +30,10 @@
 //! unchanged.
 //!
 //! It composes every part — lifecycle, cluster, configuration — so it lives in the
-//! composition root, not in `rpc-core`. Its handlers are thin: they call the
+//! composition root, not in `lossless-rpc-core`. Its handlers are thin: they call the
 //! lifecycle's and the cluster's public API and format the answer; manual offline,
 //! the probes' verdicts and the instances' states are decided there
-//! (`rpc-core/src/lifecycle/{traffic,probes}.rs`, `rpc-cluster`).
+//! (`rpc-core/src/lifecycle/{traffic,probes}.rs`, `lossless-rpc-cluster`).
 //!
 //! Start-up binds it first, so `/live` and `/startup` answer while references are still
 //! being resolved; shutdown closes it last, in step 6 after the drains, so probes answer
@@ -159,7 +159,7 @@ impl AdminServer {
         self.listener.clone()
     }
 
-    /// Stops: the listener closes at once, answers being written get [`STOP_GRACE`]
+    /// Stops: the listener closes at once, answers being written get `STOP_GRACE`
     /// (one second), then their connections are closed.
     pub async fn stop(mut self) {
         self.listener.close();

@@ -31,8 +31,8 @@ use crate::upgrade::UpgradeStart;
 /// Collects services, references and hooks, then starts them in order.
 ///
 /// ```no_run
-/// # use rpc::{Application, Config};
-/// # async fn demo() -> Result<i32, rpc::ApplicationError> {
+/// # use lossless_rpc::{Application, Config};
+/// # async fn demo() -> Result<i32, lossless_rpc::ApplicationError> {
 /// let mut builder = Application::builder(Config::default());
 /// // let client = GreeterClient::new(builder.reference("helloworld.Greeter"));
 /// // builder.service(GreeterServer::new(MyGreeter));

@@ -7,13 +7,16 @@
 //! the application set up itself always wins). It prints to stderr, filtered by
 //! `RUST_LOG` when set, else by [`DEFAULT_FILTER`].
 
-/// The filter used when `RUST_LOG` is not set: `info` for rpc's own crates (start-up,
+/// The filter used when `RUST_LOG` is not set: `info` for the framework's own crates
+/// (`lossless_rpc` and `lossless_rpc_*`, the targets of their log lines; start-up,
 /// the advertised address, each phase change, the shutdown report: about a dozen lines
 /// per start and stop), `warn` for every other crate. nacos-sdk's own log is off: it
 /// reports the normal closing of its connections as errors, and the Nacos backend logs
 /// what matters itself.
-pub const DEFAULT_FILTER: &str =
-    "warn,rpc=info,rpc_core=info,rpc_registry=info,rpc_cluster=info,rpc_filter=info,nacos_sdk=off";
+pub const DEFAULT_FILTER: &str = concat!(
+    "warn,lossless_rpc=info,lossless_rpc_core=info,lossless_rpc_registry=info,",
+    "lossless_rpc_cluster=info,lossless_rpc_filter=info,nacos_sdk=off"
+);
 
 /// Installs the default subscriber if `enabled` and no global subscriber exists yet;
 /// returns whether this call installed it.
@@ -39,7 +42,7 @@ mod tests {
     fn the_default_filter_parses() {
         let filter: tracing_subscriber::EnvFilter = DEFAULT_FILTER.parse().unwrap();
         let text = filter.to_string();
-        assert!(text.contains("rpc_core=info"), "{text}");
+        assert!(text.contains("lossless_rpc_core=info"), "{text}");
     }
 
     #[test]

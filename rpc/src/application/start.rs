@@ -29,7 +29,7 @@ impl ApplicationBuilder {
     ///
     /// First, unless `application.logging` is false or the application installed a
     /// global `tracing` subscriber itself, installs the default one: stderr, filtered by
-    /// `RUST_LOG`, else `info` for rpc's crates and `warn` for the rest.
+    /// `RUST_LOG`, else `info` for lossless-rpc's crates and `warn` for the rest.
     ///
     /// A reference to a service this same application provides (same interface, group
     /// and version) is not waited for by the `check`: its provider is this process,

@@ -1,4 +1,5 @@
-//! `provider.limit`: the provider's adaptive concurrency limit (rpc-filter's `limit`).
+//! `provider.limit`: the provider's adaptive concurrency limit
+//! (`lossless_rpc::filter::limit`).
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use serde::{Deserialize, Serialize};
 /// `provider.limit`: refuse the excess of an overload at once (`RESOURCE_EXHAUSTED`,
 /// `rpc-not-executed: overloaded`) instead of queueing it, under a limit on requests in
 /// flight learnt from their round-trip time (Netflix concurrency-limits' Gradient2; see
-/// `rpc_filter::limit`). Off by default.
+/// `lossless_rpc::filter::limit`). Off by default.
 ///
 /// ```yaml
 /// provider:

@@ -96,7 +96,7 @@ pub struct Config {
     /// One JSON line per call (off by default).
     #[serde(alias = "access-log")]
     pub access_log: AccessLogConfig,
-    /// The hot upgrade (a new binary on the same socket): see `rpc::upgrade`.
+    /// The hot upgrade (a new binary on the same socket): see `lossless_rpc::upgrade`.
     pub upgrade: UpgradeConfig,
     /// Where this configuration came from (see [`Config::origin`]).
     #[serde(skip)]

@@ -1,6 +1,6 @@
 //! `protocol`: where this application's providers listen, and the limits that keep one
-//! peer from hurting the others (see `rpc_transport::ServerOptions` for what each
-//! HTTP/2 limit guards against, and `rpc_transport::MessageLimits` for the
+//! peer from hurting the others (see `lossless_rpc::transport::ServerOptions` for what each
+//! HTTP/2 limit guards against, and `lossless_rpc::transport::MessageLimits` for the
 //! message sizes).
 
 use std::time::Duration;
@@ -64,7 +64,7 @@ pub struct ProtocolConfig {
     /// Interval of HTTP/2 keep-alive PINGs to each peer: one is sent when nothing
     /// arrived from it for this long, so a dead or paused peer is found within
     /// interval + `keepalive_timeout`. `0s` (or null) sends none. Default 30 s (see
-    /// `rpc_transport::DEFAULT_KEEPALIVE_INTERVAL` for why).
+    /// `lossless_rpc::transport::DEFAULT_KEEPALIVE_INTERVAL` for why).
     #[serde(with = "humantime_serde::option", alias = "keepalive-interval")]
     pub keepalive_interval: Option<Duration>,
     /// How long a keep-alive PING may go unanswered before the connection is closed;
@@ -73,12 +73,12 @@ pub struct ProtocolConfig {
     pub keepalive_timeout: Duration,
     /// Bound from accept to the HTTP/2 client preface (after the TLS handshake, with
     /// TLS): a connection whose peer has not sent it by then is closed; more than 0.
-    /// Default 10 s (see `rpc_transport::DEFAULT_PREFACE_TIMEOUT`).
+    /// Default 10 s (see `lossless_rpc::transport::DEFAULT_PREFACE_TIMEOUT`).
     #[serde(with = "humantime_serde", alias = "preface-timeout")]
     pub preface_timeout: Duration,
     /// A connection that carried no call for this long gets GOAWAY (our consumers dial
     /// again when they next call); `0s` keeps idle connections. Default 5 minutes (see
-    /// `rpc_transport::DEFAULT_IDLE_TIMEOUT`).
+    /// `lossless_rpc::transport::DEFAULT_IDLE_TIMEOUT`).
     #[serde(with = "humantime_serde", alias = "idle-timeout")]
     pub idle_timeout: Duration,
     /// Most connections open at once; at least 1. At the limit a new connection sheds

@@ -18,9 +18,9 @@ pub struct ApplicationConfig {
     /// Name used in logs and registry metadata. Default `rpc-application`.
     pub name: String,
     /// Whether start-up installs the default `tracing` subscriber (stderr, `RUST_LOG`,
-    /// else `info` for rpc's crates and `warn` for others) when the application has not
-    /// installed one itself. Default true; false leaves logging wholly to the
-    /// application.
+    /// else `info` for lossless-rpc's crates and `warn` for others) when the
+    /// application has not installed one itself. Default true; false leaves logging
+    /// wholly to the application.
     pub logging: bool,
 }
 

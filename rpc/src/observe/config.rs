@@ -31,8 +31,8 @@ impl Default for MetricsConfig {
     }
 }
 
-/// `access_log`: one JSON line per call on both sides (rpc-filter's `access_log` says
-/// which fields), off by default.
+/// `access_log`: one JSON line per call on both sides
+/// (`lossless_rpc::filter::access_log` says which fields), off by default.
 ///
 /// ```yaml
 /// access_log: { enabled: true, path: /var/log/greeter/access.log }   # "-": stdout
@@ -70,8 +70,8 @@ pub struct TracingConfig {
     /// are at DEBUG level: they cost nothing until a subscriber asks for them.
     pub enabled: bool,
     /// Where to export spans over OTLP/gRPC (an OpenTelemetry collector, Jaeger, ...),
-    /// e.g. `http://127.0.0.1:4317`. Default none. Needs `rpc` built with its `otlp`
-    /// feature; see `rpc::observe::otlp`.
+    /// e.g. `http://127.0.0.1:4317`. Default none. Needs `lossless-rpc` built with its
+    /// `otlp` feature; see `lossless_rpc::observe::otlp`.
     #[serde(alias = "otlp-endpoint")]
     pub otlp_endpoint: Option<String>,
 }

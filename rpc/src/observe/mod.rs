@@ -2,13 +2,14 @@
 //! every call, plus gauges of the lifecycle and the cluster.
 //!
 //! - [`Metrics`]: one per application (`Application::metrics`), no global registry.
-//!   Per-call histograms are rpc-filter's metrics filter on each side and one
-//!   observation per attempt in the cluster; everything the framework counts anyway
-//!   (phase, in-flight counters, rejections, connections, cluster counters,
-//!   registrations) is read by collectors at scrape time, so it costs no call anything.
-//!   [`Metrics::encode`] is the text `GET /metrics` serves.
-//! - Spans: rpc-filter's trace filter opens one per call on each side, the cluster one
-//!   per attempt under it; the lifecycle opens one per start-up and shutdown step.
+//!   Per-call histograms are the metrics filter of [`filter`](crate::filter) on each
+//!   side and one observation per attempt in the cluster; everything the framework
+//!   counts anyway (phase, in-flight counters, rejections, connections, cluster
+//!   counters, registrations) is read by collectors at scrape time, so it costs no call
+//!   anything. [`Metrics::encode`] is the text `GET /metrics` serves.
+//! - Spans: the trace filter of [`filter`](crate::filter) opens one per call on each
+//!   side, the cluster one per attempt under it; the lifecycle opens one per start-up
+//!   and shutdown step.
 //! - With the `otlp` feature, `otlp` exports spans to an OpenTelemetry collector.
 //!
 //! Configured by the `metrics` and `tracing` sections ([`MetricsConfig`],

@@ -10,8 +10,8 @@
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use tracing_subscriber::prelude::*;
 //!
-//! let config = rpc::Config::from_file("provider.yaml")?;
-//! let exporter = rpc::observe::otlp::OtlpExporter::start(&config)?; // None without an endpoint
+//! let config = lossless_rpc::Config::from_file("provider.yaml")?;
+//! let exporter = lossless_rpc::observe::otlp::OtlpExporter::start(&config)?; // None without an endpoint
 //! tracing_subscriber::registry()
 //!     .with(tracing_subscriber::fmt::layer().with_filter(tracing_subscriber::EnvFilter::from_default_env()))
 //!     .with(exporter.as_ref().map(|exporter| exporter.layer()))
@@ -24,9 +24,10 @@
 //! ```
 //!
 //! The layer carries its own filter: every span at INFO and above, and the DEBUG spans
-//! of this framework's crates (a span per call and per attempt, see `rpc_filter::trace`),
-//! whatever level the log output uses — so give the log layer its own filter too (as
-//! above), not a global one, or it would hide the DEBUG call spans from this layer.
+//! of this framework's crates (a span per call and per attempt, see
+//! `lossless_rpc::filter::trace`), whatever level the log output uses — so give the log
+//! layer its own filter too (as above), not a global one, or it would hide the DEBUG
+//! call spans from this layer.
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::WithExportConfig;
@@ -102,9 +103,9 @@ impl OtlpExporter {
         let tracer = self.provider.tracer("rpc");
         let ours = Targets::new()
             .with_default(LevelFilter::INFO)
-            .with_target("rpc_filter", LevelFilter::DEBUG)
-            .with_target("rpc_cluster", LevelFilter::DEBUG)
-            .with_target("rpc_core", LevelFilter::DEBUG);
+            .with_target("lossless_rpc_filter", LevelFilter::DEBUG)
+            .with_target("lossless_rpc_cluster", LevelFilter::DEBUG)
+            .with_target("lossless_rpc_core", LevelFilter::DEBUG);
         tracing_opentelemetry::layer()
             .with_tracer(tracer)
             .with_filter(ours)

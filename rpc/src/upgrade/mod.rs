@@ -2,25 +2,24 @@
 //! giving up its address, its registrations, or a single request (docs/upgrade.md).
 //!
 //! SIGUSR2 (handled whenever `upgrade.enabled`, the default, or
-//! `graceful_shutdown.internal_signal` is true), `POST /upgrade` on the admin endpoint, or
-//! [`Application::upgrade`](crate::Application::upgrade), runs the upgrade's sequence
-//! (`rpc_lifecycle`'s `Lifecycle::upgrade`): the new binary checks its
-//! configuration, starts with this process's listening sockets, registers the same
-//! instances and reports ready; only then does this process stop accepting, drain and
-//! exit, leaving the registrations to the new one.
+//! `graceful_shutdown.internal_signal` is true), `POST /upgrade` on the admin endpoint,
+//! or [`Application::upgrade`](crate::Application::upgrade), runs the upgrade's
+//! sequence ([`Lifecycle::upgrade`]): the new binary checks its configuration, starts
+//! with this process's listening sockets, registers the same instances and reports
+//! ready; only then does this process stop accepting, drain and exit, leaving the
+//! registrations to the new one.
 //!
 //! What [`ApplicationBuilder::start`](crate::ApplicationBuilder::start) does for it,
-//! depending on how the process was started (`rpc_lifecycle::process::Role`):
+//! depending on how the process was started (`lossless_rpc::lifecycle::process::Role`):
 //! - **plain**: serves as usual, on an inherited socket if systemd passed one (socket
 //!   activation: `LISTEN_FDS`), and makes upgrades possible;
 //! - **check** (`RPC_UPGRADE=check`): checks what the configuration and the code can
 //!   tell without starting anything, reports the outcome to the old process over the
-//!   descriptor it was given (`rpc_lifecycle::process::check_report`), and fails with
-//!   [`ApplicationError::Checked`](crate::ApplicationError::Checked) (or the check's
-//!   error). The report decides the upgrade, not the exit code: a `main` that exits 1 on
-//!   any start error (the getting-started guide's) is upgraded like one that exits with
-//!   [`ApplicationError::exit_code`](crate::ApplicationError::exit_code) (0 for
-//!   `Checked`);
+//!   descriptor it was given (`lossless_rpc::lifecycle::process::check_report`), and
+//!   fails with [`ApplicationError::Checked`] (or the check's error). The report
+//!   decides the upgrade, not the exit code: a `main` that exits 1 on any start error
+//!   (the getting-started guide's) is upgraded like one that exits with
+//!   [`ApplicationError::exit_code`] (0 for `Checked`);
 //! - **successor**: serves on the inherited sockets, registers its predecessor's
 //!   instances under their ids (those the predecessor had manually offline stay
 //!   offline), then tells the predecessor it is ready; upgrades are refused until the

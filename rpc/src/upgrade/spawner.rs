@@ -1,7 +1,7 @@
 //! The application's spawner of the hot upgrade: the process mechanics of
-//! `rpc_lifecycle::process::successor::ProcessSpawner`, plus what only the application
-//! knows — the admin endpoint's listening socket, handed over as `admin` next to the
-//! gRPC listener so that the new process answers on the same port.
+//! `lossless_rpc::lifecycle::process::successor::ProcessSpawner`, plus what only the
+//! application knows — the admin endpoint's listening socket, handed over as `admin`
+//! next to the gRPC listener so that the new process answers on the same port.
 
 use async_trait::async_trait;
 use rpc_lifecycle::process::successor::ProcessSpawner;

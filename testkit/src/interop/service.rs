@@ -2,8 +2,8 @@
 //! features: EmptyCall, UnaryCall, StreamingInputCall, StreamingOutputCall and
 //! FullDuplexCall, with Echo Status, CompressedRequest, CompressedResponse and paced
 //! responses (`interval_us`). Echo Metadata is done around it, by
-//! [`EchoMetadata`](super::echo::EchoMetadata), since tonic gives a handler no way to add
-//! trailers of its own.
+//! [`Echo`](super::echo::Echo), since tonic gives a handler no way to add trailers of its
+//! own.
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 use getting_started::hello::HelloRequest;
 use getting_started::hello::greeter_client::GreeterClient;
-use rpc::{Application, Config};
+use lossless_rpc::{Application, Config};
 
 #[tokio::main]
 async fn main() {

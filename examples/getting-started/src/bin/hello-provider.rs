@@ -1,6 +1,6 @@
 use getting_started::MyGreeter;
 use getting_started::hello::greeter_server::GreeterServer;
-use rpc::{Application, Config};
+use lossless_rpc::{Application, Config};
 
 #[tokio::main]
 async fn main() {
@@ -11,7 +11,8 @@ async fn main() {
     let mut builder = Application::builder(config);
     // The generated server, unchanged; `provider.services.hello.Greeter` configures it.
     builder.service(GreeterServer::new(MyGreeter));
-    // Logs to stderr from here (RUST_LOG; info for rpc by default), registers once serving.
+    // Logs to stderr from here (RUST_LOG; lossless-rpc's crates at info by default),
+    // registers once serving.
     let app = match builder.start().await {
         Ok(app) => app,
         Err(error) => exit_with(1, &error),
