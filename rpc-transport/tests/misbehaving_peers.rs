@@ -249,6 +249,7 @@ async fn h2_client(
 
 fn post(path: &str) -> Request<()> {
     Request::post(format!("http://test{path}"))
+        .header("content-type", "application/grpc")
         .body(())
         .unwrap()
 }
