@@ -37,6 +37,35 @@
 //! is our `consumer.directory.closing_invoker_expire_time`, and its `reject-handler` is
 //! refused saying why (`dubbo_go.rs`). Unknown keys, bad durations and negative
 //! numbers are errors that name the key and the file.
+//!
+//! # In code
+//!
+//! Every configuration struct is `#[non_exhaustive]`, so that a new key is never a
+//! breaking change: start from its `Default` (or its `new`, where a value is required)
+//! and set the fields you want.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! let mut config = lossless_rpc::Config::default();
+//! config.application.name = "greeter-consumer".to_owned();
+//! let reference = config
+//!     .consumer
+//!     .references
+//!     .entry("helloworld.Greeter".to_owned())
+//!     .or_default();
+//! reference.timeout = Some(Duration::from_secs(1));
+//! reference.retries = 1;
+//! ```
+//!
+//! A struct expression does not compile outside the crate, `..Default::default()` or not:
+//!
+//! ```compile_fail
+//! let reference = lossless_rpc::cluster::ReferenceConfig {
+//!     retries: 1,
+//!     ..Default::default()
+//! };
+//! ```
 
 mod byte_size;
 mod dubbo_go;
@@ -72,6 +101,7 @@ pub use sections::{
 /// The whole configuration of one application.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Config {
     /// The application itself.
     pub application: ApplicationConfig,
