@@ -131,6 +131,10 @@ pub struct Config {
     /// Where this configuration came from (see [`Config::origin`]).
     #[serde(skip)]
     origin: String,
+    /// Each registry URL that an environment variable set, by registry name: its
+    /// variable (a URL its backend refuses at start-up is named by where it came from).
+    #[serde(skip)]
+    registry_url_origins: BTreeMap<String, String>,
 }
 
 impl Config {
@@ -139,6 +143,14 @@ impl Config {
     /// [`Config::from_env`], or `configuration built in code` for [`Config::default`].
     pub fn origin(&self) -> &str {
         &self.origin
+    }
+
+    /// Where the URL of the registry `name` came from: its environment variable, or
+    /// [`Config::origin`].
+    pub(crate) fn registry_url_origin(&self, name: &str) -> &str {
+        self.registry_url_origins
+            .get(name)
+            .map_or(self.origin.as_str(), String::as_str)
     }
 }
 
@@ -163,6 +175,7 @@ impl Default for Config {
             access_log: AccessLogConfig::default(),
             upgrade: UpgradeConfig::default(),
             origin: BUILT_IN_CODE.to_owned(),
+            registry_url_origins: BTreeMap::new(),
         }
     }
 }
