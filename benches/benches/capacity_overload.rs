@@ -84,13 +84,12 @@ async fn chain(limit: bool) -> (EchoClient<ReferenceChannel>, [Application; 2]) 
     }));
     let provider = provider.start().await.expect("the provider starts");
     let mut consumer_config = config("overload-consumer", true);
-    consumer_config.consumer.references.insert(
-        "echo.Echo".to_owned(),
-        rpc::cluster::ReferenceConfig {
-            timeout: Some(Duration::from_secs(1)),
-            ..Default::default()
-        },
-    );
+    consumer_config
+        .consumer
+        .references
+        .entry("echo.Echo".to_owned())
+        .or_default()
+        .timeout = Some(Duration::from_secs(1));
     let mut consumer = Application::builder(consumer_config);
     consumer.registry("default", Arc::new(hub.client()));
     let client = EchoClient::new(consumer.reference("echo.Echo"));

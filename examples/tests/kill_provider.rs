@@ -125,14 +125,13 @@ async fn consumer(
         .get_mut("default")
         .expect("default registry")
         .url = url.to_owned();
-    config.consumer.references.insert(
-        "echo.Echo".to_owned(),
-        lossless_rpc::cluster::ReferenceConfig {
-            group: BACKEND_GROUP.to_owned(),
-            loadbalance,
-            ..Default::default()
-        },
-    );
+    let entry = config
+        .consumer
+        .references
+        .entry("echo.Echo".to_owned())
+        .or_default();
+    entry.group = BACKEND_GROUP.to_owned();
+    entry.loadbalance = loadbalance;
     // Short ejections: the dead instance, still in the registry, is probed again and
     // again during the load, and each probe's refused connection must be re-sent.
     config.consumer.blacklist.base_ejection_time = Duration::from_millis(500);

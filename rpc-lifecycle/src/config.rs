@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// accepted too. Durations are human-readable (`3s`, `500ms`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ShutdownConfig {
     /// Bound on the whole shutdown sequence. Default 60 s; any value is allowed
     /// (e.g. 25 s to fit Kubernetes' default 30 s grace period).

@@ -9,7 +9,7 @@ use std::time::Duration;
 use common::{Behavior, Scripted};
 use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
-use rpc::cluster::{ClusterKind, FailbackConfig, LoadBalanceKind, ReferenceConfig};
+use rpc::cluster::{ClusterKind, LoadBalanceKind, ReferenceConfig};
 use rpc::registry::MemoryHub;
 use rpc::{Application, Config, ReferenceChannel};
 use tonic::Code;
@@ -59,11 +59,9 @@ async fn failover_attempts_at_most_one_plus_retries_each_on_a_new_instance() {
     let hub = MemoryHub::new();
     let (scripts, _apps) = providers(&hub, &[Behavior::Fail(Code::Unavailable); 3]).await;
     for (retries, attempts) in [(0u32, 1usize), (1, 2), (2, 3)] {
-        let reference = ReferenceConfig {
-            retries,
-            idempotent: true,
-            ..ReferenceConfig::default()
-        };
+        let mut reference = ReferenceConfig::default();
+        reference.retries = retries;
+        reference.idempotent = true;
         let (app, mut client) = consumer(&hub, reference, Duration::ZERO).await;
         let before: Vec<usize> = scripts.iter().map(Scripted::calls).collect();
         let status = client.echo(echo()).await.unwrap_err();
@@ -87,10 +85,8 @@ async fn failover_attempts_at_most_one_plus_retries_each_on_a_new_instance() {
 async fn a_timed_out_non_idempotent_call_runs_exactly_once() {
     let hub = MemoryHub::new();
     let (scripts, _apps) = providers(&hub, &[Behavior::Sleep(Duration::from_millis(800)); 3]).await;
-    let reference = ReferenceConfig {
-        timeout: Some(Duration::from_millis(100)),
-        ..ReferenceConfig::default()
-    };
+    let mut reference = ReferenceConfig::default();
+    reference.timeout = Some(Duration::from_millis(100));
     let (app, mut client) = consumer(&hub, reference, Duration::ZERO).await;
     let status = client.echo(echo()).await.unwrap_err();
     assert_eq!(status.code(), Code::DeadlineExceeded);
@@ -120,17 +116,13 @@ async fn a_timed_out_non_idempotent_call_runs_exactly_once() {
 async fn an_idempotent_timeout_is_retried_and_the_call_header_can_forbid_it() {
     let hub = MemoryHub::new();
     let (scripts, _apps) = providers(&hub, &[Behavior::Sleep(Duration::from_millis(800)); 3]).await;
-    let mut reference = ReferenceConfig {
-        timeout: Some(Duration::from_millis(100)),
-        ..ReferenceConfig::default()
-    };
-    reference.methods.insert(
-        "Echo".to_owned(),
-        rpc::cluster::MethodConfig {
-            idempotent: Some(true),
-            ..Default::default()
-        },
-    );
+    let mut reference = ReferenceConfig::default();
+    reference.timeout = Some(Duration::from_millis(100));
+    reference
+        .methods
+        .entry("Echo".to_owned())
+        .or_default()
+        .idempotent = Some(true);
     let (app, mut client) = consumer(&hub, reference, Duration::ZERO).await;
     assert_eq!(
         client.echo(echo()).await.unwrap_err().code(),
@@ -167,10 +159,8 @@ async fn a_refused_connection_is_retried_even_for_a_non_idempotent_method() {
     let ghost = hub.client();
     let dead = rpc::Instance::new(rpc::ServiceKey::new("echo.Echo"), "127.0.0.1", dead_port);
     rpc::core::Registry::register(&ghost, &dead).await.unwrap();
-    let reference = ReferenceConfig {
-        loadbalance: LoadBalanceKind::RoundRobin,
-        ..ReferenceConfig::default()
-    };
+    let mut reference = ReferenceConfig::default();
+    reference.loadbalance = LoadBalanceKind::RoundRobin;
     let (app, mut client) = consumer(&hub, reference, Duration::ZERO).await;
     for _ in 0..20 {
         client
@@ -199,12 +189,10 @@ async fn a_refused_connection_is_retried_even_for_a_non_idempotent_method() {
 async fn the_retry_budget_bounds_retries_when_everything_fails() {
     let hub = MemoryHub::new();
     let (scripts, _apps) = providers(&hub, &[Behavior::Fail(Code::Unavailable); 3]).await;
-    let reference = ReferenceConfig {
-        idempotent: true,
-        backoff_base: Duration::ZERO,
-        backoff_max: Duration::ZERO,
-        ..ReferenceConfig::default()
-    };
+    let mut reference = ReferenceConfig::default();
+    reference.idempotent = true;
+    reference.backoff_base = Duration::ZERO;
+    reference.backoff_max = Duration::ZERO;
     let (app, mut client) = consumer(&hub, reference, Duration::ZERO).await;
     let calls = 600;
     for _ in 0..calls {
@@ -260,11 +248,9 @@ async fn closing_refusals_are_rerouted_under_every_strategy() {
     for cluster in strategies {
         // Round-robin: the second call at the latest goes to the closing provider, so
         // every strategy that balances meets its refusal.
-        let reference = ReferenceConfig {
-            cluster,
-            loadbalance: LoadBalanceKind::RoundRobin,
-            ..ReferenceConfig::default()
-        };
+        let mut reference = ReferenceConfig::default();
+        reference.cluster = cluster;
+        reference.loadbalance = LoadBalanceKind::RoundRobin;
         consumers.push((
             cluster,
             consumer(&hub, reference, Duration::from_secs(60)).await,
@@ -352,10 +338,8 @@ async fn wait_until_unregistered(hub: &MemoryHub) {
 async fn failsafe_returns_an_empty_reply_instead_of_the_failure() {
     let hub = MemoryHub::new();
     let (_scripts, _apps) = providers(&hub, &[Behavior::Fail(Code::Unavailable)]).await;
-    let reference = ReferenceConfig {
-        cluster: ClusterKind::Failsafe,
-        ..ReferenceConfig::default()
-    };
+    let mut reference = ReferenceConfig::default();
+    reference.cluster = ClusterKind::Failsafe;
     let (app, mut client) = consumer(&hub, reference, Duration::ZERO).await;
     let reply = client
         .echo(echo())
@@ -376,14 +360,9 @@ async fn failback_answers_at_once_and_retries_in_the_background() {
     let (scripts, _apps) = providers(&hub, &[Behavior::Fail(Code::Unavailable)]).await;
     // A short period: the test waits for the retry, not for Dubbo's 5 s. Long enough
     // that the provider is fixed before the first background retry.
-    let reference = ReferenceConfig {
-        cluster: ClusterKind::Failback,
-        failback: FailbackConfig {
-            retry_period: Duration::from_millis(200),
-            ..FailbackConfig::default()
-        },
-        ..ReferenceConfig::default()
-    };
+    let mut reference = ReferenceConfig::default();
+    reference.cluster = ClusterKind::Failback;
+    reference.failback.retry_period = Duration::from_millis(200);
     let (app, mut client) = consumer(&hub, reference, Duration::ZERO).await;
     let reply = client
         .echo(echo())
@@ -416,11 +395,9 @@ async fn forking_takes_the_first_success() {
         &[Behavior::Sleep(Duration::from_secs(2)), Behavior::Ok],
     )
     .await;
-    let reference = ReferenceConfig {
-        cluster: ClusterKind::Forking,
-        forks: 2,
-        ..ReferenceConfig::default()
-    };
+    let mut reference = ReferenceConfig::default();
+    reference.cluster = ClusterKind::Forking;
+    reference.forks = 2;
     let (app, mut client) = consumer(&hub, reference, Duration::ZERO).await;
     // Start-up waits for a provider, not for both: fork only once both are known.
     let directory = app.references()[0].directory().clone();
@@ -455,10 +432,8 @@ async fn forking_takes_the_first_success() {
 async fn broadcast_reaches_every_instance_and_fails_if_any_fails() {
     let hub = MemoryHub::new();
     let (scripts, _apps) = providers(&hub, &[Behavior::Ok, Behavior::Ok, Behavior::Ok]).await;
-    let reference = ReferenceConfig {
-        cluster: ClusterKind::Broadcast,
-        ..ReferenceConfig::default()
-    };
+    let mut reference = ReferenceConfig::default();
+    reference.cluster = ClusterKind::Broadcast;
     let (app, mut client) = consumer(&hub, reference, Duration::ZERO).await;
     client.echo(echo()).await.unwrap();
     assert!(scripts.iter().all(|s| s.calls() == 1));
@@ -475,10 +450,8 @@ async fn broadcast_reaches_every_instance_and_fails_if_any_fails() {
 async fn available_always_calls_the_first_selectable_instance() {
     let hub = MemoryHub::new();
     let (scripts, _apps) = providers(&hub, &[Behavior::Ok, Behavior::Ok, Behavior::Ok]).await;
-    let reference = ReferenceConfig {
-        cluster: ClusterKind::Available,
-        ..ReferenceConfig::default()
-    };
+    let mut reference = ReferenceConfig::default();
+    reference.cluster = ClusterKind::Available;
     let (app, mut client) = consumer(&hub, reference, Duration::ZERO).await;
     let mut answered = std::collections::BTreeSet::new();
     for _ in 0..10 {

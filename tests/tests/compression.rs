@@ -28,7 +28,7 @@ use proto::greeter::greeter_client::GreeterClient;
 use proto::greeter::greeter_server::GreeterServer;
 use proto::greeter::{HelloReply, HelloRequest};
 use rpc::cluster::{LoadBalanceKind, ReferenceConfig};
-use rpc::config::{RegistryConfig, ServiceConfig};
+use rpc::config::RegistryConfig;
 use rpc::core::Compression;
 use rpc::filter::compression::RequestEncoding;
 use rpc::registry::MemoryHub;
@@ -106,13 +106,12 @@ async fn provider(
 ) -> (Application, Arrivals) {
     let mut config = common::config("compressing-provider");
     for (service, compression) in [("helloworld.Greeter", greeter), ("echo.Echo", echo)] {
-        config.provider.services.insert(
-            service.to_owned(),
-            ServiceConfig {
-                compression,
-                ..ServiceConfig::default()
-            },
-        );
+        config
+            .provider
+            .services
+            .entry(service.to_owned())
+            .or_default()
+            .compression = compression;
     }
     let mut builder = common::builder_with(config, hub, Duration::ZERO);
     builder.service(GreeterServer::new(GreeterProvider));
@@ -132,10 +131,9 @@ fn referencing(mut config: Config, service: &str, reference: ReferenceConfig) ->
 }
 
 fn compressing(compression: Compression) -> ReferenceConfig {
-    ReferenceConfig {
-        compression,
-        ..ReferenceConfig::default()
-    }
+    let mut reference = ReferenceConfig::default();
+    reference.compression = compression;
+    reference
 }
 
 fn gunzip(bytes: &[u8]) -> Vec<u8> {
@@ -323,11 +321,9 @@ async fn failover_replays_a_compressed_request() {
     let answering = common::Scripted::new(common::Behavior::Ok);
     let a = common::scripted_provider(&hub, &failing, common::config("failing")).await;
     let b = common::scripted_provider(&hub, &answering, common::config("answering")).await;
-    let reference = ReferenceConfig {
-        idempotent: true,
-        loadbalance: LoadBalanceKind::RoundRobin,
-        ..compressing(Compression::Gzip)
-    };
+    let mut reference = compressing(Compression::Gzip);
+    reference.idempotent = true;
+    reference.loadbalance = LoadBalanceKind::RoundRobin;
     let config = referencing(common::config("gzip-consumer"), "echo.Echo", reference);
     let mut builder = common::builder_with(config, &hub, Duration::ZERO);
     let client: EchoClient<ReferenceChannel> = EchoClient::new(builder.reference("echo.Echo"));

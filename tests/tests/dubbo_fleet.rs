@@ -30,11 +30,9 @@ fn config(name: &str, root: &DubboRoot) -> Config {
 /// Our greeter provider, registered in Dubbo's layout (version and group as given).
 async fn provider(root: &DubboRoot, version: &str, group: &str) -> Application {
     let mut config = config("rust-provider", root);
-    let service = ServiceConfig {
-        version: version.to_owned(),
-        group: group.to_owned(),
-        ..ServiceConfig::default()
-    };
+    let mut service = ServiceConfig::default();
+    service.version = version.to_owned();
+    service.group = group.to_owned();
     config.provider.services.insert(SERVICE.to_owned(), service);
     let mut builder = Application::builder(config);
     builder.service(GreeterServer::new(GreeterProvider));

@@ -37,11 +37,9 @@ async fn our_provider_is_listed_under_dubbos_nacos_service_name_and_found_there(
 
     let mut config = common::config("rust-provider");
     config.registries = [("main".to_owned(), registry.clone())].into();
-    let service = ServiceConfig {
-        version: "1.0.0".into(),
-        group: "blue".into(),
-        ..ServiceConfig::default()
-    };
+    let mut service = ServiceConfig::default();
+    service.version = "1.0.0".into();
+    service.group = "blue".into();
     config.provider.services.insert(SERVICE.to_owned(), service);
     let mut builder = Application::builder(config);
     builder.service(GreeterServer::new(GreeterProvider));

@@ -205,6 +205,30 @@ async fn a_bad_registry_url_parameter_names_the_file_and_the_key() {
             && message.contains("ttl"),
         "{message}"
     );
+
+    // The same URL from the environment is named by its variable.
+    let vars = [(
+        "RPC_REGISTRIES__MAIN__URL".to_owned(),
+        "etcd://127.0.0.1:2379?ttl=soon".to_owned(),
+    )];
+    let mut config =
+        rpc::Config::from_str_with_env("", rpc::ConfigFormat::Yaml, "provider.yaml", vars)
+            .expect("the URL parses");
+    config.graceful_shutdown.internal_signal = false;
+    config.admin.port = 0;
+    config.application.logging = false;
+    let error = Application::builder(config)
+        .start()
+        .await
+        .err()
+        .expect("bad parameter");
+    let message = error.to_string();
+    assert!(
+        message.starts_with(
+            "environment variable RPC_REGISTRIES__MAIN__URL: key `registries.main.url`: "
+        ),
+        "{message}"
+    );
 }
 
 #[tokio::test]

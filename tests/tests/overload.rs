@@ -16,7 +16,7 @@ use std::time::Duration;
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
 use proto::echo::{EchoReply, EchoRequest};
-use rpc::cluster::{LoadBalanceKind, ReferenceConfig};
+use rpc::cluster::LoadBalanceKind;
 use rpc::registry::MemoryHub;
 use rpc::{Application, ReferenceChannel};
 use tokio::sync::Semaphore;
@@ -110,14 +110,13 @@ async fn provider(hub: &MemoryHub, name: &str, gated: &Gated, limit: Option<u32>
 
 async fn consumer(hub: &MemoryHub, retries: u32) -> (Application, EchoClient<ReferenceChannel>) {
     let mut config = common::config("consumer");
-    config.consumer.references.insert(
-        "echo.Echo".to_owned(),
-        ReferenceConfig {
-            loadbalance: LoadBalanceKind::RoundRobin,
-            retries,
-            ..ReferenceConfig::default()
-        },
-    );
+    let entry = config
+        .consumer
+        .references
+        .entry("echo.Echo".to_owned())
+        .or_default();
+    entry.loadbalance = LoadBalanceKind::RoundRobin;
+    entry.retries = retries;
     let mut builder = common::builder_with(config, hub, Duration::ZERO);
     let client = EchoClient::new(builder.reference("echo.Echo"));
     (builder.start().await.expect("consumer starts"), client)

@@ -32,7 +32,6 @@ use proto::interop::{
     StreamingInputCallResponse, StreamingOutputCallRequest, StreamingOutputCallResponse,
 };
 use rpc::ReferenceChannel;
-use rpc::cluster::MethodConfig;
 use rpc::registry::MemoryHub;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -193,13 +192,11 @@ async fn scenario() {
         .entry("grpc.testing.TestService".to_owned())
         .or_default();
     reference.timeout = Some(UNARY_TIMEOUT);
-    reference.methods.insert(
-        "StreamingOutputCall".to_owned(),
-        MethodConfig {
-            timeout: Some(BOUND),
-            ..Default::default()
-        },
-    );
+    reference
+        .methods
+        .entry("StreamingOutputCall".to_owned())
+        .or_default()
+        .timeout = Some(BOUND);
     let mut builder = common::builder_with(config, &hub, Duration::ZERO);
     let client = TestServiceClient::new(builder.reference("grpc.testing.TestService"));
     let consumer = builder.start().await.expect("the consumer starts");

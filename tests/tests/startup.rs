@@ -77,13 +77,12 @@ async fn a_failing_gate_undoes_the_start() {
 async fn delay_registers_after_the_service_is_ready() {
     let hub = MemoryHub::new();
     let mut config = common::config("provider");
-    config.provider.services.insert(
-        "echo.Echo".to_owned(),
-        rpc::config::ServiceConfig {
-            delay: Duration::from_secs(1),
-            ..Default::default()
-        },
-    );
+    config
+        .provider
+        .services
+        .entry("echo.Echo".to_owned())
+        .or_default()
+        .delay = Duration::from_secs(1);
     let mut builder = common::builder_with(config, &hub, Duration::ZERO);
     builder.service(EchoServer::new(EchoProvider::default()));
     let lifecycle = builder.lifecycle().clone();

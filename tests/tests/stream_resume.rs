@@ -21,7 +21,7 @@ use common::backend::Backend;
 use proto::feed::feed_client::FeedClient;
 use proto::feed::feed_server::FeedServer;
 use proto::feed::{Event, SubscribeRequest};
-use rpc::cluster::{MethodConfig, ReferenceConfig};
+use rpc::cluster::ReferenceConfig;
 use rpc::registry::MemoryHub;
 use rpc::transport::CUT_AT_SHUTDOWN;
 use rpc::{Application, ReferenceChannel, ShutdownReport};
@@ -61,13 +61,11 @@ async fn provider(
 async fn consumer(backend: &Backend) -> (Application, FeedClient<ReferenceChannel>) {
     let mut config = common::config("feed-consumer");
     let mut reference = ReferenceConfig::default();
-    reference.methods.insert(
-        "Subscribe".to_owned(),
-        MethodConfig {
-            resumable: true,
-            ..Default::default()
-        },
-    );
+    reference
+        .methods
+        .entry("Subscribe".to_owned())
+        .or_default()
+        .resumable = true;
     config
         .consumer
         .references

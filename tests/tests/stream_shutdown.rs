@@ -70,10 +70,8 @@ async fn provider(backend: &Backend, name: &str) -> (Application, Arc<CallCounts
 /// default 3 s would cut the long one before the provider does.
 async fn consumer(backend: &Backend) -> (Application, Client) {
     let mut config = common::config("consumer");
-    let mut reference = rpc::cluster::ReferenceConfig {
-        timeout: Some(BOUND),
-        ..Default::default()
-    };
+    let mut reference = rpc::cluster::ReferenceConfig::default();
+    reference.timeout = Some(BOUND);
     reference.methods.clear();
     config
         .consumer
@@ -433,10 +431,8 @@ async fn a_refused_stream_that_sent_nothing_goes_elsewhere(backend: Backend) {
         "default".to_owned(),
         RegistryConfig::new(format!("static://{a_addr},{b_addr}")),
     );
-    let reference = rpc::cluster::ReferenceConfig {
-        loadbalance: rpc::cluster::LoadBalanceKind::ConsistentHash,
-        ..Default::default()
-    };
+    let mut reference = rpc::cluster::ReferenceConfig::default();
+    reference.loadbalance = rpc::cluster::LoadBalanceKind::ConsistentHash;
     config
         .consumer
         .references

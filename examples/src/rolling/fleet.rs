@@ -205,13 +205,12 @@ impl Fleet {
         RollingError,
     > {
         let mut config = base_config("load-client", false);
-        config.consumer.references.insert(
-            "echo.Echo".to_owned(),
-            lossless_rpc::cluster::ReferenceConfig {
-                group: PROXY_GROUP.to_owned(),
-                ..Default::default()
-            },
-        );
+        config
+            .consumer
+            .references
+            .entry("echo.Echo".to_owned())
+            .or_default()
+            .group = PROXY_GROUP.to_owned();
         let resumable = streams == Streams::Resumable;
         if resumable {
             config.consumer.references.insert(
@@ -268,30 +267,27 @@ pub fn role_config(role: Role, name: &str, signals: bool) -> Config {
         Role::Provider => BACKEND_GROUP,
         Role::Proxy => PROXY_GROUP,
     };
-    config.provider.services.insert(
-        "echo.Echo".to_owned(),
-        lossless_rpc::config::ServiceConfig {
-            group: group.to_owned(),
-            ..Default::default()
-        },
-    );
+    config
+        .provider
+        .services
+        .entry("echo.Echo".to_owned())
+        .or_default()
+        .group = group.to_owned();
     if role == Role::Provider {
-        config.provider.services.insert(
-            feed::SERVICE.to_owned(),
-            lossless_rpc::config::ServiceConfig {
-                group: group.to_owned(),
-                ..Default::default()
-            },
-        );
+        config
+            .provider
+            .services
+            .entry(feed::SERVICE.to_owned())
+            .or_default()
+            .group = group.to_owned();
     }
     if role == Role::Proxy {
-        config.consumer.references.insert(
-            "echo.Echo".to_owned(),
-            lossless_rpc::cluster::ReferenceConfig {
-                group: BACKEND_GROUP.to_owned(),
-                ..Default::default()
-            },
-        );
+        config
+            .consumer
+            .references
+            .entry("echo.Echo".to_owned())
+            .or_default()
+            .group = BACKEND_GROUP.to_owned();
     }
     config
 }

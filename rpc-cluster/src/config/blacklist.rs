@@ -11,6 +11,7 @@ use super::invalid::{InvalidSetting, invalid};
 /// capped at 300 s.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct BlacklistConfig {
     /// Whether instances are ejected at all. Default true.
     pub enabled: bool,

@@ -9,6 +9,7 @@ use super::invalid::{InvalidSetting, invalid, positive};
 /// How the directory treats registry notifications, under `consumer.directory`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct DirectoryConfig {
     /// Keep the last known instances when the registry delivers an empty set because
     /// of a fault (an authoritative empty set — the last instance left — is applied).

@@ -15,6 +15,7 @@ use super::invalid::{InvalidSetting, invalid};
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct FailbackConfig {
     /// Pause before each background retry. Default 5 s.
     #[serde(with = "humantime_serde", alias = "retry-period")]

@@ -15,6 +15,7 @@ use super::retry_budget::RetryBudgetConfig;
 /// Per-method settings, under `references.<service>.methods.<Method>`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct MethodConfig {
     /// Whether the method may run twice safely; only then are timeouts and UNAVAILABLE
     /// retried. Default: the reference's `idempotent`.
@@ -35,6 +36,7 @@ pub struct MethodConfig {
 /// Settings of one reference, under `consumer.references.<service>`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ReferenceConfig {
     /// Cluster strategy. Default `failover`.
     pub cluster: ClusterKind,

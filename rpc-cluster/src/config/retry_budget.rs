@@ -20,6 +20,7 @@ pub(crate) const MAX_RETRY_BUDGET_TTL: Duration = Duration::from_secs(60);
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RetryBudgetConfig {
     /// Retries allowed per call made, as a fraction: 0.2 lets retries add 20 % to the
     /// calls. 0.0..=10.0 (0 to 1000 %). Default 0.2.

@@ -228,13 +228,12 @@ mod tests {
     use super::*;
 
     fn config() -> ShutdownConfig {
-        ShutdownConfig {
-            consumer_update_wait_time: Duration::from_secs(10),
-            offline_request_window_timeout: Duration::from_secs(1),
-            step_timeout: Duration::from_secs(5),
-            internal_signal: false,
-            ..ShutdownConfig::default()
-        }
+        let mut config = ShutdownConfig::default();
+        config.consumer_update_wait_time = Duration::from_secs(10);
+        config.offline_request_window_timeout = Duration::from_secs(1);
+        config.step_timeout = Duration::from_secs(5);
+        config.internal_signal = false;
+        config
     }
 
     /// A plan with one listener (on a free loopback port), so that the lifecycle has a

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 /// The tunables of [`Gradient`], with the defaults of [`GradientConfig::default`].
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct GradientConfig {
     /// The limit before the first window is measured.
     pub initial_limit: u32,

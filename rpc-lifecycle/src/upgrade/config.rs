@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// section of the configuration spells them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct UpgradeConfig {
     /// Whether this process can be hot-upgraded at all. Default true. When false every
     /// trigger is refused with [`Refusal::Disabled`](super::Refusal::Disabled) (the admin

@@ -93,6 +93,7 @@ impl EtcdTls {
 
 /// Settings of an [`EtcdRegistry`](crate::etcd::EtcdRegistry), from its URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct EtcdConfig {
     /// The cluster members, the credentials (for etcd authentication) and the time bounds;
     /// `connect_timeout` bounds connecting and the first request.

@@ -20,6 +20,7 @@ const PARAMS: [&str; 4] = ["namespace", "group", "cluster", "grpc_port"];
 
 /// Settings of a [`NacosRegistry`](crate::nacos::NacosRegistry), from its URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NacosConfig {
     /// Each server's HTTP API, the credentials (for the HTTP login) and the time bounds;
     /// `connect_timeout` bounds connecting and each login.

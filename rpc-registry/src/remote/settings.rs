@@ -14,6 +14,7 @@ use crate::url::RegistryUrl;
 
 /// Where a network backend's servers are, how to log in, and how long to wait for them.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NetworkSettings {
     /// `host:port` of each server, in the URL's order, with the backend's default port
     /// where the URL gives none.

@@ -21,6 +21,7 @@ const PARAMS: [&str; 2] = ["session_timeout", "root"];
 
 /// Settings of a [`ZooKeeperRegistry`](crate::zookeeper::ZooKeeperRegistry), from its URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ZooKeeperConfig {
     /// The servers, the credentials (for `digest` authentication) and the time bounds;
     /// `connect_timeout` bounds opening a session, the first and every new one.

@@ -23,6 +23,7 @@ pub const DEFAULT_ADMIN_PORT: u16 = 22222;
 /// ```
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct AdminConfig {
     /// Serve the admin endpoint. Default true.
     pub enabled: bool,

@@ -87,10 +87,8 @@ mod tests {
     use crate::Metrics;
 
     fn state() -> AdminState {
-        let config = ShutdownConfig {
-            internal_signal: false,
-            ..ShutdownConfig::default()
-        };
+        let mut config = ShutdownConfig::default();
+        config.internal_signal = false;
         AdminState::new(
             Lifecycle::new("browser", config),
             Vec::new(),

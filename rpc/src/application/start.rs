@@ -240,7 +240,7 @@ impl ApplicationBuilder {
                 // configuration's error: named by its file and key, exit code 2.
                 RegistryError::InvalidUrl { .. } => {
                     ApplicationError::Config(ConfigError::Invalid {
-                        origin: self.config.origin().to_owned(),
+                        origin: self.config.registry_url_origin(name).to_owned(),
                         key: format!("registries.{name}.url"),
                         message: source.to_string(),
                     })

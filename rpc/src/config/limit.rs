@@ -27,6 +27,7 @@ use serde::{Deserialize, Serialize};
 /// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct LimitConfig {
     /// Limit inbound requests. Default false.
     pub enabled: bool,
@@ -79,17 +80,17 @@ impl Default for LimitConfig {
 impl LimitConfig {
     /// The algorithm's parameters.
     pub fn gradient(&self) -> GradientConfig {
-        GradientConfig {
-            initial_limit: self.initial_limit,
-            min_limit: self.min_limit,
-            max_limit: self.max_limit,
-            window: self.window,
-            min_window_samples: self.min_window_samples,
-            tolerance: self.tolerance,
-            smoothing: self.smoothing,
-            queue_size: self.queue_size,
-            long_window: self.long_window,
-        }
+        let mut gradient = GradientConfig::default();
+        gradient.initial_limit = self.initial_limit;
+        gradient.min_limit = self.min_limit;
+        gradient.max_limit = self.max_limit;
+        gradient.window = self.window;
+        gradient.min_window_samples = self.min_window_samples;
+        gradient.tolerance = self.tolerance;
+        gradient.smoothing = self.smoothing;
+        gradient.queue_size = self.queue_size;
+        gradient.long_window = self.long_window;
+        gradient
     }
 
     /// Checks what serde cannot; returns the key (under `provider.limit`) and what is

@@ -132,6 +132,12 @@ impl Config {
             .map_err(|error| invalid(&origins, &merged, error))
             .and_then(Config::with_defaults)?;
         config.origin = name.to_owned();
+        for registry in config.registries.keys() {
+            let origin = origins.of(&format!("registries.{registry}.url"));
+            if origin != name {
+                config.registry_url_origins.insert(registry.clone(), origin);
+            }
+        }
         let named = |(key, message): (String, String)| ConfigError::Invalid {
             origin: origins.of(&key),
             key,

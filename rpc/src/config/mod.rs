@@ -37,6 +37,35 @@
 //! is our `consumer.directory.closing_invoker_expire_time`, and its `reject-handler` is
 //! refused saying why (`dubbo_go.rs`). Unknown keys, bad durations and negative
 //! numbers are errors that name the key and the file.
+//!
+//! # In code
+//!
+//! Every configuration struct is `#[non_exhaustive]`, so that a new key is never a
+//! breaking change: start from its `Default` (or its `new`, where a value is required)
+//! and set the fields you want.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! let mut config = lossless_rpc::Config::default();
+//! config.application.name = "greeter-consumer".to_owned();
+//! let reference = config
+//!     .consumer
+//!     .references
+//!     .entry("helloworld.Greeter".to_owned())
+//!     .or_default();
+//! reference.timeout = Some(Duration::from_secs(1));
+//! reference.retries = 1;
+//! ```
+//!
+//! A struct expression does not compile outside the crate, `..Default::default()` or not:
+//!
+//! ```compile_fail
+//! let reference = lossless_rpc::cluster::ReferenceConfig {
+//!     retries: 1,
+//!     ..Default::default()
+//! };
+//! ```
 
 mod byte_size;
 mod dubbo_go;
@@ -72,6 +101,7 @@ pub use sections::{
 /// The whole configuration of one application.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Config {
     /// The application itself.
     pub application: ApplicationConfig,
@@ -101,6 +131,10 @@ pub struct Config {
     /// Where this configuration came from (see [`Config::origin`]).
     #[serde(skip)]
     origin: String,
+    /// Each registry URL that an environment variable set, by registry name: its
+    /// variable (a URL its backend refuses at start-up is named by where it came from).
+    #[serde(skip)]
+    registry_url_origins: BTreeMap<String, String>,
 }
 
 impl Config {
@@ -109,6 +143,14 @@ impl Config {
     /// [`Config::from_env`], or `configuration built in code` for [`Config::default`].
     pub fn origin(&self) -> &str {
         &self.origin
+    }
+
+    /// Where the URL of the registry `name` came from: its environment variable, or
+    /// [`Config::origin`].
+    pub(crate) fn registry_url_origin(&self, name: &str) -> &str {
+        self.registry_url_origins
+            .get(name)
+            .map_or(self.origin.as_str(), String::as_str)
     }
 }
 
@@ -133,6 +175,7 @@ impl Default for Config {
             access_log: AccessLogConfig::default(),
             upgrade: UpgradeConfig::default(),
             origin: BUILT_IN_CODE.to_owned(),
+            registry_url_origins: BTreeMap::new(),
         }
     }
 }

@@ -22,6 +22,7 @@ use super::byte_size;
 /// human-readable (`20s`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ProtocolConfig {
     /// Protocol name; `tri` (Dubbo's Triple, gRPC-compatible) and `grpc` both mean gRPC
     /// over HTTP/2. Default `tri`.

@@ -14,6 +14,7 @@ use super::limit::LimitConfig;
 /// `application`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ApplicationConfig {
     /// Name used in logs and registry metadata. Default `rpc-application`.
     pub name: String,
@@ -36,6 +37,7 @@ impl Default for ApplicationConfig {
 /// One entry of `registries`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct RegistryConfig {
     /// `memory://`, `static://h:p,...`, `etcd://...`, `zookeeper://...`, `nacos://...`.
     pub url: String,
@@ -65,6 +67,7 @@ impl RegistryConfig {
 /// `provider`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ProviderConfig {
     /// Settings per provided service, by gRPC service name (`helloworld.Greeter`).
     pub services: BTreeMap<String, ServiceConfig>,
@@ -79,6 +82,7 @@ pub struct ProviderConfig {
 /// One entry of `provider.services`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ServiceConfig {
     /// Group. Default none.
     pub group: String,
@@ -113,6 +117,7 @@ impl Default for ServiceConfig {
 /// `consumer`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct ConsumerConfig {
     /// Fail start-up when a reference has no provider within `check_timeout`.
     /// Default true (Dubbo's default).

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct MetricsConfig {
     /// Keep metrics. Default true. Off, no call is timed, nothing is counted for them,
     /// and [`Metrics::encode`](super::Metrics::encode) returns an empty text.
@@ -39,6 +40,7 @@ impl Default for MetricsConfig {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct AccessLogConfig {
     /// Write the lines. Default false.
     pub enabled: bool,
@@ -65,6 +67,7 @@ impl Default for AccessLogConfig {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TracingConfig {
     /// Open a span per call (and per attempt on the consumer). Default true. The spans
     /// are at DEBUG level: they cost nothing until a subscriber asks for them.

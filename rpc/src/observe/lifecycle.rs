@@ -145,11 +145,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_phase_moves_and_the_steps_appear_as_shutdown_runs() {
-        let config = ShutdownConfig {
-            internal_signal: false,
-            offline_request_window_timeout: Duration::from_millis(100),
-            ..ShutdownConfig::default()
-        };
+        let mut config = ShutdownConfig::default();
+        config.internal_signal = false;
+        config.offline_request_window_timeout = Duration::from_millis(100);
         let lifecycle = Lifecycle::new("test", config);
         let text = encode_one(LifecycleCollector::new(lifecycle.clone()));
         assert!(

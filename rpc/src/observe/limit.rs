@@ -63,11 +63,10 @@ mod tests {
     fn nothing_until_a_limit_is_installed_then_its_figures() {
         let collector = LimitCollector::default();
         assert!(!encode_one(LimitCollector::default()).contains("rpc_server_concurrency"));
-        let limiter = ConcurrencyLimiter::new(GradientConfig {
-            initial_limit: 1,
-            min_limit: 1,
-            ..GradientConfig::default()
-        });
+        let mut gradient = GradientConfig::default();
+        gradient.initial_limit = 1;
+        gradient.min_limit = 1;
+        let limiter = ConcurrencyLimiter::new(gradient);
         let _held = limiter.try_acquire();
         assert!(limiter.try_acquire().is_none());
         collector.set(limiter);

@@ -131,12 +131,10 @@ mod tests {
 
     #[tokio::test]
     async fn connections_and_goaways_are_counted_and_stay_counted_after_shutdown() {
-        let config = ShutdownConfig {
-            internal_signal: false,
-            offline_request_window_timeout: Duration::from_millis(1),
-            step_timeout: Duration::from_secs(2),
-            ..ShutdownConfig::default()
-        };
+        let mut config = ShutdownConfig::default();
+        config.internal_signal = false;
+        config.offline_request_window_timeout = Duration::from_millis(1);
+        config.step_timeout = Duration::from_secs(2);
         let lifecycle = Lifecycle::new("test", config);
         let plan = StartPlan {
             exports: vec![export()],

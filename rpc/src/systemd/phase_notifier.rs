@@ -173,11 +173,9 @@ mod tests {
     }
 
     fn lifecycle() -> Lifecycle {
-        let config = ShutdownConfig {
-            timeout: Duration::from_secs(10),
-            internal_signal: false,
-            ..ShutdownConfig::default()
-        };
+        let mut config = ShutdownConfig::default();
+        config.timeout = Duration::from_secs(10);
+        config.internal_signal = false;
         Lifecycle::new("notified", config)
     }
 

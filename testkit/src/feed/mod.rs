@@ -142,16 +142,12 @@ pub const SERVICE: &str = "feed.Feed";
 /// A reference to the feed in `group` whose `Subscribe` is resumable (the configured
 /// rule: the same request, with the moved stream's `resume-from` as its metadata).
 pub fn resumable_reference(group: &str) -> rpc::cluster::ReferenceConfig {
-    let mut reference = rpc::cluster::ReferenceConfig {
-        group: group.to_owned(),
-        ..Default::default()
-    };
-    reference.methods.insert(
-        "Subscribe".to_owned(),
-        rpc::cluster::MethodConfig {
-            resumable: true,
-            ..Default::default()
-        },
-    );
+    let mut reference = rpc::cluster::ReferenceConfig::default();
+    reference.group = group.to_owned();
+    reference
+        .methods
+        .entry("Subscribe".to_owned())
+        .or_default()
+        .resumable = true;
     reference
 }

@@ -8,7 +8,6 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use proto::interop::test_service_client::TestServiceClient;
 use proto::interop::unimplemented_service_client::UnimplementedServiceClient;
-use rpc::cluster::ReferenceConfig;
 use rpc::config::RegistryConfig;
 use rpc::core::BoxError;
 use rpc::{Application, ApplicationBuilder, ApplicationError, Config, ReferenceChannel};
@@ -63,13 +62,12 @@ pub fn client_config(registry_url: &str) -> Config {
         "grpc.testing.TestService",
         "grpc.testing.UnimplementedService",
     ] {
-        config.consumer.references.insert(
-            service.to_owned(),
-            ReferenceConfig {
-                timeout: Some(Duration::from_secs(10)),
-                ..ReferenceConfig::default()
-            },
-        );
+        config
+            .consumer
+            .references
+            .entry(service.to_owned())
+            .or_default()
+            .timeout = Some(Duration::from_secs(10));
     }
     // The client stops itself once its cases ran; nobody calls it, so its offline
     // window can be short.
