@@ -71,6 +71,19 @@ pub const CLOSING_VALUE: HeaderValue = HeaderValue::from_static("1");
 /// traffic nor delay a drain, and a probe does not send a connection away.
 pub const HEALTH_PATH_PREFIX: &str = "/grpc.health.v1.Health/";
 
+/// Whether a request's `path` is a health check ([`HEALTH_PATH_PREFIX`]): the one test
+/// that every filter exempting health checks applies (the graceful filter, the
+/// concurrency limit, the transport's count of a peer's calls), so none can drift.
+///
+/// ```
+/// use lossless_rpc_core::metadata::is_health_check;
+/// assert!(is_health_check("/grpc.health.v1.Health/Check"));
+/// assert!(!is_health_check("/helloworld.Greeter/SayHello"));
+/// ```
+pub fn is_health_check(path: &str) -> bool {
+    path.starts_with(HEALTH_PATH_PREFIX)
+}
+
 /// The value of [`CONSUMER`].
 pub const CONSUMER_VALUE: HeaderValue = HeaderValue::from_static("1");
 
@@ -160,6 +173,11 @@ pub fn grpc_timeout_value(limit: Duration) -> HeaderValue {
     .unwrap_or((MAX, 'H'));
     HeaderValue::try_from(format!("{amount}{unit}")).expect("digits and a unit are a valid header")
 }
+
+/// The message of `DEADLINE_EXCEEDED` for a call not made, or not run, because its
+/// deadline had no time left: a consumer's call inside a handler whose caller's deadline
+/// has passed, or a request that arrives with `grpc-timeout: 0m`.
+pub const NO_TIME_LEFT: &str = "the caller's deadline left no time: not executed";
 
 /// The status of a call whose deadline of `limit` (its `grpc-timeout`) passed.
 pub fn deadline_exceeded(limit: Duration) -> tonic::Status {

@@ -31,9 +31,14 @@
 //! | `ShutdownControl` | the one run of the sequence, its report, the interrupt | `shutdown/control.rs` |
 //! | `UpgradeState` | one upgrade at a time, its steps and counts | `upgrade/` |
 //!
-//! A step of a sequence is a function over the parts it needs (`shutdown/steps.rs`,
-//! `upgrade/retire.rs`); [`Lifecycle::before_shutdown`]'s `run_shutdown` and the
-//! upgrade's `run_upgrade` are the lists of their steps.
+//! A shutdown step is a function over the parts it needs (`shutdown/steps.rs`). An
+//! upgrade step is a method of [`Lifecycle`] over one `Run` (`upgrade/early_steps.rs`,
+//! `upgrade/retire.rs`): together they reach nine of the facade's fields (the
+//! upgrade's state, the phase, the registrations and their one-change lock, the
+//! protocols, the counters, the streams, the callbacks, the shutdown control), so a list
+//! of parts per step would only restate the facade.
+//! [`Lifecycle::before_shutdown`]'s `run_shutdown` and the upgrade's `run_upgrade` are
+//! the lists of their steps.
 
 // No module of this crate needs `unsafe`: inherited descriptors are adopted by
 // rpc-transport's `fd` module, the one place of the workspace that may.

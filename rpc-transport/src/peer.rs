@@ -41,7 +41,7 @@ use tower::Service;
 use tokio_util::sync::CancellationToken;
 
 use rpc_core::BoxError;
-use rpc_core::metadata::{CONSUMER, ClosingRefusal, HEALTH_PATH_PREFIX};
+use rpc_core::metadata::{CONSUMER, ClosingRefusal, is_health_check};
 use rpc_core::{BodyEnd, BodyGuard, GuardedBody, InflightCounter, InflightGuard};
 
 /// One connection's peer, as its requests show it.
@@ -181,7 +181,7 @@ where
             self.peer.reads_closing_mark.store(true, Ordering::Relaxed);
         }
         // A health check is no call: a probe must not send its connection away.
-        let is_call = !request.uri().path().starts_with(HEALTH_PATH_PREFIX);
+        let is_call = !is_health_check(request.uri().path());
         let plain_clients_go = self
             .plain_clients_go
             .as_deref()

@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
-use rpc_core::metadata::{self, CLOSING, CLOSING_VALUE, HEALTH_PATH_PREFIX, STREAM_MOVED};
+use rpc_core::metadata::{self, CLOSING, CLOSING_VALUE, STREAM_MOVED, is_health_check};
 use rpc_core::{BodyEnd, BodyGuard, GuardedBody, InflightGuard, ProviderHandles, StreamDrain};
 use tonic::body::Body as TonicBody;
 use tower_layer::Layer;
@@ -90,7 +90,7 @@ where
         // Health checks are answered during shutdown (NOT_SERVING), and neither count as
         // traffic for the offline window nor delay the drain: a probe every few seconds
         // must not hold an idle provider open.
-        if request.uri().path().starts_with(HEALTH_PATH_PREFIX) {
+        if is_health_check(request.uri().path()) {
             return ResponseFuture::Admitted {
                 inner: self.inner.call(request),
                 guard: None,
@@ -128,7 +128,11 @@ where
 }
 
 pin_project! {
-    /// Future of [`ProviderGraceful`].
+    /// Future of [`ProviderGraceful`]. Its `Refused` arm is the concurrency limit's
+    /// (both refuse through `refusal.rs`); its `Admitted` arm is its own: it marks a
+    /// closing response and counts a moved stream when the headers are ready, and wraps
+    /// every body in [`ServedBody`] (the type the filters above it name), where the
+    /// limit's wraps only a body that holds a permit.
     #[project = Projection]
     pub enum ResponseFuture<F, B> {
         /// The request runs; its guard moves into the response body, and the phase

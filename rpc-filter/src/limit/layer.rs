@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use http::{Request, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
-use rpc_core::metadata::HEALTH_PATH_PREFIX;
+use rpc_core::metadata::is_health_check;
 use tonic::body::Body as TonicBody;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -74,7 +74,7 @@ where
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
         let permit = match &self.limiter {
-            Some(limiter) if !request.uri().path().starts_with(HEALTH_PATH_PREFIX) => {
+            Some(limiter) if !is_health_check(request.uri().path()) => {
                 match limiter.try_acquire() {
                     Some(permit) => Some(permit),
                     None => {
@@ -101,7 +101,10 @@ impl OnCallEnd for Permit {
 }
 
 pin_project! {
-    /// Future of [`ConcurrencyLimit`].
+    /// Future of [`ConcurrencyLimit`]. Its `Refused` arm is the graceful filter's (both
+    /// refuse through `refusal.rs`); its `Admitted` arm only moves the permit into the
+    /// body, and leaves a body without one as it is (the graceful filter's future marks
+    /// and wraps every response: merged, this one would pay for that on every call).
     #[project = Projection]
     pub enum ResponseFuture<F, B> {
         /// The request runs; its permit moves into the response body.
@@ -178,7 +181,7 @@ mod tests {
             let (ran, gate) = (ran.clone(), gate.clone());
             move |req: Request<TonicBody>| {
                 let (ran, gate) = (ran.clone(), gate.clone());
-                let health = req.uri().path().starts_with(HEALTH_PATH_PREFIX);
+                let health = is_health_check(req.uri().path());
                 async move {
                     ran.fetch_add(1, Ordering::SeqCst);
                     if !health && let Ok(permit) = gate.acquire().await {

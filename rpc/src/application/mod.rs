@@ -14,6 +14,7 @@ mod error;
 mod exported;
 mod logging;
 mod provider_layers;
+mod provider_stack;
 mod reflection;
 mod start;
 

@@ -1,5 +1,6 @@
 //! Start-up wiring: configuration checked against the code, registries connected,
-//! references bound to their registry, the provider routes behind the provider filter,
+//! references bound to their registry, the provider routes behind the provider's stack
+//! (`provider_stack.rs`),
 //! all handed to the lifecycle as one plan.
 
 use std::collections::BTreeMap;
@@ -8,20 +9,15 @@ use std::sync::Arc;
 
 use rpc_cluster::ClusterReference;
 use rpc_core::{Registry, RegistryError, ServiceKey};
-use rpc_filter::compression::ProviderCompressionLayer;
-use rpc_filter::graceful::ProviderGracefulLayer;
-use rpc_filter::limit::{ConcurrencyLimitLayer, ConcurrencyLimiter};
 use rpc_lifecycle::{Export, ManagedReference, StartError, StartPlan};
-use rpc_transport::{MessageLimitLayer, TransportError};
-use tower_layer::Layer;
+use rpc_transport::TransportError;
 
 use super::admin::AdminStarted;
 use super::advertise::advertised_host;
 use super::agreement::{check_agreement, provided_instead};
 use super::logging::install_default_subscriber;
-use super::{Application, ApplicationBuilder, ApplicationError, ProviderService};
+use super::{Application, ApplicationBuilder, ApplicationError};
 use crate::config::ConfigError;
-use crate::observe;
 
 impl ApplicationBuilder {
     /// Checks the configuration against the code, connects the registries and starts
@@ -279,40 +275,6 @@ impl ApplicationBuilder {
         }
     }
 
-    /// `handler` behind what admits a call, innermost first: message sizes (checked
-    /// next to the handler, inside every other filter, so a refused message is counted
-    /// and traced like any other failed call), the concurrency limit (inside the
-    /// graceful filter: a closing provider refuses as closing first, and a request
-    /// refused at the limit is still counted and traced), the graceful filter, then the
-    /// metrics and trace filters.
-    fn admitted<S>(&self, handler: S) -> rpc_lifecycle::BoxHttpService
-    where
-        S: tower::Service<
-                http::Request<hyper::body::Incoming>,
-                Response = http::Response<tonic::body::Body>,
-                Error = std::convert::Infallible,
-            > + Clone
-            + Send
-            + Sync
-            + 'static,
-        S::Future: Send + 'static,
-    {
-        let limit = &self.config.provider.limit;
-        let graceful = ProviderGracefulLayer::new(self.lifecycle.provider_handles());
-        let access_log = self.access_log_layer(rpc_filter::trace::Side::Server);
-        let (metrics, tracing) = (&self.metrics, &self.config.tracing);
-        // A limit that is off (the default) is left out rather than passed through: each
-        // layer is one more future and body wrapper per call.
-        if limit.enabled {
-            let limiter = ConcurrencyLimiter::new(limit.gradient());
-            self.metrics.observe_limiter(&limiter);
-            let limited = ConcurrencyLimitLayer::new(limiter).layer(handler);
-            observe::provider_service(graceful.layer(limited), metrics, tracing, access_log)
-        } else {
-            observe::provider_service(graceful.layer(handler), metrics, tracing, access_log)
-        }
-    }
-
     async fn export(&mut self) -> Result<Vec<Export>, ApplicationError> {
         if self.services.is_empty() {
             return Ok(Vec::new());
@@ -350,29 +312,7 @@ impl ApplicationBuilder {
                 &self.services,
             )?;
         }
-        let message_limits = MessageLimitLayer::new(protocol.message_limits());
-        // Compression inside the message limits (which bound what travels, compressed)
-        // and outside the application's layers (which see plain messages).
-        let compression = ProviderCompressionLayer::new(
-            self.config
-                .provider
-                .services
-                .iter()
-                .map(|(name, service)| (name.clone(), service.compression)),
-            protocol.compression_limits(),
-        );
-        // The application's own layers right around the route table (the first added
-        // outermost), inside everything of ours: they see only admitted calls. Without
-        // any, the routes are not boxed.
-        let service = if self.provider_layers.is_empty() {
-            self.admitted(message_limits.layer(compression.layer(routes)))
-        } else {
-            let mut handler = ProviderService::new(routes);
-            for layer in self.provider_layers.iter().rev() {
-                handler = layer(handler);
-            }
-            self.admitted(message_limits.layer(compression.layer(handler)))
-        };
+        let service = self.provider_stack(routes);
         let services = self.exported_services();
         Ok(vec![Export {
             listener: None,

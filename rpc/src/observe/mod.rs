@@ -31,5 +31,5 @@ mod scrape;
 
 pub use config::{AccessLogConfig, MetricsConfig, TracingConfig};
 pub use filters::ReferenceChannel;
-pub(crate) use filters::{provider_service, reference_channel};
+pub(crate) use filters::reference_channel;
 pub use metrics::Metrics;
