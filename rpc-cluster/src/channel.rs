@@ -6,6 +6,8 @@ use std::task::{Context, Poll};
 use futures_util::future::BoxFuture;
 use http::{Request, Response};
 use rpc_core::BoxError;
+use rpc_core::metadata::NO_TIME_LEFT;
+use tonic::Status;
 use tonic::body::Body as TonicBody;
 use tower_service::Service;
 
@@ -38,7 +40,10 @@ impl ClusterChannel {
     /// balance, timeouts, retry budget, failback, ...) and the `blacklist` policy. The
     /// load balance is the built-in one `config.loadbalance` names; a custom name needs
     /// [`ClusterChannel::with_load_balance`] (here it is replaced by P2C, logged as an
-    /// error).
+    /// error: a constructor without a `Result` must give a working channel). An
+    /// application never reaches that fallback: its start checks every reference's
+    /// name against the load balances it registered and fails with a configuration
+    /// error naming the key; only code that builds a channel itself can.
     pub fn new(
         directory: Arc<Directory>,
         config: ReferenceConfig,
@@ -156,10 +161,14 @@ impl Service<Request<TonicBody>> for ClusterChannel {
         let call = Call::new(self.stack.clone(), request);
         // The caller's deadline bounds the whole call, streams included (call_deadline.rs).
         let deadline = call.caller_deadline();
-        let call = call::run(call);
         match deadline {
-            Some(limit) => call_deadline::bound(call, limit),
-            None => call,
+            // Nothing sent could come back in time (a handler whose caller has given up).
+            Some(limit) if limit.is_zero() => Box::pin(std::future::ready(Err(Box::new(
+                Status::deadline_exceeded(NO_TIME_LEFT),
+            )
+                as BoxError))),
+            Some(limit) => call_deadline::bound(call::run(call), limit),
+            None => call::run(call),
         }
     }
 }

@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 mod activity;
+mod call_context;
 mod compression;
 mod guarded_body;
 mod handles;
@@ -39,6 +40,7 @@ mod stream_drain;
 pub mod triple;
 
 pub use activity::RequestClock;
+pub use call_context::CallContext;
 pub use compression::Compression;
 pub use guarded_body::{BodyEnd, BodyGuard, GuardedBody};
 pub use handles::{ConsumerHandles, ProviderHandles};

@@ -7,7 +7,10 @@
 //!    running or already streaming its response. A malformed header ends the call at
 //!    once with `INTERNAL` ([`read_grpc_timeout`](rpc_core::metadata::read_grpc_timeout)). tonic's own server
 //!    bounds only the handler, not the response stream after it; a stream is where a
-//!    deadline matters most.
+//!    deadline matters most. A call whose deadline left no time (`grpc-timeout: 0m`) is
+//!    answered `DEADLINE_EXCEEDED` without running; every other runs inside a
+//!    [`CallContext`] holding its deadline, which the handler's own reference calls
+//!    inherit.
 //! 2. **The server's drain bound**: when a graceful shutdown reaches its bound with a
 //!    call still open (typically a long stream), the call ends with `UNAVAILABLE`,
 //!    "provider shut down before the stream ended", in its trailers — instead of the
@@ -30,7 +33,8 @@ use bytes::Bytes;
 use http::{Request, Response};
 use http_body::{Body, Frame};
 use pin_project_lite::pin_project;
-use tokio::time::Sleep;
+use tokio::task::futures::TaskLocalFuture;
+use tokio::time::{Instant, Sleep};
 use tokio_util::sync::CancellationToken;
 use tonic::Status;
 use tower::Service;
@@ -38,8 +42,8 @@ use tower::Service;
 use super::bounded_body::{BodyBound, BoundedBody};
 use super::message_size_status;
 use super::not_grpc;
-use rpc_core::BoxError;
-use rpc_core::metadata::{deadline_exceeded, read_grpc_timeout};
+use rpc_core::metadata::{NO_TIME_LEFT, deadline_exceeded, read_grpc_timeout};
+use rpc_core::{BoxError, CallContext};
 
 /// The message of a call ended at the drain bound.
 pub const CUT_AT_SHUTDOWN: &str = "provider shut down before the stream ended";
@@ -97,14 +101,33 @@ where
                 refusal: Some(Refusal::NotGrpc),
             };
         }
-        match read_grpc_timeout(request.headers()) {
-            Err(malformed) => BoundedFuture::Refused {
-                refusal: Some(Refusal::Status(Status::internal(malformed.to_string()))),
-            },
-            Ok(limit) => BoundedFuture::Running {
-                inner: self.inner.call(request),
-                bounds: Some(Bounds::new(limit, self.cut.clone())),
-            },
+        let limit = match read_grpc_timeout(request.headers()) {
+            Err(malformed) => {
+                let status = Status::internal(malformed.to_string());
+                return BoundedFuture::Refused {
+                    refusal: Some(Refusal::Status(status)),
+                };
+            }
+            // A caller (or a hop before it) with no time left: nothing it could use would
+            // come back in time, so the handler does not run.
+            Ok(Some(limit)) if limit.is_zero() => {
+                let status = Status::deadline_exceeded(NO_TIME_LEFT);
+                return BoundedFuture::Refused {
+                    refusal: Some(Refusal::Status(status)),
+                };
+            }
+            Ok(limit) => limit,
+        };
+        let deadline = limit.map(|limit| Instant::now() + limit);
+        let context = match deadline {
+            Some(deadline) => CallContext::new().with_deadline(deadline),
+            None => CallContext::new(),
+        };
+        BoundedFuture::Running {
+            // The handler's reference calls read the deadline from here (call_context.rs
+            // in lossless-rpc-core).
+            inner: context.scope(self.inner.call(request)),
+            bounds: Some(Bounds::new(limit.zip(deadline), self.cut.clone())),
         }
     }
 }
@@ -119,9 +142,11 @@ pub(crate) struct Bounds {
 }
 
 impl Bounds {
-    fn new(limit: Option<Duration>, cut: Arc<ShutdownCut>) -> Self {
+    /// Bounds ending at `deadline`, reported as `limit` (the caller's `grpc-timeout`).
+    fn new(deadline: Option<(Duration, Instant)>, cut: Arc<ShutdownCut>) -> Self {
         Self {
-            deadline: limit.map(|limit| (Box::pin(tokio::time::sleep(limit)), limit)),
+            deadline: deadline
+                .map(|(limit, deadline)| (Box::pin(tokio::time::sleep_until(deadline)), limit)),
             cut,
             cut_wait: None,
         }
@@ -170,7 +195,7 @@ pin_project! {
         /// The handler runs until it answers or a bound passes.
         Running {
             #[pin]
-            inner: F,
+            inner: TaskLocalFuture<CallContext, F>,
             bounds: Option<Bounds>,
         },
     }
@@ -408,5 +433,61 @@ mod tests {
             .unwrap();
         assert_eq!(response.headers().get("grpc-status").unwrap(), "13");
         assert!(!ran.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn a_call_with_no_time_left_is_answered_deadline_exceeded_without_running() {
+        let cut = Arc::new(ShutdownCut::default());
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = ran.clone();
+        let handler = service_fn(move |_request: Request<()>| {
+            flag.store(true, Ordering::SeqCst);
+            std::future::ready(Ok::<_, Infallible>(Response::new(http_body_util::Empty::<
+                Bytes,
+            >::new())))
+        });
+        let response = CallBounds::new(handler, cut)
+            .oneshot(request(Some("0m")))
+            .await
+            .unwrap();
+        assert_eq!(response.headers().get("grpc-status").unwrap(), "4");
+        assert!(!ran.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_handler_runs_in_a_call_context_holding_the_callers_deadline() {
+        let cut = Arc::new(ShutdownCut::default());
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let handler = service_fn(move |_request: Request<()>| {
+            let record = record.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                record
+                    .lock()
+                    .push(CallContext::current().map(|served| served.remaining()));
+                Ok::<_, Infallible>(Response::new(http_body_util::Empty::<Bytes>::new()))
+            }
+        });
+        let mut service = CallBounds::new(handler, cut);
+        service
+            .ready()
+            .await
+            .unwrap()
+            .call(request(Some("300m")))
+            .await
+            .unwrap();
+        service
+            .ready()
+            .await
+            .unwrap()
+            .call(request(None))
+            .await
+            .unwrap();
+        assert_eq!(
+            *seen.lock(),
+            [Some(Some(Duration::from_millis(100))), Some(None)],
+            "300 ms less the 200 ms the handler took; no deadline without grpc-timeout"
+        );
     }
 }

@@ -32,10 +32,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::Request;
 use rand::rngs::SmallRng;
-use rpc_core::InstanceId;
 use rpc_core::metadata::{
     CONSUMER, CONSUMER_VALUE, GRPC_TIMEOUT, RETRIES, grpc_timeout, grpc_timeout_value,
 };
+use rpc_core::{CallContext, InstanceId};
 use smallvec::SmallVec;
 use tokio::time::Instant;
 use tonic::body::Body as TonicBody;
@@ -112,7 +112,7 @@ impl Call {
             .and_then(|value| value.to_str().ok()?.trim().parse().ok());
         let method = parts.uri.path().rsplit('/').next().unwrap_or_default();
         let retries_allowed = override_retries.unwrap_or_else(|| config.retries_for(method));
-        let caller_deadline = grpc_timeout(&parts.headers).map(|limit| (limit, Instant::now()));
+        let caller_deadline = caller_deadline(&parts.headers, config.inherit_deadline);
         let timeout = config.timeout_for(method);
         let idempotent = config.is_idempotent(method);
         let hash_key = stack
@@ -224,6 +224,24 @@ fn lists_another(stack: &ReferenceStack, avoid: &InstanceId) -> bool {
         .any(|invoker| invoker.id() != avoid && !invoker.is_removed())
 }
 
+/// The caller's deadline and when it was read: the shorter of the request's own
+/// `grpc-timeout` and, when `inherit` (the reference's `inherit_deadline`), what remains
+/// of the deadline of the call being served around it (`CallContext`, set by the
+/// provider's transport around a handler). A clock read only for a call that has one.
+fn caller_deadline(headers: &http::HeaderMap, inherit: bool) -> Option<(Duration, Instant)> {
+    let own = grpc_timeout(headers);
+    let inherited = if inherit {
+        CallContext::current().and_then(|served| served.remaining())
+    } else {
+        None
+    };
+    let limit = match (own, inherited) {
+        (Some(own), Some(inherited)) => own.min(inherited),
+        (own, inherited) => own.or(inherited)?,
+    };
+    Some((limit, Instant::now()))
+}
+
 /// Channels and calls for the tests of the call's steps.
 #[cfg(test)]
 pub(crate) mod testing {
@@ -322,5 +340,100 @@ mod tests {
             "the reference's timeout bounds only the response head: a provider would cut a stream at it"
         );
         assert_eq!(wait.timeout, Some(Duration::from_millis(250)));
+    }
+
+    fn served_call_with(deadline_in: Duration) -> CallContext {
+        CallContext::new().with_deadline(Instant::now() + deadline_in)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_made_while_serving_one_sends_what_remains_of_the_served_deadline() {
+        let channel = channel(
+            &[1],
+            ReferenceConfig::default(),
+            BlacklistConfig::default(),
+            1,
+        );
+        served_call_with(Duration::from_millis(300))
+            .scope(async {
+                tokio::time::advance(Duration::from_millis(200)).await;
+                let mut call = super::testing::call(&channel);
+                let (first, wait) = call.request_with(TonicBody::empty());
+                assert_eq!(sent_timeout(&first), Duration::from_millis(100));
+                assert_eq!(
+                    wait.timeout,
+                    Some(Duration::from_millis(100)),
+                    "below the 3 s timeout"
+                );
+                tokio::time::advance(Duration::from_millis(40)).await;
+                let (retry, _) = call.request_with(TonicBody::empty());
+                assert_eq!(sent_timeout(&retry), Duration::from_millis(60));
+            })
+            .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_shorter_of_the_callers_own_timeout_and_the_inherited_one_is_sent() {
+        let channel = channel(
+            &[1],
+            ReferenceConfig::default(),
+            BlacklistConfig::default(),
+            1,
+        );
+        served_call_with(Duration::from_secs(2))
+            .scope(async {
+                let request = Request::builder()
+                    .uri("/t.S/M")
+                    .header(GRPC_TIMEOUT, "50m")
+                    .body(TonicBody::empty())
+                    .unwrap();
+                let mut call = Call::new(channel.stack().clone(), request);
+                let (first, _) = call.request_with(TonicBody::empty());
+                assert_eq!(sent_timeout(&first), Duration::from_millis(50));
+            })
+            .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reference_that_does_not_inherit_sends_no_deadline() {
+        let config = ReferenceConfig {
+            inherit_deadline: false,
+            ..ReferenceConfig::default()
+        };
+        let channel = channel(&[1], config, BlacklistConfig::default(), 1);
+        served_call_with(Duration::from_millis(300))
+            .scope(async {
+                let mut call = super::testing::call(&channel);
+                let (request, wait) = call.request_with(TonicBody::empty());
+                assert_eq!(grpc_timeout(request.headers()), None);
+                assert_eq!(wait.timeout, Some(Duration::from_secs(3)));
+            })
+            .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_no_time_left_the_call_fails_deadline_exceeded_without_an_attempt() {
+        use tower_service::Service;
+        let mut channel = channel(
+            &[1],
+            ReferenceConfig::default(),
+            BlacklistConfig::default(),
+            1,
+        );
+        let error = served_call_with(Duration::from_millis(10))
+            .scope(async {
+                tokio::time::advance(Duration::from_millis(20)).await;
+                let request = Request::builder()
+                    .uri("/t.S/M")
+                    .body(TonicBody::empty())
+                    .unwrap();
+                channel.call(request).await.expect_err("no time left")
+            })
+            .await;
+        let status = error.downcast::<tonic::Status>().expect("a status");
+        assert_eq!(status.code(), tonic::Code::DeadlineExceeded);
+        // Only the channel's check before any attempt says so; an attempt would have
+        // dialled (nothing listens on port 1) and failed otherwise.
+        assert_eq!(status.message(), rpc_core::metadata::NO_TIME_LEFT);
     }
 }

@@ -47,9 +47,18 @@ pub struct ReferenceConfig {
     pub retries: u32,
     /// Bound on each attempt, until the response headers arrive. Default 3 s (Dubbo's
     /// meaning: per attempt, so a retry gets a full timeout). `grpc-timeout` set by the
-    /// caller lowers it.
+    /// caller lowers it, as does the deadline a provider's handler inherits
+    /// (`inherit_deadline`).
     #[serde(with = "humantime_serde::option")]
     pub timeout: Option<Duration>,
+    /// Whether a call made while serving a call (inside a provider's handler) inherits
+    /// what remains of the served call's deadline ([`CallContext`](rpc_core::CallContext)):
+    /// it sends only that as `grpc-timeout`, its attempts end by it, and with no time
+    /// left it fails `DEADLINE_EXCEEDED` without being sent. A `grpc-timeout` the
+    /// handler sets itself is kept when shorter. `false` for a call that must outlive
+    /// its caller (an audit write, say). Default true.
+    #[serde(alias = "inherit-deadline")]
+    pub inherit_deadline: bool,
     /// Whether every method of the service is idempotent. Default false.
     pub idempotent: bool,
     /// Per-method overrides, by method name (`SayHello`).
@@ -106,6 +115,7 @@ impl Default for ReferenceConfig {
             loadbalance: LoadBalanceKind::default(),
             retries: 2,
             timeout: Some(Duration::from_secs(3)),
+            inherit_deadline: true,
             idempotent: false,
             methods: BTreeMap::new(),
             warmup: None,
