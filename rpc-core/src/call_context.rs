@@ -1,4 +1,5 @@
-//! What a provider knows of the call it serves, for the calls its handler makes in turn.
+//! What a provider knows of the call it serves, for the calls its handler makes in turn:
+//! its deadline and its place in a trace.
 //!
 //! A chain of calls (client → gateway → service → service) shares one deadline: when
 //! the first caller stops waiting, every hop behind it should stop too, and no hop
@@ -21,14 +22,17 @@ use std::time::Duration;
 use tokio::task::futures::TaskLocalFuture;
 use tokio::time::Instant;
 
+use crate::TraceContext;
+
 tokio::task_local! {
     static CURRENT: CallContext;
 }
 
 /// The context of the call a provider serves: its deadline, from the caller's
-/// `grpc-timeout`. Read by every reference call made inside the handler (unless the
-/// reference opts out with `inherit_deadline: false`), which then sends only what
-/// remains, capped by its own timeout.
+/// `grpc-timeout`, and its span in the caller's trace (`traceparent`, see
+/// [`TraceContext`]). Read by every reference call made inside the handler: it sends
+/// only what remains of the deadline, capped by its own timeout (unless the reference
+/// opts out with `inherit_deadline: false`), and continues the trace.
 ///
 /// ```
 /// use std::time::Duration;
@@ -44,10 +48,11 @@ tokio::task_local! {
 /// assert!(CallContext::current().is_none(), "outside the scope: no call is served");
 /// # }
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct CallContext {
     deadline: Option<Instant>,
+    trace: Option<TraceContext>,
 }
 
 impl CallContext {
@@ -62,10 +67,22 @@ impl CallContext {
         self
     }
 
+    /// This context with `trace`: the served call's span.
+    pub fn with_trace(mut self, trace: TraceContext) -> Self {
+        self.trace = Some(trace);
+        self
+    }
+
     /// The context of the call being served by the current task's future, if any: set by
     /// the provider's transport around each handler, or by [`CallContext::scope`].
     pub fn current() -> Option<Self> {
-        CURRENT.try_with(|context| *context).ok()
+        CURRENT.try_with(Clone::clone).ok()
+    }
+
+    /// The served call's span in its trace: a child of the caller's span, or the first
+    /// of a new trace when the caller sent no valid `traceparent`.
+    pub fn trace(&self) -> Option<&TraceContext> {
+        self.trace.as_ref()
     }
 
     /// When the caller stops waiting, if it said (`grpc-timeout`).
@@ -117,7 +134,8 @@ mod tests {
                 let kept = tokio::spawn(carried.scope(async { CallContext::current() }))
                     .await
                     .unwrap();
-                assert_eq!(kept, Some(context));
+                assert_eq!(kept, CallContext::current());
+                assert!(kept.is_some());
             })
             .await;
         assert_eq!(CallContext::new().remaining(), None);

@@ -37,6 +37,7 @@ pub mod registry;
 mod rejections;
 mod service_key;
 mod stream_drain;
+pub mod trace_context;
 pub mod triple;
 
 pub use activity::RequestClock;
@@ -56,3 +57,4 @@ pub use registry::{
 pub use rejections::RejectionCounter;
 pub use service_key::ServiceKey;
 pub use stream_drain::{DrainNotice, MOVED_MESSAGE, StreamDrain, is_reserved, moved};
+pub use trace_context::TraceContext;

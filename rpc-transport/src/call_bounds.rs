@@ -43,7 +43,7 @@ use super::bounded_body::{BodyBound, BoundedBody};
 use super::message_size_status;
 use super::not_grpc;
 use rpc_core::metadata::{NO_TIME_LEFT, deadline_exceeded, read_grpc_timeout};
-use rpc_core::{BoxError, CallContext};
+use rpc_core::{BoxError, CallContext, TraceContext};
 
 /// The message of a call ended at the drain bound.
 pub const CUT_AT_SHUTDOWN: &str = "provider shut down before the stream ended";
@@ -95,7 +95,7 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
+    fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         if !not_grpc::is_grpc(request.headers()) {
             return BoundedFuture::Refused {
                 refusal: Some(Refusal::NotGrpc),
@@ -119,16 +119,30 @@ where
             Ok(limit) => limit,
         };
         let deadline = limit.map(|limit| Instant::now() + limit);
-        let context = match deadline {
-            Some(deadline) => CallContext::new().with_deadline(deadline),
-            None => CallContext::new(),
-        };
+        let context = served_context(deadline, request.headers());
+        // For the filters, which run before the handler's future (the trace filter
+        // records the span's ids, the access log the trace id).
+        request.extensions_mut().insert(context.clone());
         BoundedFuture::Running {
             // The handler's reference calls read the deadline from here (call_context.rs
             // in lossless-rpc-core).
             inner: context.scope(self.inner.call(request)),
             bounds: Some(Bounds::new(limit.zip(deadline), self.cut.clone())),
         }
+    }
+}
+
+/// The context a served call's handler runs in: its `deadline`, and its span in the
+/// caller's trace (a child of the caller's `traceparent`, or the first of a new trace).
+fn served_context(deadline: Option<Instant>, headers: &http::HeaderMap) -> CallContext {
+    let trace = match TraceContext::from_headers(headers) {
+        Some(caller) => caller.child(),
+        None => TraceContext::new_root(),
+    };
+    let context = CallContext::new().with_trace(trace);
+    match deadline {
+        Some(deadline) => context.with_deadline(deadline),
+        None => context,
     }
 }
 
@@ -489,5 +503,54 @@ mod tests {
             [Some(Some(Duration::from_millis(100))), Some(None)],
             "300 ms less the 200 ms the handler took; no deadline without grpc-timeout"
         );
+    }
+
+    #[tokio::test]
+    async fn the_handler_continues_the_callers_trace_or_starts_one() {
+        let cut = Arc::new(ShutdownCut::default());
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let handler = service_fn(move |request: Request<()>| {
+            let record = record.clone();
+            async move {
+                // The handler's future runs inside the context.
+                let in_extensions = request.extensions().get::<CallContext>().cloned();
+                let current = CallContext::current();
+                assert_eq!(
+                    in_extensions, current,
+                    "the filters see what the handler sees"
+                );
+                record
+                    .lock()
+                    .push(current.and_then(|served| served.trace().cloned()));
+                Ok::<_, Infallible>(Response::new(http_body_util::Empty::<Bytes>::new()))
+            }
+        });
+        let mut service = CallBounds::new(handler, cut);
+        let mut traced = request(None);
+        traced.headers_mut().insert(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                .parse()
+                .unwrap(),
+        );
+        service.ready().await.unwrap().call(traced).await.unwrap();
+        service
+            .ready()
+            .await
+            .unwrap()
+            .call(request(None))
+            .await
+            .unwrap();
+        let seen = seen.lock();
+        let continued = seen[0].as_ref().expect("a trace");
+        assert_eq!(
+            continued.trace_id_hex().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert_eq!(continued.parent_span_id(), Some(0x00f0_67aa_0ba9_02b7));
+        let started = seen[1].as_ref().expect("a trace of its own");
+        assert_ne!(started.trace_id(), continued.trace_id());
+        assert_eq!(started.parent_span_id(), None);
     }
 }

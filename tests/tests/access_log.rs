@@ -21,26 +21,6 @@ fn logged(name: &str, path: &Path) -> Config {
     config
 }
 
-/// The lines of `path` once it holds `count` (written by the log's own thread),
-/// within a bound.
-async fn lines(path: &Path, count: usize) -> Vec<serde_json::Value> {
-    let read = async {
-        loop {
-            let text = std::fs::read_to_string(path).unwrap_or_default();
-            if text.lines().count() >= count && text.ends_with('\n') {
-                return text
-                    .lines()
-                    .map(|line| serde_json::from_str(line).expect("a JSON line"))
-                    .collect();
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), read)
-        .await
-        .unwrap_or_else(|_| panic!("{} lines in {}", count, path.display()))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_side_writes_one_json_line_per_call() {
     let dir = tempfile::tempdir().unwrap();
@@ -61,8 +41,8 @@ async fn each_side_writes_one_json_line_per_call() {
     let refused = client.say_hello(hello("")).await.unwrap_err();
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
 
-    let server_lines = lines(&served, 2).await;
-    let client_lines = lines(&made, 2).await;
+    let server_lines = common::json_lines(&served, 2).await;
+    let client_lines = common::json_lines(&made, 2).await;
     for (lines, side, application) in [
         (&server_lines, "server", "provider"),
         (&client_lines, "client", "consumer"),

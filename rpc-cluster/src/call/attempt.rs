@@ -36,6 +36,7 @@ pub(super) async fn attempt(
 ) -> Outcome {
     let invoker = target.invoker;
     let span = telemetry::attempt_span(stack, target.path, invoker, target.number);
+    telemetry::record_trace(&span, &request);
     let dispatched = dispatch::dispatch(invoker, request, wait)
         .instrument(span.clone())
         .await;

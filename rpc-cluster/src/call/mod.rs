@@ -35,7 +35,8 @@ use rand::rngs::SmallRng;
 use rpc_core::metadata::{
     CONSUMER, CONSUMER_VALUE, GRPC_TIMEOUT, RETRIES, grpc_timeout, grpc_timeout_value,
 };
-use rpc_core::{CallContext, InstanceId};
+use rpc_core::trace_context::TRACEPARENT;
+use rpc_core::{CallContext, InstanceId, TraceContext};
 use smallvec::SmallVec;
 use tokio::time::Instant;
 use tonic::body::Body as TonicBody;
@@ -90,6 +91,9 @@ pub(crate) struct Call {
     last_failure: Option<Failure>,
     /// A resumable stream's call (`resume`): its response tells which instance served it.
     reports_instance: bool,
+    /// The call's span in a trace, whose child each attempt names in `traceparent`;
+    /// `None` when the caller wrote its own `traceparent` (sent as it is).
+    trace: Option<TraceContext>,
     rng: SmallRng,
 }
 
@@ -112,7 +116,10 @@ impl Call {
             .and_then(|value| value.to_str().ok()?.trim().parse().ok());
         let method = parts.uri.path().rsplit('/').next().unwrap_or_default();
         let retries_allowed = override_retries.unwrap_or_else(|| config.retries_for(method));
-        let caller_deadline = caller_deadline(&parts.headers, config.inherit_deadline);
+        let served = CallContext::current();
+        let caller_deadline =
+            caller_deadline(&parts.headers, served.as_ref(), config.inherit_deadline);
+        let trace = call_trace(&parts.headers, served.as_ref());
         let timeout = config.timeout_for(method);
         let idempotent = config.is_idempotent(method);
         let hash_key = stack
@@ -146,6 +153,7 @@ impl Call {
             tried,
             last_failure: None,
             reports_instance: resume.is_some(),
+            trace,
             unsent_resends: 0,
             overload_reroutes: 0,
         }
@@ -181,6 +189,10 @@ impl Call {
         *request.version_mut() = self.parts.version;
         *request.headers_mut() = self.headers.for_attempt();
         *request.extensions_mut() = std::mem::take(&mut self.parts.extensions);
+        if let Some(trace) = &self.trace {
+            // Each attempt is a span of its own under the call's.
+            trace.child().write_to(request.headers_mut());
+        }
         let remaining = self.remaining();
         if let Some(remaining) = remaining {
             request
@@ -226,12 +238,16 @@ fn lists_another(stack: &ReferenceStack, avoid: &InstanceId) -> bool {
 
 /// The caller's deadline and when it was read: the shorter of the request's own
 /// `grpc-timeout` and, when `inherit` (the reference's `inherit_deadline`), what remains
-/// of the deadline of the call being served around it (`CallContext`, set by the
-/// provider's transport around a handler). A clock read only for a call that has one.
-fn caller_deadline(headers: &http::HeaderMap, inherit: bool) -> Option<(Duration, Instant)> {
+/// of the deadline of the call being served around it (`served`, set by the provider's
+/// transport around a handler). A clock read only for a call that has one.
+fn caller_deadline(
+    headers: &http::HeaderMap,
+    served: Option<&CallContext>,
+    inherit: bool,
+) -> Option<(Duration, Instant)> {
     let own = grpc_timeout(headers);
     let inherited = if inherit {
-        CallContext::current().and_then(|served| served.remaining())
+        served.and_then(CallContext::remaining)
     } else {
         None
     };
@@ -240,6 +256,20 @@ fn caller_deadline(headers: &http::HeaderMap, inherit: bool) -> Option<(Duration
         (own, inherited) => own.or(inherited)?,
     };
     Some((limit, Instant::now()))
+}
+
+/// The call's span in a trace: under the span of the call being served around it
+/// (`served`), or the first of a new trace; `None` when the caller wrote `traceparent`
+/// itself (an application propagating its own tracer's context), which is then sent
+/// unchanged.
+fn call_trace(headers: &http::HeaderMap, served: Option<&CallContext>) -> Option<TraceContext> {
+    if headers.contains_key(TRACEPARENT) {
+        return None;
+    }
+    Some(match served.and_then(CallContext::trace) {
+        Some(served) => served.child(),
+        None => TraceContext::new_root(),
+    })
 }
 
 /// Channels and calls for the tests of the call's steps.
@@ -435,5 +465,58 @@ mod tests {
         // Only the channel's check before any attempt says so; an attempt would have
         // dialled (nothing listens on port 1) and failed otherwise.
         assert_eq!(status.message(), rpc_core::metadata::NO_TIME_LEFT);
+    }
+
+    fn sent_trace(request: &Request<TonicBody>) -> TraceContext {
+        TraceContext::from_headers(request.headers()).expect("every attempt carries traceparent")
+    }
+
+    #[tokio::test]
+    async fn attempts_continue_the_served_calls_trace_each_a_span_of_its_own() {
+        let channel = channel(
+            &[1],
+            ReferenceConfig::default(),
+            BlacklistConfig::default(),
+            1,
+        );
+        let served = TraceContext::new_root().child();
+        CallContext::new()
+            .with_trace(served.clone())
+            .scope(async {
+                let mut call = super::testing::call(&channel);
+                let (first, _) = call.request_with(TonicBody::empty());
+                let (retry, _) = call.request_with(TonicBody::empty());
+                let (first, retry) = (sent_trace(&first), sent_trace(&retry));
+                assert_eq!(first.trace_id(), served.trace_id());
+                assert_eq!(retry.trace_id(), served.trace_id());
+                assert_ne!(first.span_id(), retry.span_id());
+                assert_ne!(first.span_id(), served.span_id());
+            })
+            .await;
+        // Outside a served call each call starts a trace of its own.
+        let (a, _) = super::testing::call(&channel).request_with(TonicBody::empty());
+        let (b, _) = super::testing::call(&channel).request_with(TonicBody::empty());
+        assert_ne!(sent_trace(&a).trace_id(), sent_trace(&b).trace_id());
+    }
+
+    #[tokio::test]
+    async fn a_traceparent_the_caller_wrote_is_sent_unchanged() {
+        let channel = channel(
+            &[1],
+            ReferenceConfig::default(),
+            BlacklistConfig::default(),
+            1,
+        );
+        let own = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let request = Request::builder()
+            .uri("/t.S/M")
+            .header(TRACEPARENT, own)
+            .body(TonicBody::empty())
+            .unwrap();
+        let mut call = Call::new(channel.stack().clone(), request);
+        let (first, _) = call.request_with(TonicBody::empty());
+        let (retry, _) = call.request_with(TonicBody::empty());
+        assert_eq!(first.headers()[TRACEPARENT], own);
+        assert_eq!(retry.headers()[TRACEPARENT], own);
     }
 }

@@ -38,7 +38,22 @@ pub(super) fn attempt_span(
         server.port = port_of(invoker.authority()),
         rpc.grpc.status_code = Empty,
         "error.type" = Empty,
+        trace_id = Empty,
+        span_id = Empty,
     )
+}
+
+/// Records in the attempt's `span` the trace and span ids its `request` carries on the
+/// wire (`traceparent`), so its log lines join the provider's; nothing for a disabled
+/// span.
+pub(super) fn record_trace(span: &Span, request: &http::Request<tonic::body::Body>) {
+    if span.is_disabled() {
+        return;
+    }
+    if let Some(trace) = rpc_core::TraceContext::from_headers(request.headers()) {
+        span.record("trace_id", tracing::field::display(trace.trace_id_hex()));
+        span.record("span_id", tracing::field::display(trace.span_id_hex()));
+    }
 }
 
 /// Reports an attempt of the call to `path` that ended with `outcome` after `took`: to

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
+use rpc_core::{CallContext, TraceContext};
 use tonic::transport::server::TcpConnectInfo;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -71,6 +72,13 @@ where
                 .extensions()
                 .get::<TcpConnectInfo>()
                 .and_then(TcpConnectInfo::remote_addr);
+            // A provider's call carries its context from the transport; a consumer's
+            // continues the trace of the call it is made inside, when there is one.
+            let trace_id = match request.extensions().get::<CallContext>() {
+                Some(served) => served.trace().map(TraceContext::trace_id),
+                None => CallContext::current()
+                    .and_then(|served| served.trace().map(TraceContext::trace_id)),
+            };
             LineEnd::start(
                 sink.clone(),
                 application.clone(),
@@ -78,6 +86,7 @@ where
                 request.uri().path(),
                 peer,
             )
+            .with_trace_id(trace_id)
         });
         CallEndFuture::new(self.inner.call(request), end)
     }

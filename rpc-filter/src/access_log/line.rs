@@ -23,6 +23,7 @@ pub struct LineEnd {
     peer: Option<SocketAddr>,
     started: Instant,
     at: SystemTime,
+    trace_id: Option<u128>,
 }
 
 impl LineEnd {
@@ -42,7 +43,15 @@ impl LineEnd {
             peer,
             started: Instant::now(),
             at: SystemTime::now(),
+            trace_id: None,
         }
+    }
+
+    /// This line with the id of the trace its call belongs to (`trace_id`, 32 hex
+    /// digits, as trace back ends show it), when known.
+    pub fn with_trace_id(mut self, trace_id: Option<u128>) -> Self {
+        self.trace_id = trace_id;
+        self
     }
 
     /// The line as JSON, for a call that ended with `code`.
@@ -79,6 +88,9 @@ impl LineEnd {
                 Value::from(peer.ip().to_string()),
             );
             line.insert("network.peer.port".into(), Value::from(peer.port()));
+        }
+        if let Some(trace_id) = self.trace_id {
+            line.insert("trace_id".into(), Value::from(format!("{trace_id:032x}")));
         }
         Value::Object(line).to_string()
     }

@@ -1,6 +1,7 @@
 //! The span of one call, on either side, and what it records when the call ends.
 
 use http::Request;
+use rpc_core::{CallContext, TraceContext};
 use tonic::Code;
 use tonic::transport::server::TcpConnectInfo;
 use tracing::Span;
@@ -35,6 +36,11 @@ pub fn call_span<B>(side: Side, request: &Request<B>) -> Span {
             network.peer.port = peer(request).map(|peer| peer.port()),
             rpc.grpc.status_code = Empty,
             otel.status_code = Empty,
+            trace_id = trace(request).map(|trace| tracing::field::display(trace.trace_id_hex())),
+            span_id = trace(request).map(|trace| tracing::field::display(trace.span_id_hex())),
+            parent_span_id = trace(request)
+                .and_then(|trace| trace.parent_span_id())
+                .map(|id| format!("{id:016x}")),
         ),
         Side::Client => tracing::debug_span!(
             "rpc.client",
@@ -57,6 +63,15 @@ fn service_of(path: &str) -> Option<&str> {
 /// The method of a gRPC path, if it is one.
 fn method_of(path: &str) -> Option<&str> {
     split_path(path).map(|(_, method)| method)
+}
+
+/// The served call's span in its trace (set by the provider's transport: the caller's
+/// `traceparent` continued, or a new trace).
+fn trace<B>(request: &Request<B>) -> Option<&TraceContext> {
+    request
+        .extensions()
+        .get::<CallContext>()
+        .and_then(CallContext::trace)
 }
 
 /// The address of the peer that sent `request` (set by the provider's server).

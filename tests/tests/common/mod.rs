@@ -141,3 +141,23 @@ pub async fn scripted_provider(
     builder.service(EchoServer::new(scripted.clone()));
     builder.start().await.expect("provider starts")
 }
+
+/// The JSON lines of `path` once it holds `count` (an access log writes from a thread of
+/// its own), within a bound of 10 s.
+pub async fn json_lines(path: &std::path::Path, count: usize) -> Vec<serde_json::Value> {
+    let read = async {
+        loop {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            if text.lines().count() >= count && text.ends_with('\n') {
+                return text
+                    .lines()
+                    .map(|line| serde_json::from_str(line).expect("a JSON line"))
+                    .collect();
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), read)
+        .await
+        .unwrap_or_else(|_| panic!("{count} lines in {}", path.display()))
+}
