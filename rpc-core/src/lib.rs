@@ -25,6 +25,7 @@
 mod activity;
 mod call_context;
 mod compression;
+pub mod exported_spans;
 mod guarded_body;
 mod handles;
 mod inflight;

@@ -93,6 +93,27 @@ impl TraceContext {
         self.sampled
     }
 
+    /// This span's state and baggage under other ids: those an exporter gave the span
+    /// (see [`exported_spans`](crate::exported_spans)).
+    pub fn with_ids(&self, trace_id: u128, span_id: u64) -> Self {
+        Self {
+            trace_id,
+            span_id,
+            ..self.clone()
+        }
+    }
+
+    /// The caller's span this one is the child of, as the caller named it (its trace,
+    /// its span id, this span's flags); `None` for the first span of a trace.
+    pub fn parent(&self) -> Option<Self> {
+        let span_id = self.parent_span_id?;
+        Some(Self {
+            span_id,
+            parent_span_id: None,
+            ..self.clone()
+        })
+    }
+
     /// The trace id as 32 lowercase hex digits, as logs and trace back ends show it.
     pub fn trace_id_hex(&self) -> impl fmt::Display + use<> {
         Hex32(self.trace_id)

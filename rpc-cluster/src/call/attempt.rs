@@ -36,6 +36,10 @@ pub(super) async fn attempt(
 ) -> Outcome {
     let invoker = target.invoker;
     let span = telemetry::attempt_span(stack, target.path, invoker, target.number);
+    let mut request = request;
+    if wait.own_trace {
+        telemetry::exported_ids(&span, &mut request);
+    }
     telemetry::record_trace(&span, &request);
     let dispatched = dispatch::dispatch(invoker, request, wait)
         .instrument(span.clone())

@@ -62,6 +62,9 @@ pub(super) struct Wait {
     pub(super) timeout: Option<Duration>,
     /// Whether an overdue answer has its connection checked (a complete request).
     pub(super) watch_overdue: bool,
+    /// Whether the call wrote the attempt's `traceparent` (not the caller): an exporter's
+    /// ids for the attempt's span replace it then (`telemetry::exported_ids`).
+    pub(super) own_trace: bool,
 }
 
 /// Sends `request` to `invoker` and waits for its answer as `wait` says. An instance

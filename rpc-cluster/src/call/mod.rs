@@ -206,6 +206,7 @@ impl Call {
         let wait = Wait {
             timeout,
             watch_overdue,
+            own_trace: self.trace.is_some(),
         };
         (request, wait)
     }

@@ -43,6 +43,27 @@ pub(super) fn attempt_span(
     )
 }
 
+/// Sends, in `request`'s `traceparent`, the ids the attempt's `span` is exported with,
+/// when an exporter is installed (`lossless_rpc_core::exported_spans`): the provider's
+/// span is then the exported attempt's child, in the trace of whatever span was current
+/// (the served call's, or the application's own).
+pub(super) fn exported_ids(span: &Span, request: &mut http::Request<tonic::body::Body>) {
+    let Some(exporter) = rpc_core::exported_spans::exported_spans() else {
+        return;
+    };
+    if span.is_disabled() {
+        return;
+    }
+    let (Some((trace_id, span_id)), Some(sent)) = (
+        exporter.ids_of(span),
+        rpc_core::TraceContext::from_headers(request.headers()),
+    ) else {
+        return;
+    };
+    sent.with_ids(trace_id, span_id)
+        .write_to(request.headers_mut());
+}
+
 /// Records in the attempt's `span` the trace and span ids its `request` carries on the
 /// wire (`traceparent`), so its log lines join the provider's; nothing for a disabled
 /// span.

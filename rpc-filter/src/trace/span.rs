@@ -1,6 +1,7 @@
 //! The span of one call, on either side, and what it records when the call ends.
 
 use http::Request;
+use rpc_core::exported_spans::{exported_spans, with_next_ids};
 use rpc_core::{CallContext, TraceContext};
 use tonic::Code;
 use tonic::transport::server::TcpConnectInfo;
@@ -25,23 +26,7 @@ pub enum Side {
 pub fn call_span<B>(side: Side, request: &Request<B>) -> Span {
     let path = request.uri().path();
     match side {
-        Side::Server => tracing::debug_span!(
-            "rpc.server",
-            otel.name = path.trim_start_matches('/'),
-            otel.kind = "server",
-            rpc.system = "grpc",
-            rpc.service = service_of(path),
-            rpc.method = method_of(path),
-            network.peer.address = peer(request).map(|peer| tracing::field::display(peer.ip())),
-            network.peer.port = peer(request).map(|peer| peer.port()),
-            rpc.grpc.status_code = Empty,
-            otel.status_code = Empty,
-            trace_id = trace(request).map(|trace| tracing::field::display(trace.trace_id_hex())),
-            span_id = trace(request).map(|trace| tracing::field::display(trace.span_id_hex())),
-            parent_span_id = trace(request)
-                .and_then(|trace| trace.parent_span_id())
-                .map(|id| format!("{id:016x}")),
-        ),
+        Side::Server => exported(server_span(request), request),
         Side::Client => tracing::debug_span!(
             "rpc.client",
             otel.name = path.trim_start_matches('/'),
@@ -53,6 +38,41 @@ pub fn call_span<B>(side: Side, request: &Request<B>) -> Span {
             otel.status_code = Empty,
         ),
     }
+}
+
+/// The span of a call a provider serves, with the ids of its place in the trace.
+fn server_span<B>(request: &Request<B>) -> Span {
+    let path = request.uri().path();
+    tracing::debug_span!(
+        "rpc.server",
+        otel.name = path.trim_start_matches('/'),
+        otel.kind = "server",
+        rpc.system = "grpc",
+        rpc.service = service_of(path),
+        rpc.method = method_of(path),
+        network.peer.address = peer(request).map(|peer| tracing::field::display(peer.ip())),
+        network.peer.port = peer(request).map(|peer| peer.port()),
+        rpc.grpc.status_code = Empty,
+        otel.status_code = Empty,
+        trace_id = trace(request).map(|trace| tracing::field::display(trace.trace_id_hex())),
+        span_id = trace(request).map(|trace| tracing::field::display(trace.span_id_hex())),
+        parent_span_id = trace(request)
+            .and_then(|trace| trace.parent_span_id())
+            .map(|id| format!("{id:016x}")),
+    )
+}
+
+/// `span`, exported (when an exporter is installed) with exactly the ids of the served
+/// call's `CallContext`, as the child of the caller's span: the trace back end then
+/// shows the same ids as the wire and the logs (`lossless_rpc_core::exported_spans`).
+fn exported<B>(span: Span, request: &Request<B>) -> Span {
+    let (Some(exporter), Some(trace)) = (exported_spans(), trace(request)) else {
+        return span;
+    };
+    if !span.is_disabled() {
+        with_next_ids(trace, || exporter.start(&span, trace.parent().as_ref()));
+    }
+    span
 }
 
 /// The service of a gRPC path, if it is one.

@@ -24,6 +24,8 @@ mod limit;
 mod metrics;
 #[cfg(feature = "otlp")]
 pub mod otlp;
+#[cfg(feature = "otlp")]
+mod otlp_ids;
 mod process;
 mod provider_gauges;
 mod registry;

@@ -23,6 +23,12 @@
 //! # Ok(()) }
 //! ```
 //!
+//! Exported call spans carry the ids the calls carry on the wire (W3C `traceparent`): a
+//! provider's call span is exported under its caller's span, with the ids its handler
+//! sees in `CallContext` and its log lines show, and a consumer's attempt sends the ids of
+//! its exported span — so a trace crosses every process, ours or any other that speaks
+//! W3C Trace Context.
+//!
 //! The layer carries its own filter: every span at INFO and above, and the DEBUG spans
 //! of this framework's crates (a span per call and per attempt, see
 //! `lossless_rpc::filter::trace`), whatever level the log output uses — so give the log
@@ -38,6 +44,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::registry::LookupSpan;
 
+use super::otlp_ids::{CallIds, OtelSpans};
 use crate::Config;
 
 /// Why spans cannot be exported.
@@ -90,7 +97,10 @@ impl OtlpExporter {
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(exporter)
             .with_resource(resource)
+            .with_id_generator(CallIds::default())
             .build();
+        // Exported call spans carry the ids the wire carries (otlp_ids.rs).
+        rpc_core::exported_spans::export_spans_with(&OtelSpans);
         Ok(Some(Self { provider }))
     }
 
