@@ -4,83 +4,20 @@
 //! call's and the provider's under the attempt's (W3C `traceparent`); a plain client's
 //! `traceparent` is continued with the ids the wire carries.
 
+mod otlp_receiver;
+
 use std::sync::Arc;
 
 use lossless_rpc::observe::otlp::OtlpExporter;
 use lossless_rpc::registry::MemoryHub;
 use lossless_rpc::{Application, Config};
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::any_value::Value;
-use opentelemetry_proto::tonic::trace::v1::Span;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
-use parking_lot::Mutex;
+use otlp_receiver::{attribute, receiver};
 use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
 use rpc_testkit::services::EchoProvider;
 use tracing_subscriber::prelude::*;
-
-/// Every span the receiver was sent, and the service name of its resource.
-#[derive(Clone, Default)]
-struct Received(Arc<Mutex<Vec<(String, Span)>>>);
-
-#[tonic::async_trait]
-impl TraceService for Received {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        let mut received = self.0.lock();
-        for resource_spans in request.into_inner().resource_spans {
-            let service = resource_spans
-                .resource
-                .iter()
-                .flat_map(|resource| &resource.attributes)
-                .find(|attribute| attribute.key == "service.name")
-                .and_then(|attribute| text(attribute.value.as_ref()?.value.as_ref()?))
-                .unwrap_or_default();
-            for scope_spans in resource_spans.scope_spans {
-                for span in scope_spans.spans {
-                    received.push((service.clone(), span));
-                }
-            }
-        }
-        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
-    }
-}
-
-fn text(value: &Value) -> Option<String> {
-    match value {
-        Value::StringValue(text) => Some(text.clone()),
-        Value::IntValue(number) => Some(number.to_string()),
-        _ => None,
-    }
-}
-
-/// The value of `span`'s attribute `key`, as text.
-fn attribute(span: &Span, key: &str) -> Option<String> {
-    span.attributes
-        .iter()
-        .find(|attribute| attribute.key == key)
-        .and_then(|attribute| text(attribute.value.as_ref()?.value.as_ref()?))
-}
-
-/// An OTLP receiver on 127.0.0.1:0, serving until the test ends.
-async fn receiver() -> (Received, std::net::SocketAddr) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let received = Received::default();
-    let server = tonic::transport::Server::builder()
-        .add_service(TraceServiceServer::new(received.clone()))
-        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener));
-    tokio::spawn(server);
-    (received, addr)
-}
 
 fn config(name: &str, endpoint: &str) -> Config {
     let mut config = Config::default();
