@@ -51,7 +51,12 @@ impl TraceContext {
     /// `baggage`); `None` when there is no `traceparent` or it is not valid (the W3C
     /// rules: a known layout, lowercase hex, no all-zero id, version `ff` refused).
     pub fn from_headers(headers: &HeaderMap) -> Option<Self> {
-        let (trace_id, span_id, flags) = parse_traceparent(headers.get(TRACEPARENT)?.as_bytes())?;
+        let mut values = headers.get_all(TRACEPARENT).iter();
+        let (Some(value), None) = (values.next(), values.next()) else {
+            // None, or two (W3C: a vendor accepts one traceparent; two start a new trace).
+            return None;
+        };
+        let (trace_id, span_id, flags) = parse_traceparent(value.as_bytes())?;
         Some(Self {
             trace_id,
             span_id,
@@ -60,6 +65,20 @@ impl TraceContext {
             tracestate: headers.get(TRACESTATE).cloned(),
             baggage: headers.get(BAGGAGE).cloned(),
         })
+    }
+
+    /// The span of a call that `headers` came with: a child of the caller's span, or the
+    /// first of a new trace when they carry no valid `traceparent` — which keeps their
+    /// `baggage` (W3C Baggage does not depend on a trace) but not their `tracestate`
+    /// (which only has meaning with its `traceparent`).
+    pub fn continued_from(headers: &HeaderMap) -> Self {
+        match Self::from_headers(headers) {
+            Some(caller) => caller.child(),
+            None => Self {
+                baggage: headers.get(BAGGAGE).cloned(),
+                ..Self::new_root()
+            },
+        }
     }
 
     /// A new span under this one: the same trace, flags, state and baggage, a new span id.
@@ -135,7 +154,11 @@ impl TraceContext {
         value[52] = b'-';
         value[53] = b'0';
         value[54] = if self.sampled { b'1' } else { b'0' };
-        let value = HeaderValue::from_bytes(&value).expect("hex digits and dashes");
+        let mut value = HeaderValue::from_bytes(&value).expect("hex digits and dashes");
+        // A value no later request repeats: HPACK must not index it, or each request
+        // would evict the connection's useful entries (`content-type`, `te`, …) from the
+        // dynamic table and make the next requests send those as literals again.
+        value.set_sensitive(true);
         headers.insert(TRACEPARENT, value);
         if let Some(state) = &self.tracestate {
             headers.insert(TRACESTATE, state.clone());
@@ -267,11 +290,34 @@ mod tests {
         ] {
             assert_eq!(TraceContext::from_headers(&headers(bad)), None, "{bad}");
         }
+        let mut twice = headers(EXAMPLE);
+        twice.append(TRACEPARENT, HeaderValue::from_static(EXAMPLE));
+        assert_eq!(
+            TraceContext::from_headers(&twice),
+            None,
+            "two traceparent headers"
+        );
         let later = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00-more";
         assert!(
             TraceContext::from_headers(&headers(later)).is_some(),
             "a later version's extra field"
         );
         assert_eq!(TraceContext::from_headers(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn baggage_travels_without_a_trace_and_tracestate_does_not() {
+        let mut sent = headers("not a traceparent");
+        sent.insert(
+            TRACESTATE,
+            HeaderValue::from_static("rojo=00f067aa0ba902b7"),
+        );
+        sent.insert(BAGGAGE, HeaderValue::from_static("userId=bob"));
+        let started = TraceContext::continued_from(&sent);
+        assert_eq!(started.parent_span_id(), None, "a new trace");
+        let mut written = HeaderMap::new();
+        started.write_to(&mut written);
+        assert_eq!(written[BAGGAGE], "userId=bob");
+        assert!(written.get(TRACESTATE).is_none());
     }
 }

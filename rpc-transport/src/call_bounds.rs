@@ -135,11 +135,7 @@ where
 /// The context a served call's handler runs in: its `deadline`, and its span in the
 /// caller's trace (a child of the caller's `traceparent`, or the first of a new trace).
 fn served_context(deadline: Option<Instant>, headers: &http::HeaderMap) -> CallContext {
-    let trace = match TraceContext::from_headers(headers) {
-        Some(caller) => caller.child(),
-        None => TraceContext::new_root(),
-    };
-    let context = CallContext::new().with_trace(trace);
+    let context = CallContext::new().with_trace(TraceContext::continued_from(headers));
     match deadline {
         Some(deadline) => context.with_deadline(deadline),
         None => context,

@@ -1,5 +1,5 @@
 //! `access_log`: one JSON line per call on each side, with the fields
-//! docs/observability.md names ("Access logs");
+//! docs/observability.md names ("Access logs"), a call its deadline cut short included;
 //! a path that cannot be opened fails start-up naming `access_log.path`.
 
 mod common;
@@ -7,12 +7,16 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
+use prost::Message;
+use proto::echo::EchoRequest;
+use proto::echo::echo_server::EchoServer;
 use proto::greeter::HelloRequest;
 use proto::greeter::greeter_client::GreeterClient;
 use proto::greeter::greeter_server::GreeterServer;
 use rpc::registry::MemoryHub;
 use rpc::{ApplicationError, Config};
-use rpc_testkit::services::GreeterProvider;
+use rpc_testkit::services::{EchoProvider, GreeterProvider};
+use rpc_testkit::wire::grpc::{self, framed};
 
 fn logged(name: &str, path: &Path) -> Config {
     let mut config = common::config(name);
@@ -81,4 +85,43 @@ async fn a_path_that_cannot_be_opened_fails_start_up_naming_the_key() {
     };
     assert!(matches!(error, ApplicationError::Config(_)), "{error}");
     assert!(error.to_string().contains("access_log.path"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cut_at_its_deadline_is_logged_as_deadline_exceeded() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = dir.path().join("served.log");
+    let hub = MemoryHub::new();
+    let mut provider = common::builder_with(logged("provider", &served), &hub, Duration::ZERO);
+    provider.service(EchoServer::new(EchoProvider::default()));
+    let provider = provider.start().await.expect("the provider starts");
+    let addr = provider.local_addr().unwrap();
+
+    // Written by hand (h2): a gRPC library would give up at its own deadline first.
+    let request = EchoRequest {
+        payload: bytes::Bytes::from_static(b"late"),
+        delay_ms: Some(5_000),
+    };
+    let headers = [
+        ("content-type", "application/grpc"),
+        ("grpc-timeout", "100m"),
+        (
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        ),
+    ];
+    let body = framed(false, &request.encode_to_vec(), None);
+    let code = tokio::time::timeout(
+        Duration::from_secs(10),
+        grpc::call(addr, "/echo.Echo/Echo", &headers, body),
+    )
+    .await
+    .expect("an answer within the bound")
+    .expect("a gRPC answer");
+    assert_eq!(code, tonic::Code::DeadlineExceeded);
+
+    let lines = common::json_lines(&served, 1).await;
+    assert_eq!(lines[0]["rpc.grpc.status_code"], 4, "{lines:?}");
+    assert_eq!(lines[0]["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    provider.before_shutdown().await;
 }

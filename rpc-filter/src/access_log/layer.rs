@@ -72,13 +72,7 @@ where
                 .extensions()
                 .get::<TcpConnectInfo>()
                 .and_then(TcpConnectInfo::remote_addr);
-            // A provider's call carries its context from the transport; a consumer's
-            // continues the trace of the call it is made inside, when there is one.
-            let trace_id = match request.extensions().get::<CallContext>() {
-                Some(served) => served.trace().map(TraceContext::trace_id),
-                None => CallContext::current()
-                    .and_then(|served| served.trace().map(TraceContext::trace_id)),
-            };
+            let trace_id = trace_id(&request);
             LineEnd::start(
                 sink.clone(),
                 application.clone(),
@@ -89,6 +83,21 @@ where
             .with_trace_id(trace_id)
         });
         CallEndFuture::new(self.inner.call(request), end)
+    }
+}
+
+/// The trace `request`'s call belongs to: a provider's call carries its context from
+/// the transport; a consumer's call is in the trace its own `traceparent` names when the
+/// application wrote one, else in the trace of the call it is made inside, if any.
+fn trace_id<B>(request: &Request<B>) -> Option<u128> {
+    if let Some(served) = request.extensions().get::<CallContext>() {
+        return served.trace().map(TraceContext::trace_id);
+    }
+    match TraceContext::from_headers(request.headers()) {
+        Some(own) => Some(own.trace_id()),
+        None => {
+            CallContext::current().and_then(|served| served.trace().map(TraceContext::trace_id))
+        }
     }
 }
 
@@ -161,5 +170,25 @@ mod tests {
         assert!(line["duration_ms"].as_f64().unwrap() >= 0.0);
         assert!(line["timestamp"].as_str().unwrap().ends_with('Z'));
         assert_eq!(text.lines().count(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_consumers_line_names_the_trace_its_own_traceparent_names_before_the_served_one() {
+        let served = TraceContext::new_root();
+        let own = "00-11111111111111111111111111111111-2222222222222222-01";
+        let (with_own, without) = CallContext::new()
+            .with_trace(served.clone())
+            .scope(async {
+                let with_own = Request::builder()
+                    .uri("/echo.Echo/Echo")
+                    .header("traceparent", own)
+                    .body(())
+                    .unwrap();
+                let without = Request::builder().uri("/echo.Echo/Echo").body(()).unwrap();
+                (trace_id(&with_own), trace_id(&without))
+            })
+            .await;
+        assert_eq!(with_own, Some(0x1111_1111_1111_1111_1111_1111_1111_1111));
+        assert_eq!(without, Some(served.trace_id()), "the served call's trace");
     }
 }

@@ -11,15 +11,47 @@ use super::{CallEndBody, OnCallEnd, StatusOfError, code_in_response, watch};
 
 pin_project! {
     /// Resolves to the inner future's response, its body wrapped in a [`CallEndBody`]
-    /// that ends the call; a trailers-only response or an error ends it here.
-    pub struct CallEndFuture<F, E> {
+    /// that ends the call; a trailers-only response or an error ends it here. Dropped
+    /// before it resolved, the call ends too: as `DEADLINE_EXCEEDED` when the served
+    /// call's deadline has passed (the provider's transport drops the handler then), else
+    /// as `CANCELLED` (the caller went away) — so a call cut short is still logged,
+    /// counted and traced.
+    pub struct CallEndFuture<F, E>
+    where
+        E: OnCallEnd,
+    {
         #[pin]
         inner: F,
         end: Option<E>,
     }
+
+    impl<F, E> PinnedDrop for CallEndFuture<F, E>
+    where
+        E: OnCallEnd,
+    {
+        fn drop(this: Pin<&mut Self>) {
+            if let Some(end) = this.project().end.take() {
+                end.call_ended(code_when_dropped());
+            }
+        }
+    }
 }
 
-impl<F, E> CallEndFuture<F, E> {
+/// The status of a call whose response future is dropped before it resolved: the
+/// transport drops a handler at its caller's deadline (inside the call's context, see
+/// lossless-rpc-core's `CallContext`), anything else is the caller going away.
+fn code_when_dropped() -> tonic::Code {
+    let deadline_passed = rpc_core::CallContext::current()
+        .and_then(|served| served.remaining())
+        .is_some_and(|left| left.is_zero());
+    if deadline_passed {
+        tonic::Code::DeadlineExceeded
+    } else {
+        tonic::Code::Cancelled
+    }
+}
+
+impl<F, E: OnCallEnd> CallEndFuture<F, E> {
     /// Watches the call answered by `inner`; `end` is told when it ends (`None`: nothing
     /// to tell, e.g. metrics off or a span nobody records).
     pub fn new(inner: F, end: Option<E>) -> Self {
@@ -63,5 +95,56 @@ where
                 Err(error)
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use parking_lot::Mutex;
+    use rpc_core::CallContext;
+    use tokio::time::Instant;
+
+    use super::*;
+
+    /// Records the code each call ended with.
+    #[derive(Clone, Default)]
+    struct Ended(Arc<Mutex<Vec<tonic::Code>>>);
+
+    impl OnCallEnd for Ended {
+        fn call_ended(self, code: tonic::Code) {
+            self.0.lock().push(code);
+        }
+    }
+
+    type Never = std::future::Pending<Result<Response<()>, tonic::Status>>;
+
+    fn never_answered(ended: &Ended) -> Pin<Box<CallEndFuture<Never, Ended>>> {
+        Box::pin(CallEndFuture::new(
+            std::future::pending(),
+            Some(ended.clone()),
+        ))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_dropped_unanswered_ends_as_deadline_exceeded_or_cancelled() {
+        let ended = Ended::default();
+        // Dropped by the transport at the caller's deadline, inside the call's context.
+        let served = CallContext::new().with_deadline(Instant::now() + Duration::from_millis(5));
+        let future = never_answered(&ended);
+        served
+            .scope(async move {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                drop(future);
+            })
+            .await;
+        // Dropped because the caller went away.
+        drop(never_answered(&ended));
+        assert_eq!(
+            *ended.0.lock(),
+            [tonic::Code::DeadlineExceeded, tonic::Code::Cancelled]
+        );
     }
 }
