@@ -61,14 +61,16 @@ install_rnacos() {
 
 install_python() {
     local python=.venv/bin/python
-    if ! [[ -x $python ]] || ! $python -c 'import grpc, grpc_tools, grpc_health, grpc_reflection, prometheus_client, dubbo, kazoo, opentelemetry.sdk, opentelemetry.instrumentation.grpc' >/dev/null 2>&1; then
+    if ! [[ -x $python ]] || ! $python -c 'import grpc, grpc_tools, grpc_health, grpc_reflection, prometheus_client, dubbo, kazoo, opentelemetry.sdk, opentelemetry.instrumentation.grpc, opentelemetry.semconv.schemas' >/dev/null 2>&1; then
         say "creating .venv with grpcio, prometheus-client and Apache Dubbo's Python SDK"
         python3 -m venv .venv
         # apache-dubbo: a real Dubbo peer (Triple, ZooKeeper through kazoo) for tests/tests/dubbo_fleet.rs;
-        # OpenTelemetry's SDK and gRPC instrumentation: both ends of rpc/tests/otel_chain.rs
+        # OpenTelemetry's SDK and gRPC instrumentation: both ends of rpc/tests/otel_chain.rs;
+        # its semantic-conventions registry (v1.44.0) checks our names in rpc/tests/semconv.rs
         $python -m pip install -q grpcio==1.85.3 grpcio-tools==1.85.1 grpcio-health-checking==1.85.1 \
             grpcio-reflection==1.85.1 prometheus-client==0.21.1 apache-dubbo==3.0.0b1 kazoo==2.11.0 \
-            opentelemetry-sdk==1.45.2 opentelemetry-instrumentation-grpc==0.66b2 >&2
+            opentelemetry-sdk==1.45.2 opentelemetry-instrumentation-grpc==0.66b2 \
+            opentelemetry-semantic-conventions==0.66b2 >&2
     fi
     export RPC_TEST_PYTHON="$PWD/$python"
     # kubernetes-validate ships the Kubernetes API schemas (1.25 to 1.37 in this

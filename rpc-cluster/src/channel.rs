@@ -101,6 +101,15 @@ impl ClusterChannel {
         self
     }
 
+    /// This channel with its attempt spans' attribute names as `conventions` chooses
+    /// (default [`RpcConventions::Old`](rpc_core::RpcConventions::Old)); the first
+    /// setting holds, as clones share it.
+    pub fn with_span_conventions(self, conventions: rpc_core::RpcConventions) -> Self {
+        // A second setting is ignored: the first was made before any call.
+        let _ = self.stack.span_conventions.set(conventions);
+        self
+    }
+
     /// The directory of instances this channel picks from.
     pub fn directory(&self) -> &Arc<Directory> {
         &self.stack.directory

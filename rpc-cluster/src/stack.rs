@@ -42,6 +42,9 @@ pub(crate) struct ReferenceStack {
     pub(crate) attempt_observer: OnceLock<Arc<dyn AttemptObserver>>,
     /// Whether attempts open spans (on unless tracing is turned off).
     pub(crate) attempt_spans: AtomicBool,
+    /// The attribute names of attempt spans (set once, before calls are made; unset:
+    /// the old names).
+    pub(crate) span_conventions: OnceLock<rpc_core::RpcConventions>,
     /// The Triple headers of the reference's version and group, sent with every call
     /// (none for a service with neither): Dubbo providers route by them.
     pub(crate) service_headers: Vec<(http::HeaderName, http::HeaderValue)>,
@@ -71,6 +74,7 @@ impl ReferenceStack {
             rngs: RngSource::default(),
             attempt_observer: OnceLock::new(),
             attempt_spans: AtomicBool::new(true),
+            span_conventions: OnceLock::new(),
             service_headers: rpc_core::triple::service_headers(directory.service()),
             directory,
             config,

@@ -36,6 +36,7 @@ mod offline_services;
 mod phase;
 pub mod registry;
 mod rejections;
+pub mod semconv;
 mod service_key;
 mod stream_drain;
 pub mod trace_context;
@@ -56,6 +57,7 @@ pub use registry::{
     Unreachability,
 };
 pub use rejections::RejectionCounter;
+pub use semconv::RpcConventions;
 pub use service_key::ServiceKey;
 pub use stream_drain::{DrainNotice, MOVED_MESSAGE, StreamDrain, is_reserved, moved};
 pub use trace_context::TraceContext;

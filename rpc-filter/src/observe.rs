@@ -70,7 +70,7 @@ where
         let (inner, span) = match self.layer.trace.side() {
             None => (self.inner.call(request), None),
             Some(side) => {
-                let span = call_span(side, &request);
+                let span = call_span(side, self.layer.trace.conventions(), &request);
                 // The inner call is made inside the span too: a service may start work
                 // in `call`.
                 let inner = span.in_scope(|| self.inner.call(request));

@@ -53,7 +53,9 @@ pub use application::{Application, ApplicationBuilder, ApplicationError, Provide
 pub use config::{Config, ConfigError, ConfigFormat};
 pub use observe::{Metrics, ReferenceChannel};
 pub use rpc_cluster::ClusterError;
-pub use rpc_core::{CallContext, Instance, RegistryError, ServiceKey, Unreachability};
+pub use rpc_core::{
+    CallContext, Instance, RegistryError, RpcConventions, ServiceKey, Unreachability,
+};
 pub use rpc_lifecycle::{
     Interrupt, Lifecycle, Phase, ShutdownConfig, ShutdownReport, StartError, Step, StepOutcome,
     UpgradeConfig, UpgradeReport,

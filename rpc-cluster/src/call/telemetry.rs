@@ -4,7 +4,9 @@
 //! The span is at DEBUG level, as tower-http makes its request spans: when no subscriber
 //! wants it, the macro returns a disabled span without evaluating its fields, and
 //! recording into it is skipped. Its fields follow OpenTelemetry's names
-//! (`server.address`, `server.port`, `rpc.grpc.status_code`, `error.type`); the attempt
+//! (`server.address`, `server.port`, `rpc.grpc.status_code`, `error.type`; under the
+//! stable conventions `rpc.system.name`, `rpc.method`, `rpc.response.status_code`,
+//! chosen by `ClusterChannel::with_span_conventions`); the attempt
 //! number follows gRPC's own OpenTelemetry design (gRFC A72), which makes one span per
 //! attempt under the call's span.
 
@@ -12,6 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rpc_core::metadata::{self, GRPC_STATUS};
+use rpc_core::semconv::status_name;
 use tracing::Span;
 use tracing::field::Empty;
 
@@ -30,17 +33,50 @@ pub(super) fn attempt_span(
     if !stack.attempt_spans.load(Ordering::Relaxed) {
         return Span::none();
     }
-    tracing::debug_span!(
-        "rpc.attempt",
-        otel.name = path.trim_start_matches('/'),
-        rpc.attempt = number,
-        server.address = host_of(invoker.authority()),
-        server.port = port_of(invoker.authority()),
-        rpc.grpc.status_code = Empty,
-        "error.type" = Empty,
-        trace_id = Empty,
-        span_id = Empty,
-    )
+    let conventions = stack.span_conventions.get().copied().unwrap_or_default();
+    let name = path.trim_start_matches('/');
+    let authority = invoker.authority();
+    match (conventions.emits_old(), conventions.emits_stable()) {
+        (true, false) => tracing::debug_span!(
+            "rpc.attempt",
+            otel.name = name,
+            rpc.attempt = number,
+            server.address = host_of(authority),
+            server.port = port_of(authority),
+            rpc.grpc.status_code = Empty,
+            "error.type" = Empty,
+            trace_id = Empty,
+            span_id = Empty,
+        ),
+        (false, true) => tracing::debug_span!(
+            "rpc.attempt",
+            otel.name = name,
+            rpc.system.name = "grpc",
+            rpc.method = name,
+            rpc.attempt = number,
+            server.address = host_of(authority),
+            server.port = port_of(authority),
+            rpc.response.status_code = Empty,
+            "error.type" = Empty,
+            trace_id = Empty,
+            span_id = Empty,
+        ),
+        _ => tracing::debug_span!(
+            "rpc.attempt",
+            otel.name = name,
+            rpc.system = "grpc",
+            rpc.system.name = "grpc",
+            rpc.method = name,
+            rpc.attempt = number,
+            server.address = host_of(authority),
+            server.port = port_of(authority),
+            rpc.grpc.status_code = Empty,
+            rpc.response.status_code = Empty,
+            "error.type" = Empty,
+            trace_id = Empty,
+            span_id = Empty,
+        ),
+    }
 }
 
 /// Sends, in `request`'s `traceparent`, the ids the attempt's `span` is exported with,
@@ -96,8 +132,10 @@ pub(super) fn attempt_ended(
     if span.is_disabled() {
         return;
     }
+    // Each name is recorded if the span has it (the conventions chose its fields).
     if let Some(code) = status_in_headers(outcome) {
-        span.record("rpc.grpc.status_code", code);
+        span.record("rpc.grpc.status_code", code as i32);
+        span.record("rpc.response.status_code", status_name(code));
     }
     if let Some(kind) = failure {
         span.record("error.type", kind.as_str());
@@ -107,13 +145,13 @@ pub(super) fn attempt_ended(
 /// The gRPC status an attempt's response headers carry (a trailers-only response); a
 /// response whose status comes in its trailers, or a failure without a response, has
 /// none yet.
-fn status_in_headers(outcome: &Outcome) -> Option<i32> {
+fn status_in_headers(outcome: &Outcome) -> Option<tonic::Code> {
     let response = match outcome {
         Outcome::Success(response) | Outcome::AppError(response) => response,
         Outcome::Failure(failure) => failure.response.as_ref().ok()?,
     };
     let value = metadata::header(response.headers(), &GRPC_STATUS)?;
-    Some(tonic::Code::from_bytes(value.as_bytes()) as i32)
+    Some(tonic::Code::from_bytes(value.as_bytes()))
 }
 
 /// The host of `host:port` (an IPv6 host keeps its brackets off).

@@ -22,6 +22,8 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Unit;
+use rpc_core::RpcConventions;
+use rpc_core::semconv::STATUS_NAMES;
 
 use super::histogram::DurationHistogram;
 use crate::grpc_path::split_path;
@@ -32,26 +34,35 @@ pub const MAX_METHODS: usize = 256;
 /// The service and method label of calls whose method is not given a series of its own.
 pub const OTHER: &str = "_OTHER";
 
-/// The `rpc_system` label of every series.
+/// The `rpc_system` (`rpc_system_name`) label of every series.
 const RPC_SYSTEM: &str = "grpc";
 
 static SECONDS: Unit = Unit::Seconds;
 
-/// The last label of a family of series: its name and every value it takes.
+/// The last label of a family of series: its name and every value it takes, under
+/// the old RPC conventions and under the stable ones ([`RpcConventions`]).
 #[derive(Clone, Copy, Debug)]
 pub struct LastLabel {
-    /// The label's name.
+    /// The label's name (old conventions).
     pub name: &'static str,
     /// Its values; an observation names one by index.
     pub values: &'static [&'static str],
+    /// The label's name under the stable conventions (may equal `name`).
+    pub stable_name: &'static str,
+    /// Its values under the stable conventions, in the order of `values`.
+    pub stable_values: &'static [&'static str],
 }
 
-/// `rpc_grpc_status_code`, indexed by the code's number (`tonic::Code as usize`).
+/// The call's gRPC status, indexed by the code's number (`tonic::Code as usize`):
+/// `rpc_grpc_status_code` (`"14"`), or under the stable conventions
+/// `rpc_response_status_code` (`"UNAVAILABLE"`).
 pub const STATUS_CODE: LastLabel = LastLabel {
     name: "rpc_grpc_status_code",
     values: &[
         "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16",
     ],
+    stable_name: "rpc_response_status_code",
+    stable_values: &STATUS_NAMES,
 };
 
 /// The histograms of one method, one per value of the family's last label.
@@ -79,6 +90,17 @@ impl MethodSeries {
     }
 }
 
+impl MethodSeries {
+    /// `package.Service/Method`, or `_OTHER` for the shared series.
+    fn full_method(&self) -> String {
+        if &*self.service == OTHER {
+            OTHER.to_owned()
+        } else {
+            format!("{}/{}", self.service, self.method)
+        }
+    }
+}
+
 impl fmt::Debug for MethodSeries {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MethodSeries")
@@ -92,12 +114,15 @@ impl fmt::Debug for MethodSeries {
 type PathMap = HashMap<Box<str>, Arc<MethodSeries>, foldhash::fast::RandomState>;
 
 /// A family of duration histograms labelled `rpc_system`, `rpc_service`, `rpc_method`
-/// and one more label, exported as `<name>_seconds`. Register it with a
-/// prometheus-client `Registry` (`register_collector`).
+/// and one more label (under the stable conventions `rpc_system_name`, `rpc_method`
+/// fully qualified, and the last label's stable name), exported as `<name>_seconds`.
+/// Register it with a prometheus-client `Registry` (`register_collector`).
 pub struct MethodHistograms {
     name: &'static str,
     help: &'static str,
     label: LastLabel,
+    /// Which label names the scrape writes (a call's lookup does not read it).
+    conventions: RpcConventions,
     /// Looked up on every call by its path: hashed with foldhash rather than SipHash
     /// (a path a peer sends only finds or misses a series; the map never holds more
     /// than [`MAX_METHODS`]).
@@ -115,9 +140,19 @@ impl MethodHistograms {
             name,
             help,
             label,
+            conventions: RpcConventions::Old,
             by_path: ArcSwap::default(),
             adding: Mutex::new(()),
             other: Arc::new(MethodSeries::new(OTHER, OTHER, label)),
+        }
+    }
+
+    /// The same family, its labels named as `conventions` chooses (default
+    /// [`RpcConventions::Old`]).
+    pub fn with_conventions(self, conventions: RpcConventions) -> Self {
+        Self {
+            conventions,
+            ..self
         }
     }
 
@@ -173,6 +208,42 @@ impl MethodHistograms {
     }
 }
 
+impl MethodHistograms {
+    /// The labels of `series`'s histogram for the last label's value number `index`.
+    fn labels<'a>(
+        &'a self,
+        series: &'a MethodSeries,
+        full_method: &'a str,
+        index: usize,
+    ) -> Vec<(&'a str, &'a str)> {
+        let mut labels = Vec::with_capacity(6);
+        let (old, stable) = (
+            self.conventions.emits_old(),
+            self.conventions.emits_stable(),
+        );
+        if old {
+            labels.push(("rpc_system", RPC_SYSTEM));
+        }
+        if stable {
+            labels.push(("rpc_system_name", RPC_SYSTEM));
+        }
+        if old {
+            labels.push(("rpc_service", &*series.service));
+        }
+        // Both sets name the method `rpc_method`; the stable one (fully qualified) wins.
+        let method = if stable { full_method } else { &*series.method };
+        labels.push(("rpc_method", method));
+        let label = self.label;
+        if old {
+            labels.push((label.name, label.values[index]));
+        }
+        if stable && !(old && label.stable_name == label.name) {
+            labels.push((label.stable_name, label.stable_values[index]));
+        }
+        labels
+    }
+}
+
 impl fmt::Debug for MethodHistograms {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MethodHistograms")
@@ -191,16 +262,12 @@ impl Collector for MethodHistograms {
             MetricType::Histogram,
         )?;
         for series in self.all() {
-            for (value, slot) in self.label.values.iter().zip(series.by_value.iter()) {
+            let full_method = series.full_method();
+            for (index, slot) in series.by_value.iter().enumerate() {
                 let Some(histogram) = slot.get() else {
                     continue;
                 };
-                let labels = [
-                    ("rpc_system", RPC_SYSTEM),
-                    ("rpc_service", &*series.service),
-                    ("rpc_method", &*series.method),
-                    (self.label.name, value),
-                ];
+                let labels = self.labels(&series, &full_method, index);
                 let snapshot = histogram.snapshot();
                 family
                     .encode_family(&labels)?
@@ -261,5 +328,36 @@ mod tests {
         assert_eq!(histograms.by_path.load().len(), MAX_METHODS);
         let other = histograms.other().by_value[0].get().unwrap().snapshot();
         assert_eq!(other.count, 11);
+    }
+
+    #[test]
+    fn stable_and_dup_conventions_name_the_labels_anew() {
+        let stable = MethodHistograms::new("rpc_test_call_duration", "Test.", STATUS_CODE)
+            .with_conventions(RpcConventions::Stable);
+        stable.observe("/echo.Echo/Echo", 14, Duration::from_millis(2));
+        stable.observe("not-a-path", 0, Duration::from_millis(1));
+        let text = encode(stable);
+        assert!(
+            text.contains(
+                r#"rpc_test_call_duration_seconds_count{rpc_system_name="grpc",rpc_method="echo.Echo/Echo",rpc_response_status_code="UNAVAILABLE"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"{rpc_system_name="grpc",rpc_method="_OTHER",rpc_response_status_code="OK"} 1"#
+            ),
+            "{text}"
+        );
+        let dup = MethodHistograms::new("rpc_test_call_duration", "Test.", STATUS_CODE)
+            .with_conventions(RpcConventions::Dup);
+        dup.observe("/echo.Echo/Echo", 0, Duration::from_millis(2));
+        let text = encode(dup);
+        assert!(
+            text.contains(
+                r#"{rpc_system="grpc",rpc_system_name="grpc",rpc_service="echo.Echo",rpc_method="echo.Echo/Echo",rpc_grpc_status_code="0",rpc_response_status_code="OK"} 1"#
+            ),
+            "{text}"
+        );
     }
 }

@@ -3,6 +3,7 @@
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
+use rpc_core::RpcConventions;
 use tower_layer::Layer;
 use tower_service::Service;
 use tracing::Instrument;
@@ -15,32 +16,52 @@ use crate::call_end::{CallEndBody, CallEndFuture, StatusOfError};
 #[derive(Clone, Copy, Debug)]
 pub struct CallTraceLayer {
     side: Option<Side>,
+    conventions: RpcConventions,
 }
 
 impl CallTraceLayer {
-    /// Spans for the calls a provider serves.
+    /// Spans for the calls a provider serves, with the old attribute names
+    /// ([`RpcConventions::Old`]; see [`with_conventions`](Self::with_conventions)).
     pub fn server() -> Self {
         Self {
             side: Some(Side::Server),
+            conventions: RpcConventions::Old,
         }
     }
 
     /// Spans for the calls a consumer makes (their attempts are the cluster's spans,
-    /// children of these).
+    /// children of these), with the old attribute names.
     pub fn client() -> Self {
         Self {
             side: Some(Side::Client),
+            conventions: RpcConventions::Old,
         }
     }
 
     /// No spans (tracing off): the service only passes calls through.
     pub fn disabled() -> Self {
-        Self { side: None }
+        Self {
+            side: None,
+            conventions: RpcConventions::Old,
+        }
+    }
+
+    /// The same spans with the attribute names `conventions` chooses.
+    pub fn with_conventions(self, conventions: RpcConventions) -> Self {
+        Self {
+            conventions,
+            ..self
+        }
     }
 
     /// The side its spans stand for; `None` when disabled.
     pub(crate) fn side(&self) -> Option<Side> {
         self.side
+    }
+
+    /// The attribute names of its spans.
+    pub(crate) fn conventions(&self) -> RpcConventions {
+        self.conventions
     }
 }
 
@@ -50,7 +71,7 @@ impl<S> Layer<S> for CallTraceLayer {
     fn layer(&self, inner: S) -> Self::Service {
         CallTrace {
             inner,
-            side: self.side,
+            layer: *self,
         }
     }
 }
@@ -66,7 +87,7 @@ impl<S> Layer<S> for CallTraceLayer {
 #[derive(Clone, Debug)]
 pub struct CallTrace<S> {
     inner: S,
-    side: Option<Side>,
+    layer: CallTraceLayer,
 }
 
 impl<S, RequestBody, ResponseBody> Service<Request<RequestBody>> for CallTrace<S>
@@ -83,13 +104,13 @@ where
     }
 
     fn call(&mut self, request: Request<RequestBody>) -> Self::Future {
-        let Some(side) = self.side else {
+        let Some(side) = self.layer.side else {
             return CallEndFuture::new(
                 self.inner.call(request).instrument(tracing::Span::none()),
                 None,
             );
         };
-        let span = call_span(side, &request);
+        let span = call_span(side, self.layer.conventions, &request);
         let end = SpanEnd::new(&span, side);
         // The inner call is made inside the span too: a service may start work in `call`.
         let inner = span.in_scope(|| self.inner.call(request));
@@ -177,5 +198,40 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(response.headers()["grpc-status"], "5");
+    }
+
+    #[tokio::test]
+    async fn stable_conventions_name_the_status_and_the_failure() {
+        let captured = Captured::default();
+        // A second live dispatcher, as in the test above (callsite interest caching).
+        let _second_dispatcher =
+            tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
+        let subscriber = tracing_subscriber::registry().with(captured.clone());
+        let _default = tracing::subscriber::set_default(subscriber);
+        let request = || Request::builder().uri("/echo.Echo/Echo").body(()).unwrap();
+        for layer in [CallTraceLayer::server(), CallTraceLayer::client()] {
+            let layer = layer.with_conventions(RpcConventions::Stable);
+            let response = layer.layer(service_fn(ok)).oneshot(request()).await;
+            response.unwrap().into_body().collect().await.unwrap();
+        }
+
+        let server = captured.span("rpc.server");
+        assert_eq!(server["rpc.system.name"], "grpc");
+        assert_eq!(server["rpc.method"], "echo.Echo/Echo");
+        assert_eq!(server["rpc.response.status_code"], "NOT_FOUND");
+        assert!(!server.contains_key("rpc.service"), "{server:?}");
+        assert!(!server.contains_key("rpc.grpc.status_code"), "{server:?}");
+        assert!(
+            !server.contains_key("error.type"),
+            "NOT_FOUND is the caller's fault, not the server's"
+        );
+        let client = captured.span("rpc.client");
+        assert_eq!(client["server.address"], "echo.Echo");
+        assert_eq!(client["rpc.response.status_code"], "NOT_FOUND");
+        assert_eq!(
+            client["error.type"], "NOT_FOUND",
+            "every code but OK fails a client"
+        );
+        assert_eq!(client["otel.status_code"], "ERROR");
     }
 }

@@ -18,6 +18,7 @@
 pub(crate) mod capture;
 mod layer;
 mod span;
+mod span_fields;
 
 pub use layer::{CallTrace, CallTraceLayer};
 pub use span::{Side, SpanEnd, call_span};

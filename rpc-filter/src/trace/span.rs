@@ -1,15 +1,14 @@
 //! The span of one call, on either side, and what it records when the call ends.
 
 use http::Request;
+use rpc_core::RpcConventions;
 use rpc_core::exported_spans::{exported_spans, with_next_ids};
-use rpc_core::{CallContext, TraceContext};
+use rpc_core::semconv::status_name;
 use tonic::Code;
-use tonic::transport::server::TcpConnectInfo;
 use tracing::Span;
-use tracing::field::Empty;
 
+use super::span_fields::{client_span, server_span, trace};
 use crate::call_end::OnCallEnd;
-use crate::grpc_path::split_path;
 
 /// Which side of a call a span stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,46 +19,14 @@ pub enum Side {
     Client,
 }
 
-/// The span of the call `request` starts on `side`. Disabled when no subscriber wants
-/// DEBUG spans of this crate; its fields (the path split, the peer's address) are then
-/// never evaluated.
-pub fn call_span<B>(side: Side, request: &Request<B>) -> Span {
-    let path = request.uri().path();
+/// The span of the call `request` starts on `side`, with the attribute names
+/// `conventions` chooses. Disabled when no subscriber wants DEBUG spans of this crate;
+/// its fields (the path split, the peer's address) are then never evaluated.
+pub fn call_span<B>(side: Side, conventions: RpcConventions, request: &Request<B>) -> Span {
     match side {
-        Side::Server => exported(server_span(request), request),
-        Side::Client => tracing::debug_span!(
-            "rpc.client",
-            otel.name = path.trim_start_matches('/'),
-            otel.kind = "client",
-            rpc.system = "grpc",
-            rpc.service = service_of(path),
-            rpc.method = method_of(path),
-            rpc.grpc.status_code = Empty,
-            otel.status_code = Empty,
-        ),
+        Side::Server => exported(server_span(conventions, request), request),
+        Side::Client => client_span(conventions, request.uri().path()),
     }
-}
-
-/// The span of a call a provider serves, with the ids of its place in the trace.
-fn server_span<B>(request: &Request<B>) -> Span {
-    let path = request.uri().path();
-    tracing::debug_span!(
-        "rpc.server",
-        otel.name = path.trim_start_matches('/'),
-        otel.kind = "server",
-        rpc.system = "grpc",
-        rpc.service = service_of(path),
-        rpc.method = method_of(path),
-        network.peer.address = peer(request).map(|peer| tracing::field::display(peer.ip())),
-        network.peer.port = peer(request).map(|peer| peer.port()),
-        rpc.grpc.status_code = Empty,
-        otel.status_code = Empty,
-        trace_id = trace(request).map(|trace| tracing::field::display(trace.trace_id_hex())),
-        span_id = trace(request).map(|trace| tracing::field::display(trace.span_id_hex())),
-        parent_span_id = trace(request)
-            .and_then(|trace| trace.parent_span_id())
-            .map(|id| format!("{id:016x}")),
-    )
 }
 
 /// `span`, exported (when an exporter is installed) with exactly the ids of the served
@@ -73,33 +40,6 @@ fn exported<B>(span: Span, request: &Request<B>) -> Span {
         with_next_ids(trace, || exporter.start(&span, trace.parent().as_ref()));
     }
     span
-}
-
-/// The service of a gRPC path, if it is one.
-fn service_of(path: &str) -> Option<&str> {
-    split_path(path).map(|(service, _)| service)
-}
-
-/// The method of a gRPC path, if it is one.
-fn method_of(path: &str) -> Option<&str> {
-    split_path(path).map(|(_, method)| method)
-}
-
-/// The served call's span in its trace (set by the provider's transport: the caller's
-/// `traceparent` continued, or a new trace).
-fn trace<B>(request: &Request<B>) -> Option<&TraceContext> {
-    request
-        .extensions()
-        .get::<CallContext>()
-        .and_then(CallContext::trace)
-}
-
-/// The address of the peer that sent `request` (set by the provider's server).
-fn peer<B>(request: &Request<B>) -> Option<std::net::SocketAddr> {
-    request
-        .extensions()
-        .get::<TcpConnectInfo>()
-        .and_then(TcpConnectInfo::remote_addr)
 }
 
 /// A call's span, waiting for the call's end to record its status.
@@ -122,8 +62,12 @@ impl SpanEnd {
 
 impl OnCallEnd for SpanEnd {
     fn call_ended(self, code: Code) {
+        // Each name is recorded if the span has it (the conventions chose its fields).
         self.span.record("rpc.grpc.status_code", code as i32);
+        self.span
+            .record("rpc.response.status_code", status_name(code));
         if is_error(self.side, code) {
+            self.span.record("error.type", status_name(code));
             self.span.record("otel.status_code", "ERROR");
         }
     }

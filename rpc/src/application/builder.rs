@@ -78,7 +78,11 @@ impl ApplicationBuilder {
             config.application.name.clone(),
             config.graceful_shutdown.clone(),
         );
-        let metrics = Metrics::new(&config.metrics, &lifecycle);
+        let metrics = Metrics::new(
+            &config.metrics,
+            &lifecycle,
+            config.tracing.semantic_conventions(),
+        );
         let access_log = open_access_log(&config);
         Self {
             access_log,
@@ -268,7 +272,8 @@ impl ApplicationBuilder {
             self.config.protocol.compression_limits(),
         );
         let channel = ClusterChannel::with_load_balance(directory, config, blacklist, load_balance)
-            .with_attempt_spans(self.config.tracing.enabled);
+            .with_attempt_spans(self.config.tracing.enabled)
+            .with_span_conventions(self.config.tracing.semantic_conventions());
         let channel = self.metrics.observe_reference(channel);
         self.references.push((channel.clone(), check));
         // Above compression, so that a resumed stream's messages are read decompressed;

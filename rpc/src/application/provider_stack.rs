@@ -108,12 +108,13 @@ impl ApplicationBuilder {
         B::Error: Into<rpc_core::BoxError>,
     {
         let tracing = self.config.tracing.enabled;
+        let conventions = self.config.tracing.semantic_conventions();
         let access_log = self.access_log_layer(Side::Server);
         if !self.metrics.is_enabled() && !tracing && access_log.is_none() {
             return boxed(graceful);
         }
         let trace = if tracing {
-            CallTraceLayer::server()
+            CallTraceLayer::server().with_conventions(conventions)
         } else {
             CallTraceLayer::disabled()
         };

@@ -1,5 +1,6 @@
 //! The `metrics` and `tracing` sections of the configuration.
 
+use rpc_core::RpcConventions;
 use serde::{Deserialize, Serialize};
 
 /// `metrics`: Prometheus metrics of calls, the lifecycle, the cluster and registries.
@@ -77,6 +78,14 @@ pub struct TracingConfig {
     /// `otlp` feature; see `lossless_rpc::observe::otlp`.
     #[serde(alias = "otlp-endpoint")]
     pub otlp_endpoint: Option<String>,
+    /// Which of OpenTelemetry's RPC attribute names the call and attempt spans and the
+    /// per-call metrics' labels carry: `old` (v1.37's: `rpc.system`, `rpc.service`,
+    /// `rpc.method`, `rpc.grpc.status_code`), `stable` (`rpc.system.name`, a
+    /// fully-qualified `rpc.method`, `rpc.response.status_code`, `error.type`) or `dup`
+    /// (both, while dashboards move). Default: what `OTEL_SEMCONV_STABILITY_OPT_IN` says
+    /// (`rpc` → stable, `rpc/dup` → dup), `old` when it says neither.
+    #[serde(alias = "semantic-conventions")]
+    pub semantic_conventions: Option<RpcConventions>,
 }
 
 impl Default for TracingConfig {
@@ -84,11 +93,19 @@ impl Default for TracingConfig {
         Self {
             enabled: true,
             otlp_endpoint: None,
+            semantic_conventions: None,
         }
     }
 }
 
 impl TracingConfig {
+    /// The attribute names chosen: [`semantic_conventions`](Self::semantic_conventions),
+    /// or else `OTEL_SEMCONV_STABILITY_OPT_IN` of this process's environment.
+    pub fn semantic_conventions(&self) -> RpcConventions {
+        self.semantic_conventions
+            .unwrap_or_else(RpcConventions::from_env)
+    }
+
     /// Checks what serde cannot; returns the key (under `tracing`) and what is wrong.
     pub(crate) fn validate(&self) -> Result<(), (&'static str, String)> {
         let Some(endpoint) = &self.otlp_endpoint else {
@@ -112,6 +129,8 @@ impl TracingConfig {
 
 #[cfg(test)]
 mod tests {
+    use rpc_core::RpcConventions;
+
     use crate::ConfigFormat;
 
     use crate::{Config, ConfigError};
@@ -146,5 +165,19 @@ mod tests {
         if !cfg!(feature = "otlp") {
             assert!(error.contains("`otlp` feature"), "{error}");
         }
+        let error = yaml("tracing: { semantic_conventions: newest }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("tracing.semantic_conventions"), "{error}");
+    }
+
+    #[test]
+    fn the_semantic_conventions_key_wins_over_the_environment() {
+        let config = yaml("tracing: { semantic-conventions: dup }\n").unwrap();
+        assert_eq!(config.tracing.semantic_conventions(), RpcConventions::Dup);
+        let config = yaml("tracing: { semantic_conventions: stable }\n").unwrap();
+        assert_eq!(config.tracing.semantic_conventions(), RpcConventions::Stable);
+        let config = yaml("tracing: { semantic_conventions: old }\n").unwrap();
+        assert_eq!(config.tracing.semantic_conventions(), RpcConventions::Old);
     }
 }

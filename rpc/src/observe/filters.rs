@@ -36,7 +36,7 @@ pub(crate) fn reference_channel(
     access_log: AccessLogLayer,
 ) -> ReferenceChannel {
     let trace = if tracing.enabled {
-        CallTraceLayer::client()
+        CallTraceLayer::client().with_conventions(tracing.semantic_conventions())
     } else {
         CallTraceLayer::disabled()
     };

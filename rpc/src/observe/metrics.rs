@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use prometheus_client::registry::Registry as PrometheusRegistry;
 use rpc_cluster::{AttemptObserver, ClusterChannel, FailureKind};
-use rpc_core::Registry;
+use rpc_core::{Registry, RpcConventions};
 use rpc_filter::limit::ConcurrencyLimiter;
 use rpc_filter::metrics::{CallMetricsLayer, LastLabel, MethodHistograms, STATUS_CODE};
 use rpc_lifecycle::Lifecycle;
@@ -25,6 +25,16 @@ use super::registry::RegistryOperations;
 const ATTEMPT_OUTCOME: LastLabel = LastLabel {
     name: "outcome",
     values: &[
+        "answered",
+        "rejected",
+        "not_sent",
+        "unavailable",
+        "transport",
+        "timeout",
+        "overloaded",
+    ],
+    stable_name: "outcome",
+    stable_values: &[
         "answered",
         "rejected",
         "not_sent",
@@ -66,8 +76,9 @@ impl Metrics {
         prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
     /// The metrics of the application run by `lifecycle`, or none when
-    /// `config.enabled` is false.
-    pub fn new(config: &MetricsConfig, lifecycle: &Lifecycle) -> Self {
+    /// `config.enabled` is false; the per-call histograms' labels are named as
+    /// `conventions` chooses (`tracing.semantic_conventions`).
+    pub fn new(config: &MetricsConfig, lifecycle: &Lifecycle, conventions: RpcConventions) -> Self {
         let last_stop = config
             .last_stop_file
             .as_deref()
@@ -78,21 +89,24 @@ impl Metrics {
                 last_stop,
             };
         }
-        let server_calls = Arc::new(MethodHistograms::new(
-            "rpc_server_call_duration",
-            "Calls served, from request to the end of the response, by method and status.",
-            STATUS_CODE,
-        ));
+        let server_calls = Arc::new(
+            MethodHistograms::new(
+                "rpc_server_call_duration",
+                "Calls served, from request to the end of the response, by method and status.",
+                STATUS_CODE,
+            )
+            .with_conventions(conventions),
+        );
         let client_calls = Arc::new(MethodHistograms::new(
             "rpc_client_call_duration",
             "Calls made, from request to the end of the response (all attempts), by method and status.",
             STATUS_CODE,
-        ));
+        ).with_conventions(conventions));
         let attempts = Arc::new(AttemptDurations(MethodHistograms::new(
             "rpc_client_attempt_duration",
             "Attempts of calls made, from sending to the response headers or the failure, by method and outcome.",
             ATTEMPT_OUTCOME,
-        )));
+        ).with_conventions(conventions)));
         let references = Arc::new(ReferencesCollector::new(lifecycle.outbound().clone()));
         let registry_operations = Arc::new(RegistryOperations::default());
         let limit = Arc::new(LimitCollector::default());
@@ -258,10 +272,12 @@ mod tests {
                 ..MetricsConfig::default()
             },
             &lifecycle,
+            RpcConventions::Old,
         );
         assert!(!metrics.is_enabled());
         assert_eq!(metrics.encode(), "");
-        let text = Metrics::new(&MetricsConfig::default(), &lifecycle).encode();
+        let text =
+            Metrics::new(&MetricsConfig::default(), &lifecycle, RpcConventions::Old).encode();
         assert!(
             text.contains("rpc_lifecycle_phase{phase=\"created\"} 1"),
             "{text}"
