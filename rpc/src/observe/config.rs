@@ -176,7 +176,10 @@ mod tests {
         let config = yaml("tracing: { semantic-conventions: dup }\n").unwrap();
         assert_eq!(config.tracing.semantic_conventions(), RpcConventions::Dup);
         let config = yaml("tracing: { semantic_conventions: stable }\n").unwrap();
-        assert_eq!(config.tracing.semantic_conventions(), RpcConventions::Stable);
+        assert_eq!(
+            config.tracing.semantic_conventions(),
+            RpcConventions::Stable
+        );
         let config = yaml("tracing: { semantic_conventions: old }\n").unwrap();
         assert_eq!(config.tracing.semantic_conventions(), RpcConventions::Old);
     }
