@@ -35,6 +35,14 @@ pub trait ExportedSpans: Send + Sync + 'static {
 
     /// The (trace id, span id) `span` is exported with; `None` when it is not exported.
     fn ids_of(&self, span: &Span) -> Option<(u128, u64)>;
+
+    /// Links the deploy step's span `step` and the call's span `call` to each other,
+    /// the link saying what the step did to the call
+    /// ([`DEPLOY_ACTION`](crate::step_span::DEPLOY_ACTION)). Nothing for a span that is
+    /// not exported. The default links nothing.
+    fn link(&self, step: &Span, call: &Span, action: crate::step_span::DeployAction) {
+        let _ = (step, call, action);
+    }
 }
 
 static EXPORTED: OnceLock<&'static dyn ExportedSpans> = OnceLock::new();

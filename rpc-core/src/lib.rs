@@ -38,6 +38,7 @@ pub mod registry;
 mod rejections;
 pub mod semconv;
 mod service_key;
+pub mod step_span;
 mod stream_drain;
 pub mod trace_context;
 pub mod triple;
@@ -59,5 +60,6 @@ pub use registry::{
 pub use rejections::RejectionCounter;
 pub use semconv::RpcConventions;
 pub use service_key::ServiceKey;
+pub use step_span::{DeployAction, StepSpan};
 pub use stream_drain::{DrainNotice, MOVED_MESSAGE, StreamDrain, is_reserved, moved};
 pub use trace_context::TraceContext;

@@ -26,6 +26,7 @@ use tonic::metadata::MetadataMap;
 use crate::OfflineServices;
 use crate::metadata::STREAM_MOVED;
 use crate::offline_services::service_of;
+use crate::step_span::{DeployAction, StepSpan};
 
 /// The message of a stream that ended because its instance is going offline.
 pub const MOVED_MESSAGE: &str =
@@ -53,6 +54,9 @@ struct DrainState {
     /// manually offline), and never cleared: until then no stream can end as moved, and
     /// trailers need not be looked at for the mark.
     ever_told: AtomicBool,
+    /// The shutdown or upgrade step running now, which a refused or moved call is
+    /// linked to.
+    step_span: StepSpan,
 }
 
 impl StreamDrain {
@@ -66,8 +70,15 @@ impl StreamDrain {
                 changed: watch::Sender::new(()),
                 moved: AtomicUsize::new(0),
                 ever_told: AtomicBool::new(false),
+                step_span: StepSpan::new(),
             }),
         }
+    }
+
+    /// The span of the lifecycle step running now (set by the lifecycle's steps): the
+    /// provider filter links a call it refuses, and a stream that ends as moved, to it.
+    pub fn step_span(&self) -> &StepSpan {
+        &self.state.step_span
     }
 
     /// Tells every stream, now and from now on, that its instance is going offline.
@@ -118,6 +129,8 @@ impl StreamDrain {
     /// sees the trailers).
     pub fn note_moved(&self) {
         self.state.moved.fetch_add(1, Ordering::Relaxed);
+        // The stream's span is current here (the provider filter runs inside it).
+        self.state.step_span.link_current_call(DeployAction::Moved);
     }
 
     /// Streams that ended with the moved status so far.

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use rpc_core::PhaseCell;
+use rpc_core::{PhaseCell, StepSpan};
 
 use crate::step::{SequenceStep, StepOutcome, StepReport};
 
@@ -19,6 +19,9 @@ use crate::step::{SequenceStep, StepOutcome, StepReport};
 /// it ended; it moves the application's phase as each step begins.
 pub(crate) struct Steps<'a, S> {
     phase: &'a PhaseCell,
+    /// Holds the running step's span for the provider filter (a call a step refuses or
+    /// moves is linked to it).
+    step_span: &'a StepSpan,
     started: Instant,
     /// Shared with observers (metrics, the admin endpoint), who read the steps taken so
     /// far while the sequence runs.
@@ -26,12 +29,18 @@ pub(crate) struct Steps<'a, S> {
 }
 
 impl<'a, S: SequenceStep> Steps<'a, S> {
-    /// A sequence starting now (tokio's clock), moving `phase` and writing each step's
-    /// report into `taken` as the step ends (what it held before is cleared).
-    pub(crate) fn new(phase: &'a PhaseCell, taken: &'a Mutex<Vec<StepReport<S>>>) -> Self {
+    /// A sequence starting now (tokio's clock), moving `phase`, showing each running
+    /// step's span in `step_span`, and writing each step's report into `taken` as the
+    /// step ends (what it held before is cleared).
+    pub(crate) fn new(
+        phase: &'a PhaseCell,
+        step_span: &'a StepSpan,
+        taken: &'a Mutex<Vec<StepReport<S>>>,
+    ) -> Self {
         taken.lock().clear();
         Self {
             phase,
+            step_span,
             started: Instant::now(),
             taken,
         }
@@ -46,10 +55,13 @@ impl<'a, S: SequenceStep> Steps<'a, S> {
         body: impl Future<Output = StepOutcome>,
     ) -> StepOutcome {
         let span = step.span();
+        // Before the phase moves: a call the new phase refuses finds the step's span.
+        self.step_span.began(&span);
         // Inside the span, so the "phase changed" log is attributed to the step.
         span.in_scope(|| self.phase.advance(step.phase()));
         let started = Instant::now();
         let outcome = body.instrument(span.clone()).await;
+        self.step_span.ended();
         span.record("outcome", tracing::field::debug(outcome));
         self.taken.lock().push(StepReport {
             step,
@@ -116,7 +128,8 @@ mod tests {
         let cell = PhaseCell::new("t".into());
         let reader = cell.reader();
         let taken = Mutex::new(Vec::new());
-        let mut steps = Steps::new(&cell, &taken);
+        let step_span = StepSpan::new();
+        let mut steps = Steps::new(&cell, &step_span, &taken);
         steps
             .run(Demo::Close, async {
                 assert_eq!(reader.get(), Phase::Destroying);

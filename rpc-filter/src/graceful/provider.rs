@@ -9,7 +9,9 @@ use http::{Request, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
 use rpc_core::metadata::{self, CLOSING, CLOSING_VALUE, STREAM_MOVED, is_health_check};
-use rpc_core::{BodyEnd, BodyGuard, GuardedBody, InflightGuard, ProviderHandles, StreamDrain};
+use rpc_core::{
+    BodyEnd, BodyGuard, DeployAction, GuardedBody, InflightGuard, ProviderHandles, StreamDrain,
+};
 use tonic::body::Body as TonicBody;
 use tower_layer::Layer;
 use tower_service::Service;
@@ -111,6 +113,11 @@ where
         if phase.rejects_inbound() {
             drop(guard);
             handles.rejections.note();
+            // The call's span is current: the step that refused it is linked to it.
+            handles
+                .streams
+                .step_span()
+                .link_current_call(DeployAction::Refused);
             return ResponseFuture::Refused {
                 refusal: NotExecuted::Closing.refuse(request.into_body()),
             };

@@ -109,7 +109,11 @@ impl Lifecycle {
             return self.inner.shutdown.publish(ShutdownReport::default());
         };
         let parts = &*self.inner;
-        let mut sequence = Steps::new(&parts.phase, parts.shutdown.steps());
+        let mut sequence = Steps::new(
+            &parts.phase,
+            parts.streams.step_span(),
+            parts.shutdown.steps(),
+        );
         let mut report = ShutdownReport::default();
 
         // 1. Withdraw every registration, so no consumer learns of this instance anew.

@@ -246,7 +246,11 @@ impl Lifecycle {
         cancel: CancellationToken,
         decided: oneshot::Sender<UpgradeReport>,
     ) {
-        let mut steps = Steps::new(&self.inner.phase, &self.inner.upgrade.steps);
+        let mut steps = Steps::new(
+            &self.inner.phase,
+            self.inner.streams.step_span(),
+            &self.inner.upgrade.steps,
+        );
         let mut run = Run::new(setup, cancel);
 
         // 1. Trigger: systemd hears that a reload began; every other trigger is refused

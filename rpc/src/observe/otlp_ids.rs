@@ -7,11 +7,12 @@
 //! exported spans would have ids of the SDK's own and a trace would stop at every
 //! process.
 
-use opentelemetry::Context;
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
+use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 use rpc_core::TraceContext;
 use rpc_core::exported_spans::{ExportedSpans, take_next_span_id, take_next_trace_id};
+use rpc_core::step_span::{DEPLOY_ACTION, DeployAction};
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
@@ -60,6 +61,17 @@ impl ExportedSpans for OtelSpans {
         }
         // Built now, while the ids to take are set (it would be at its first entry).
         let _ = span.context();
+    }
+
+    fn link(&self, step: &Span, call: &Span, action: DeployAction) {
+        let step_context = step.context().span().span_context().clone();
+        let call_context = call.context().span().span_context().clone();
+        let attributes = || vec![KeyValue::new(DEPLOY_ACTION, action.as_str())];
+        // Both ways: the deploy's trace lists the calls it turned away, and the call's
+        // trace shows which step of which deploy did. (An invalid context, a span not
+        // exported, is no link.)
+        step.add_link_with_attributes(call_context, attributes());
+        call.add_link_with_attributes(step_context, attributes());
     }
 
     fn ids_of(&self, span: &Span) -> Option<(u128, u64)> {
