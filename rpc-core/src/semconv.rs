@@ -67,6 +67,36 @@ impl RpcConventions {
     }
 }
 
+/// The value of `rpc.method` under the stable conventions for a call to `path`: the
+/// fully-qualified method (`echo.Echo/Echo` from `/echo.Echo/Echo`), or `_OTHER` for a
+/// path that is not `/service/method`, as the conventions name a method they cannot
+/// recognise (with [`rpc_method_original`] beside it).
+pub fn rpc_method(path: &str) -> &str {
+    if is_method_path(path) {
+        &path[1..]
+    } else {
+        OTHER
+    }
+}
+
+/// The value of `rpc.method_original`: the path itself, when [`rpc_method`] could not use
+/// it; `None` otherwise.
+pub fn rpc_method_original(path: &str) -> Option<&str> {
+    (!is_method_path(path)).then_some(path)
+}
+
+/// `rpc.method` of a call whose method is not recognised.
+pub const OTHER: &str = "_OTHER";
+
+/// Whether `path` is `/service/method`, both parts non-empty.
+fn is_method_path(path: &str) -> bool {
+    let Some((service, method)) = path.strip_prefix('/').and_then(|rest| rest.split_once('/'))
+    else {
+        return false;
+    };
+    !service.is_empty() && !method.is_empty() && !method.contains('/')
+}
+
 /// The name of a gRPC status code as `rpc.response.status_code` takes it (`OK`,
 /// `DEADLINE_EXCEEDED`: gRPC's own spelling).
 pub fn status_name(code: Code) -> &'static str {
@@ -133,6 +163,23 @@ mod tests {
             RpcConventions::Dup
         );
         assert_eq!(RpcConventions::from_opt_in("rpcs"), RpcConventions::Old);
+    }
+
+    #[test]
+    fn a_path_that_is_no_method_is_other_with_its_original() {
+        assert_eq!(rpc_method("/echo.Echo/Echo"), "echo.Echo/Echo");
+        assert_eq!(rpc_method_original("/echo.Echo/Echo"), None);
+        for odd in [
+            "/",
+            "//Echo",
+            "/echo.Echo/",
+            "/a/b/c",
+            "notgrpc",
+            "/notgrpc",
+        ] {
+            assert_eq!(rpc_method(odd), "_OTHER", "{odd}");
+            assert_eq!(rpc_method_original(odd), Some(odd));
+        }
     }
 
     #[test]

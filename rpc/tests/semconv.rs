@@ -72,6 +72,13 @@ async fn one_call(conventions: RpcConventions) -> Seen {
     let consumer = consumer.start().await.unwrap();
 
     client.echo(EchoRequest::default()).await.unwrap();
+    // An application's error: the echo provider refuses a delay past its bound.
+    let too_long = EchoRequest {
+        delay_ms: Some(u32::MAX),
+        ..EchoRequest::default()
+    };
+    let refused = client.echo(too_long).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
     exporter.shutdown().await.unwrap();
     let metrics = consumer.metrics().encode() + &provider.metrics().encode();
     consumer.before_shutdown().await;
@@ -86,7 +93,7 @@ async fn one_call(conventions: RpcConventions) -> Seen {
 }
 
 impl Seen {
-    /// The span named `name` with `key` set (the attempt has `rpc.attempt`), or of `kind`.
+    /// The first span named `name` of `kind` (2 server, 3 client): the successful call's.
     fn span(&self, name: &str, kind: i32) -> &Span {
         self.spans
             .iter()
@@ -94,11 +101,15 @@ impl Seen {
             .unwrap_or_else(|| panic!("no span {name} of kind {kind}"))
     }
 
-    fn attempt(&self) -> &Span {
+    /// The attempt span whose `rpc.response.status_code` is `status` (`None`: the
+    /// successful call's attempt, which ends at its response headers, before the status
+    /// in the trailers).
+    fn attempt(&self, status: Option<&str>) -> &Span {
         self.spans
             .iter()
-            .find(|span| attribute(span, "rpc.attempt").is_some())
-            .expect("an attempt span")
+            .filter(|span| attribute(span, "rpc.attempt").is_some())
+            .find(|span| attribute(span, "rpc.response.status_code").as_deref() == status)
+            .unwrap_or_else(|| panic!("an attempt span with status {status:?}"))
     }
 
     /// Every attribute name in the conventions' namespaces that our spans set.
@@ -223,12 +234,23 @@ async fn stable_names_are_the_registrys_current_ones() {
         attribute(client, "server.address").as_deref(),
         Some("echo.Echo")
     );
-    let attempt = seen.attempt();
+    let attempt = seen.attempt(None);
     assert_eq!(
         attribute(attempt, "server.address").as_deref(),
         Some("127.0.0.1")
     );
     assert!(attribute(attempt, "server.port").is_some());
+    assert_eq!(
+        attribute(attempt, "rpc.method").as_deref(),
+        Some("echo.Echo/Echo")
+    );
+    assert_eq!(attribute(attempt, "error.type"), None);
+    let failed = seen.attempt(Some("INVALID_ARGUMENT"));
+    assert_eq!(
+        attribute(failed, "error.type").as_deref(),
+        Some("INVALID_ARGUMENT"),
+        "an application's error names the attempt's error as it does the call's"
+    );
     assert!(seen.metrics.contains(
         r#"rpc_client_call_duration_seconds_count{rpc_system_name="grpc",rpc_method="echo.Echo/Echo",rpc_response_status_code="OK"} 1"#
     ), "{}", seen.metrics);

@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rpc_core::metadata::{self, GRPC_STATUS};
-use rpc_core::semconv::status_name;
+use rpc_core::semconv::{rpc_method, rpc_method_original, status_name};
 use tracing::Span;
 use tracing::field::Empty;
 
@@ -52,7 +52,8 @@ pub(super) fn attempt_span(
             "rpc.attempt",
             otel.name = name,
             rpc.system.name = "grpc",
-            rpc.method = name,
+            rpc.method = rpc_method(path),
+            rpc.method_original = rpc_method_original(path),
             rpc.attempt = number,
             server.address = host_of(authority),
             server.port = port_of(authority),
@@ -66,7 +67,8 @@ pub(super) fn attempt_span(
             otel.name = name,
             rpc.system = "grpc",
             rpc.system.name = "grpc",
-            rpc.method = name,
+            rpc.method = rpc_method(path),
+            rpc.method_original = rpc_method_original(path),
             rpc.attempt = number,
             server.address = host_of(authority),
             server.port = port_of(authority),
@@ -132,13 +134,23 @@ pub(super) fn attempt_ended(
     if span.is_disabled() {
         return;
     }
-    // Each name is recorded if the span has it (the conventions chose its fields).
-    if let Some(code) = status_in_headers(outcome) {
+    // Each name is recorded if the span has it (the conventions chose its fields). An
+    // attempt the cluster counts as failed is named by its kind (`rejected`, `timeout`,
+    // ...: what it did next depends on it); an application's error by its status, as
+    // on the call's span.
+    let code = status_in_headers(outcome);
+    if let Some(code) = code {
         span.record("rpc.grpc.status_code", code as i32);
         span.record("rpc.response.status_code", status_name(code));
     }
-    if let Some(kind) = failure {
-        span.record("error.type", kind.as_str());
+    match (failure, code) {
+        (Some(kind), _) => {
+            span.record("error.type", kind.as_str());
+        }
+        (None, Some(code)) if code != tonic::Code::Ok => {
+            span.record("error.type", status_name(code));
+        }
+        _ => {}
     }
 }
 

@@ -32,7 +32,7 @@ use crate::grpc_path::split_path;
 pub const MAX_METHODS: usize = 256;
 
 /// The service and method label of calls whose method is not given a series of its own.
-pub const OTHER: &str = "_OTHER";
+pub const OTHER: &str = rpc_core::semconv::OTHER;
 
 /// The `rpc_system` (`rpc_system_name`) label of every series.
 const RPC_SYSTEM: &str = "grpc";

@@ -6,13 +6,13 @@
 //! ([`SpanEnd`](super::SpanEnd) records every status field; a span without one ignores it).
 
 use http::Request;
+use rpc_core::semconv::{rpc_method, rpc_method_original};
 use rpc_core::{CallContext, RpcConventions, TraceContext};
 use tonic::transport::server::TcpConnectInfo;
 use tracing::Span;
 use tracing::field::Empty;
 
 use crate::grpc_path::split_path;
-use crate::metrics::OTHER;
 
 /// The span of a call a consumer makes to `path`.
 pub(super) fn client_span(conventions: RpcConventions, path: &str) -> Span {
@@ -35,8 +35,8 @@ pub(super) fn client_span(conventions: RpcConventions, path: &str) -> Span {
             otel.name = name,
             otel.kind = "client",
             rpc.system.name = "grpc",
-            rpc.method = full_method(path),
-            rpc.method_original = original_method(path),
+            rpc.method = rpc_method(path),
+            rpc.method_original = rpc_method_original(path),
             server.address = service_of(path),
             rpc.response.status_code = Empty,
             "error.type" = Empty,
@@ -49,8 +49,8 @@ pub(super) fn client_span(conventions: RpcConventions, path: &str) -> Span {
             rpc.system = "grpc",
             rpc.system.name = "grpc",
             rpc.service = service_of(path),
-            rpc.method = full_method(path),
-            rpc.method_original = original_method(path),
+            rpc.method = rpc_method(path),
+            rpc.method_original = rpc_method_original(path),
             server.address = service_of(path),
             rpc.grpc.status_code = Empty,
             rpc.response.status_code = Empty,
@@ -86,8 +86,8 @@ pub(super) fn server_span<B>(conventions: RpcConventions, request: &Request<B>) 
             otel.name = name,
             otel.kind = "server",
             rpc.system.name = "grpc",
-            rpc.method = full_method(path),
-            rpc.method_original = original_method(path),
+            rpc.method = rpc_method(path),
+            rpc.method_original = rpc_method_original(path),
             network.peer.address = peer(request).map(|peer| display(peer.ip())),
             network.peer.port = peer(request).map(|peer| peer.port()),
             rpc.response.status_code = Empty,
@@ -104,8 +104,8 @@ pub(super) fn server_span<B>(conventions: RpcConventions, request: &Request<B>) 
             rpc.system = "grpc",
             rpc.system.name = "grpc",
             rpc.service = service_of(path),
-            rpc.method = full_method(path),
-            rpc.method_original = original_method(path),
+            rpc.method = rpc_method(path),
+            rpc.method_original = rpc_method_original(path),
             network.peer.address = peer(request).map(|peer| display(peer.ip())),
             network.peer.port = peer(request).map(|peer| peer.port()),
             rpc.grpc.status_code = Empty,
@@ -129,20 +129,6 @@ fn method_of(path: &str) -> Option<&str> {
     split_path(path).map(|(_, method)| method)
 }
 
-/// The fully-qualified method of a gRPC path (`package.Service/Method`), or `_OTHER`
-/// for a path that is not one, as the conventions name a method they cannot recognise.
-pub(crate) fn full_method(path: &str) -> &str {
-    match split_path(path) {
-        Some(_) => path.trim_start_matches('/'),
-        None => OTHER,
-    }
-}
-
-/// The path a call named, when [`full_method`] could not use it.
-fn original_method(path: &str) -> Option<&str> {
-    split_path(path).is_none().then_some(path)
-}
-
 /// The served call's span in its trace (set by the provider's transport: the caller's
 /// `traceparent` continued, or a new trace).
 pub(super) fn trace<B>(request: &Request<B>) -> Option<&TraceContext> {
@@ -164,17 +150,4 @@ fn peer<B>(request: &Request<B>) -> Option<std::net::SocketAddr> {
         .extensions()
         .get::<TcpConnectInfo>()
         .and_then(TcpConnectInfo::remote_addr)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_path_that_is_no_method_is_other_with_its_original() {
-        assert_eq!(full_method("/echo.Echo/Echo"), "echo.Echo/Echo");
-        assert_eq!(original_method("/echo.Echo/Echo"), None);
-        assert_eq!(full_method("/a/b/c"), "_OTHER");
-        assert_eq!(original_method("/a/b/c"), Some("/a/b/c"));
-    }
 }
