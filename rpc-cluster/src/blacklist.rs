@@ -56,6 +56,17 @@ pub struct BlacklistCounts {
     pub panic_picks: u64,
 }
 
+impl std::ops::AddAssign for BlacklistCounts {
+    /// Adds `other`'s counts to these.
+    fn add_assign(&mut self, other: Self) {
+        self.ejections += other.ejections;
+        self.unresponsive += other.unresponsive;
+        self.recoveries += other.recoveries;
+        self.closing_marks += other.closing_marks;
+        self.panic_picks += other.panic_picks;
+    }
+}
+
 impl BlacklistStats {
     /// The counts now.
     pub fn counts(&self) -> BlacklistCounts {

@@ -44,6 +44,23 @@ pub struct ClusterCounts {
     pub blacklist: BlacklistCounts,
 }
 
+impl std::ops::AddAssign for ClusterCounts {
+    /// Adds `other`'s counts to these (two references to one service, in one scrape).
+    fn add_assign(&mut self, other: Self) {
+        self.calls += other.calls;
+        self.retries += other.retries;
+        for (mine, theirs) in self.retries_by_kind.iter_mut().zip(other.retries_by_kind) {
+            *mine += theirs;
+        }
+        self.reroutes += other.reroutes;
+        self.budget_exhausted += other.budget_exhausted;
+        self.no_provider += other.no_provider;
+        self.waited_for_provider += other.waited_for_provider;
+        self.swallowed += other.swallowed;
+        self.blacklist += other.blacklist;
+    }
+}
+
 impl ClusterCounts {
     /// Retries made after a failure of `kind`.
     pub fn retries_after(&self, kind: FailureKind) -> u64 {

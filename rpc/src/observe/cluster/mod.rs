@@ -74,6 +74,38 @@ impl ReferenceView {
         }
         view
     }
+
+    /// Adds `other`, a second reference to the same service, into this view: one series
+    /// per service and label set, or Prometheus would refuse the scrape for its
+    /// duplicate samples. Counters are summed (picks per instance too); the instance
+    /// states are those of the reference that sees the most in each.
+    fn merge(&mut self, other: Self) {
+        self.counts += other.counts;
+        for (instance, picks) in other.picks {
+            match self.picks.iter_mut().find(|(known, _)| *known == instance) {
+                Some((_, mine)) => *mine += picks,
+                None => self.picks.push((instance, picks)),
+            }
+        }
+        self.healthy = self.healthy.max(other.healthy);
+        self.ejected = self.ejected.max(other.ejected);
+        self.closing = self.closing.max(other.closing);
+    }
+}
+
+/// `views` with those of one service merged into its first ([`ReferenceView::merge`]).
+fn one_per_service(views: impl IntoIterator<Item = ReferenceView>) -> Vec<ReferenceView> {
+    let mut merged: Vec<ReferenceView> = Vec::new();
+    for view in views {
+        match merged
+            .iter_mut()
+            .find(|known| known.service == view.service)
+        {
+            Some(known) => known.merge(view),
+            None => merged.push(view),
+        }
+    }
+    merged
 }
 
 /// The reasons a retry is counted under: every failure kind but a closing provider's
@@ -127,12 +159,12 @@ impl Collector for ReferencesCollector {
             self.outbound.current(),
         )?;
         let now = Instant::now();
-        let views: Vec<_> = self
-            .references
-            .read()
-            .iter()
-            .map(|channel| ReferenceView::of(channel, now))
-            .collect();
+        let views = one_per_service(
+            self.references
+                .read()
+                .iter()
+                .map(|channel| ReferenceView::of(channel, now)),
+        );
         let encoder = &mut encoder;
 
         let picks = views.iter().flat_map(|view| {
@@ -228,100 +260,4 @@ impl Collector for ReferencesCollector {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use rpc_cluster::{BlacklistConfig, Directory, DirectoryConfig, ReferenceConfig};
-    use rpc_core::{Instance, ServiceKey, Snapshot};
-    use rpc_transport::ChannelOptions;
-    use tonic::body::Body as TonicBody;
-    use tower::ServiceExt;
-
-    use super::*;
-    use crate::observe::scrape::encode_one;
-
-    /// A port on loopback where nothing listens (bound, then released).
-    fn closed_port() -> u16 {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.local_addr().unwrap().port()
-    }
-
-    #[tokio::test]
-    async fn refused_calls_show_as_picks_retries_and_an_ejection() {
-        let key = ServiceKey::new("t.S");
-        let directory = Arc::new(Directory::new(
-            key.clone(),
-            DirectoryConfig::default(),
-            ChannelOptions::default(),
-        ));
-        let ports = [closed_port(), closed_port()];
-        let instances = ports
-            .iter()
-            .map(|&port| Instance::new(key.clone(), "127.0.0.1", port))
-            .collect();
-        directory.apply(Snapshot::new(key, 1, instances));
-        let channel = ClusterChannel::new(
-            directory,
-            ReferenceConfig::default(),
-            BlacklistConfig::default(),
-        );
-        let collector = ReferencesCollector::new(InflightCounter::new());
-        collector.add(channel.clone());
-
-        // Each call is refused five times: its attempt, the three transparent re-sends
-        // of a request that never left (either instance may take them), then a retry
-        // (not_sent) on an instance the call has not tried.
-        for _ in 0..6 {
-            let request = http::Request::builder()
-                .uri("/t.S/M")
-                .body(TonicBody::empty())
-                .unwrap();
-            let _ = channel.clone().oneshot(request).await;
-        }
-        let counts = channel.stats();
-        let text = encode_one(collector);
-        let picks: u64 = ports
-            .iter()
-            .map(|port| {
-                let line = format!(
-                    "rpc_client_picks_total{{rpc_service=\"t.S\",server_address=\"127.0.0.1:{port}\"}} "
-                );
-                let value = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix(&line))
-                    .unwrap_or_else(|| panic!("{text}"));
-                value.parse::<u64>().unwrap()
-            })
-            .sum();
-        assert_eq!(picks, 30, "five picks per call: {text}");
-        assert!(
-            text.contains(&format!(
-                "rpc_client_retries_total{{rpc_service=\"t.S\",reason=\"not_sent\"}} {}\n",
-                counts.retries
-            )),
-            "{text}"
-        );
-        assert!(counts.retries > 0, "{counts:?}");
-        assert!(
-            text.contains(&format!(
-                "rpc_client_ejections_total{{rpc_service=\"t.S\"}} {}\n",
-                counts.blacklist.ejections
-            )),
-            "{text}"
-        );
-        assert!(counts.blacklist.ejections >= 1, "{counts:?}");
-        assert!(
-            text.contains("rpc_client_instances{rpc_service=\"t.S\",state=\"ejected\"} 1\n"),
-            "at most half are ejected: {text}"
-        );
-        assert!(
-            text.contains("rpc_client_instances{rpc_service=\"t.S\",state=\"healthy\"} 1\n"),
-            "{text}"
-        );
-        assert!(text.contains("rpc_client_requests_in_flight 0\n"), "{text}");
-        assert!(
-            text.contains("rpc_client_failovers_total{rpc_service=\"t.S\"} 0\n"),
-            "{text}"
-        );
-    }
-}
+mod tests;
