@@ -79,6 +79,19 @@ impl CallContext {
         CURRENT.try_with(Clone::clone).ok()
     }
 
+    /// The trace and span ids of the served call the calling code runs in, when it runs
+    /// in one whose trace is sampled (no copy of the context, as [`CallContext::current`]
+    /// makes).
+    pub fn current_ids() -> Option<(u128, u64)> {
+        CURRENT.try_with(Self::sampled_ids).ok().flatten()
+    }
+
+    /// This call's trace and span ids, when its trace is sampled.
+    pub fn sampled_ids(&self) -> Option<(u128, u64)> {
+        let trace = self.trace.as_ref().filter(|trace| trace.sampled())?;
+        Some((trace.trace_id(), trace.span_id()))
+    }
+
     /// The served call's span in its trace: a child of the caller's span, or the first
     /// of a new trace when the caller sent no valid `traceparent`.
     pub fn trace(&self) -> Option<&TraceContext> {

@@ -66,7 +66,7 @@ where
     }
 
     fn call(&mut self, request: Request<RequestBody>) -> Self::Future {
-        let timer = self.layer.metrics.timer(request.uri().path());
+        let timer = self.layer.metrics.timer(&request);
         let (inner, span) = match self.layer.trace.side() {
             None => (self.inner.call(request), None),
             Some(side) => {

@@ -9,6 +9,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::exemplar::{BucketExemplars, CallExemplar};
+
 /// Upper bounds of the buckets, in seconds: from 100 µs (a call on loopback takes a few
 /// hundred) to 10 s, in the 1-2.5-5 steps of Prometheus' and OpenTelemetry's default
 /// buckets, whose upper part (5 ms to 10 s) they are.
@@ -38,12 +40,13 @@ const BUCKETS_NANOS: [u64; 16] = [
 ];
 
 /// Durations counted in the buckets of [`BUCKETS_SECONDS`] (and one for longer ones),
-/// with their sum.
+/// with their sum, and each bucket's latest traced call.
 #[derive(Debug, Default)]
 pub struct DurationHistogram {
     /// Observations per bucket (not cumulative); the last one is `+Inf`.
     buckets: [AtomicU64; BUCKETS_NANOS.len() + 1],
     sum_nanos: AtomicU64,
+    exemplars: BucketExemplars<{ BUCKETS_NANOS.len() + 1 }>,
 }
 
 /// A copy of a [`DurationHistogram`] in the form Prometheus encoders take.
@@ -56,11 +59,19 @@ pub struct HistogramSnapshot {
     /// `(upper bound in seconds, observations in this bucket only)`, the last bound
     /// `+Inf`.
     pub buckets: Vec<(f64, u64)>,
+    /// Each bucket's latest traced call, in the order of `buckets`.
+    pub exemplars: Vec<Option<CallExemplar>>,
 }
 
 impl DurationHistogram {
     /// Counts one duration.
     pub fn observe(&self, duration: Duration) {
+        self.observe_call(duration, None);
+    }
+
+    /// Counts one call's duration; with `trace` (its trace and span ids), the call
+    /// becomes its bucket's exemplar.
+    pub fn observe_call(&self, duration: Duration, trace: Option<(u128, u64)>) {
         let nanos = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
         let bucket = BUCKETS_NANOS
             .iter()
@@ -68,6 +79,17 @@ impl DurationHistogram {
             .unwrap_or(BUCKETS_NANOS.len());
         self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
         self.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
+        if let Some((trace_id, span_id)) = trace {
+            let seconds = duration.as_secs_f64();
+            self.exemplars.record(
+                bucket,
+                CallExemplar {
+                    trace_id,
+                    span_id,
+                    seconds,
+                },
+            );
+        }
     }
 
     /// What was observed so far.
@@ -81,6 +103,7 @@ impl DurationHistogram {
             sum: self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9,
             count: counts.iter().sum(),
             buckets: bounds.zip(counts).collect(),
+            exemplars: self.exemplars.snapshot(),
         }
     }
 }

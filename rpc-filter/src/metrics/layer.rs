@@ -7,6 +7,8 @@ use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
+use rpc_core::CallContext;
+
 use super::methods::MethodHistograms;
 use super::timer::CallTimer;
 use crate::call_end::{CallEndBody, CallEndFuture, StatusOfError};
@@ -30,15 +32,31 @@ impl CallMetricsLayer {
         Self { histograms: None }
     }
 
-    /// The timer of a call to `path`, started now; `None` when disabled.
-    pub(crate) fn timer(&self, path: &str) -> Option<CallTimer> {
-        start_timer(self.histograms.as_ref(), path)
+    /// The timer of the call `request` starts, started now; `None` when disabled.
+    pub(crate) fn timer<B>(&self, request: &Request<B>) -> Option<CallTimer> {
+        start_timer(self.histograms.as_ref(), request)
     }
 }
 
-/// The timer of a call to `path` counted in `histograms`, started now; none without.
-fn start_timer(histograms: Option<&Arc<MethodHistograms>>, path: &str) -> Option<CallTimer> {
-    histograms.map(|histograms| CallTimer::start(histograms, path))
+/// The timer of the call `request` starts, counted in `histograms`, started now, with
+/// the call's trace for its bucket's exemplar; none without histograms.
+fn start_timer<B>(
+    histograms: Option<&Arc<MethodHistograms>>,
+    request: &Request<B>,
+) -> Option<CallTimer> {
+    let histograms = histograms?;
+    Some(CallTimer::start(histograms, request.uri().path()).in_trace(call_trace(request)))
+}
+
+/// The trace and span ids of the call `request` starts, when its trace is sampled: a
+/// served call's (its `CallContext`, which the provider's transport put in the
+/// request), else those of the served call the caller runs in (a consumer's call made
+/// by a handler); none for a consumer's call made outside any.
+fn call_trace<B>(request: &Request<B>) -> Option<(u128, u64)> {
+    match request.extensions().get::<CallContext>() {
+        Some(served) => served.sampled_ids(),
+        None => CallContext::current_ids(),
+    }
 }
 
 impl<S> Layer<S> for CallMetricsLayer {
@@ -81,7 +99,7 @@ where
     }
 
     fn call(&mut self, request: Request<RequestBody>) -> Self::Future {
-        let timer = start_timer(self.histograms.as_ref(), request.uri().path());
+        let timer = start_timer(self.histograms.as_ref(), &request);
         CallEndFuture::new(self.inner.call(request), timer)
     }
 }

@@ -69,7 +69,7 @@ pub const STATUS_CODE: LastLabel = LastLabel {
 pub struct MethodSeries {
     service: Box<str>,
     method: Box<str>,
-    by_value: Box<[OnceLock<Box<DurationHistogram>>]>,
+    pub(super) by_value: Box<[OnceLock<Box<DurationHistogram>>]>,
 }
 
 impl MethodSeries {
@@ -84,15 +84,21 @@ impl MethodSeries {
     /// Counts `duration` under the last label's value number `value` (ignored if the
     /// label has no such value).
     pub fn observe(&self, value: usize, duration: Duration) {
+        self.observe_call(value, duration, None);
+    }
+
+    /// As [`MethodSeries::observe`], the call becoming its bucket's exemplar when
+    /// `trace` (its trace and span ids) is given.
+    pub fn observe_call(&self, value: usize, duration: Duration, trace: Option<(u128, u64)>) {
         if let Some(slot) = self.by_value.get(value) {
-            slot.get_or_init(Box::default).observe(duration);
+            slot.get_or_init(Box::default).observe_call(duration, trace);
         }
     }
 }
 
 impl MethodSeries {
     /// `package.Service/Method`, or `_OTHER` for the shared series.
-    fn full_method(&self) -> String {
+    pub(super) fn full_method(&self) -> String {
         if &*self.service == OTHER {
             OTHER.to_owned()
         } else {
@@ -118,8 +124,8 @@ type PathMap = HashMap<Box<str>, Arc<MethodSeries>, foldhash::fast::RandomState>
 /// fully qualified, and the last label's stable name), exported as `<name>_seconds`.
 /// Register it with a prometheus-client `Registry` (`register_collector`).
 pub struct MethodHistograms {
-    name: &'static str,
-    help: &'static str,
+    pub(super) name: &'static str,
+    pub(super) help: &'static str,
     label: LastLabel,
     /// Which label names the scrape writes (a call's lookup does not read it).
     conventions: RpcConventions,
@@ -200,7 +206,7 @@ impl MethodHistograms {
     }
 
     /// Every series, `_OTHER` last, in a stable order for the scrape.
-    fn all(&self) -> Vec<Arc<MethodSeries>> {
+    pub(super) fn all(&self) -> Vec<Arc<MethodSeries>> {
         let mut all: Vec<_> = self.by_path.load().values().cloned().collect();
         all.sort_by(|a, b| (&a.service, &a.method).cmp(&(&b.service, &b.method)));
         all.push(self.other.clone());
@@ -210,7 +216,7 @@ impl MethodHistograms {
 
 impl MethodHistograms {
     /// The labels of `series`'s histogram for the last label's value number `index`.
-    fn labels<'a>(
+    pub(super) fn labels<'a>(
         &'a self,
         series: &'a MethodSeries,
         full_method: &'a str,

@@ -11,13 +11,18 @@
 //! What a call costs, with metrics on: two reads of the clock, one lock-free map lookup
 //! (its method's series), one reference count, and two relaxed atomic adds; no lock and
 //! no allocation after a method's first call ([`DurationHistogram`] says why it is not
-//! prometheus-client's own histogram). Labels are bounded: see [`MethodHistograms`].
+//! prometheus-client's own histogram); a call in a sampled trace also becomes its
+//! bucket's exemplar (a `try_lock` and a copy), which the OpenMetrics scrape shows
+//! (`openmetrics.rs`). Labels are bounded: see [`MethodHistograms`].
 
+mod exemplar;
 mod histogram;
 mod layer;
 mod methods;
+mod openmetrics;
 mod timer;
 
+pub use exemplar::CallExemplar;
 pub use histogram::{BUCKETS_SECONDS, DurationHistogram, HistogramSnapshot};
 pub use layer::{CallMetrics, CallMetricsLayer};
 pub use methods::{LastLabel, MAX_METHODS, MethodHistograms, MethodSeries, OTHER, STATUS_CODE};

@@ -15,6 +15,8 @@ use crate::grpc_path::split_path;
 pub struct CallTimer {
     series: Series,
     started: Instant,
+    /// The call's trace and span ids, for its bucket's exemplar.
+    trace: Option<(u128, u64)>,
 }
 
 #[derive(Debug)]
@@ -44,7 +46,14 @@ impl CallTimer {
         Self {
             series,
             started: Instant::now(),
+            trace: None,
         }
+    }
+
+    /// The same timer, for a call in the trace `trace` (trace and span ids): the call
+    /// becomes its bucket's exemplar.
+    pub fn in_trace(self, trace: Option<(u128, u64)>) -> Self {
+        Self { trace, ..self }
     }
 }
 
@@ -60,6 +69,6 @@ impl OnCallEnd for CallTimer {
             }
             Series::New { histograms, path } => histograms.series(&path),
         };
-        series.observe(code as usize, took);
+        series.observe_call(code as usize, took, self.trace);
     }
 }

@@ -75,6 +75,10 @@ impl Metrics {
     pub const CONTENT_TYPE: &'static str =
         prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
+    /// The `Content-Type` of [`Metrics::encode_openmetrics`]'s text (OpenMetrics 1.0).
+    pub const OPENMETRICS_CONTENT_TYPE: &'static str =
+        "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
     /// The metrics of the application run by `lifecycle`, or none when
     /// `config.enabled` is false; the per-call histograms' labels are named as
     /// `conventions` chooses (`tracing.semantic_conventions`).
@@ -115,10 +119,7 @@ impl Metrics {
         registry.register_collector(Box::new(LifecycleCollector::new(lifecycle.clone())));
         registry.register_collector(Box::new(ServerCollector::new(lifecycle.clone())));
         registry.register_collector(Box::new(limit.clone()));
-        registry.register_collector(Box::new(server_calls.clone()));
         registry.register_collector(Box::new(references.clone()));
-        registry.register_collector(Box::new(client_calls.clone()));
-        registry.register_collector(Box::new(attempts.clone()));
         registry.register_collector(Box::new(registry_operations.clone()));
         registry.register_collector(Box::new(ProcessCollector::new(lifecycle.name())));
         if let Some(path) = &config.last_stop_file {
@@ -166,10 +167,23 @@ impl Metrics {
     pub fn encode(&self) -> String {
         let mut text = String::new();
         if let Some(instruments) = &self.instruments
-            && let Err(error) = prometheus_client::encoding::prometheus_text::encode(
-                &mut text,
-                &instruments.registry,
-            )
+            && let Err(error) = instruments.encode_prometheus(&mut text)
+        {
+            tracing::warn!(%error, "encoding metrics failed; the scrape is cut short");
+        }
+        text
+    }
+
+    /// Every metric now, in the OpenMetrics text format
+    /// ([`Metrics::OPENMETRICS_CONTENT_TYPE`]): what `GET /metrics` returns to a scraper
+    /// that asks for it (`Accept: application/openmetrics-text`). The same metrics as
+    /// [`Metrics::encode`], and each bucket of the call-duration histograms carries the
+    /// latest traced call that landed in it as an exemplar (`trace_id`, `span_id`). Empty
+    /// when metrics are off.
+    pub fn encode_openmetrics(&self) -> String {
+        let mut text = String::new();
+        if let Some(instruments) = &self.instruments
+            && let Err(error) = instruments.encode_openmetrics(&mut text)
         {
             tracing::warn!(%error, "encoding metrics failed; the scrape is cut short");
         }
@@ -221,6 +235,32 @@ impl Metrics {
             Some(instruments) => instruments.registry_operations.meter(name, registry),
             None => registry,
         }
+    }
+}
+
+impl Instruments {
+    /// The per-call histograms are written apart from the registry's collectors: in
+    /// OpenMetrics they carry exemplars, which a collector cannot give prometheus-client
+    /// (`rpc_filter`'s `openmetrics.rs`).
+    fn call_histograms(&self) -> [&MethodHistograms; 3] {
+        [&self.server_calls, &self.client_calls, &self.attempts.0]
+    }
+
+    fn encode_prometheus(&self, text: &mut String) -> fmt::Result {
+        prometheus_client::encoding::prometheus_text::encode(text, &self.registry)?;
+        let mut calls = PrometheusRegistry::default();
+        calls.register_collector(Box::new(self.server_calls.clone()));
+        calls.register_collector(Box::new(self.client_calls.clone()));
+        calls.register_collector(Box::new(self.attempts.clone()));
+        prometheus_client::encoding::prometheus_text::encode(text, &calls)
+    }
+
+    fn encode_openmetrics(&self, text: &mut String) -> fmt::Result {
+        prometheus_client::encoding::text::encode_registry(text, &self.registry)?;
+        for histograms in self.call_histograms() {
+            histograms.write_openmetrics(text)?;
+        }
+        prometheus_client::encoding::text::encode_eof(text)
     }
 }
 
