@@ -20,10 +20,12 @@ mod histogram;
 mod layer;
 mod methods;
 mod openmetrics;
+mod points;
 mod timer;
 
 pub use exemplar::CallExemplar;
 pub use histogram::{BUCKETS_SECONDS, DurationHistogram, HistogramSnapshot};
 pub use layer::{CallMetrics, CallMetricsLayer};
 pub use methods::{LastLabel, MAX_METHODS, MethodHistograms, MethodSeries, OTHER, STATUS_CODE};
+pub use points::MethodPoint;
 pub use timer::CallTimer;

@@ -69,6 +69,9 @@ impl Config {
                 .check_allowed_hosts()
                 .map_err(|(key, message)| (key.to_owned(), message))?;
         }
+        self.metrics
+            .validate()
+            .map_err(|(key, reason)| (format!("metrics.{key}"), reason))?;
         self.tracing
             .validate()
             .map_err(|(key, reason)| (format!("tracing.{key}"), reason))

@@ -22,6 +22,16 @@ pub struct MetricsConfig {
     /// (systemd: under `StateDirectory=`). Default none: nothing is written.
     #[serde(alias = "last-stop-file")]
     pub last_stop_file: Option<std::path::PathBuf>,
+    /// Where to export the call-duration histograms over OTLP/gRPC as well (an
+    /// OpenTelemetry collector), e.g. `http://127.0.0.1:4317`. Default none. Needs
+    /// `lossless-rpc` built with its `otlp` feature; see
+    /// `lossless_rpc::observe::otlp_metrics`.
+    #[serde(alias = "otlp-endpoint")]
+    pub otlp_endpoint: Option<String>,
+    /// How often they are exported (cumulative, as the scrape shows them). Default
+    /// 60 s, OpenTelemetry's default export interval; more than 0.
+    #[serde(with = "humantime_serde", alias = "otlp-interval")]
+    pub otlp_interval: std::time::Duration,
 }
 
 impl Default for MetricsConfig {
@@ -29,7 +39,39 @@ impl Default for MetricsConfig {
         Self {
             enabled: true,
             last_stop_file: None,
+            otlp_endpoint: None,
+            otlp_interval: std::time::Duration::from_secs(60),
         }
+    }
+}
+
+impl MetricsConfig {
+    /// Checks what serde cannot; returns the key (under `metrics`) and what is wrong.
+    pub(crate) fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.otlp_interval.is_zero() {
+            return Err(("otlp_interval", "must be more than 0".to_owned()));
+        }
+        match &self.otlp_endpoint {
+            Some(endpoint) => check_otlp_endpoint(endpoint, "exporting metrics"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An OTLP endpoint must be a URL, and exporting needs the `otlp` feature.
+fn check_otlp_endpoint(endpoint: &str, what: &str) -> Result<(), (&'static str, String)> {
+    if !cfg!(feature = "otlp") {
+        return Err((
+            "otlp_endpoint",
+            format!("{what} needs rpc built with its `otlp` feature"),
+        ));
+    }
+    match endpoint.parse::<http::Uri>() {
+        Ok(uri) if uri.scheme().is_some() && uri.authority().is_some() => Ok(()),
+        _ => Err((
+            "otlp_endpoint",
+            format!("`{endpoint}` is not a URL such as http://127.0.0.1:4317"),
+        )),
     }
 }
 
@@ -108,21 +150,9 @@ impl TracingConfig {
 
     /// Checks what serde cannot; returns the key (under `tracing`) and what is wrong.
     pub(crate) fn validate(&self) -> Result<(), (&'static str, String)> {
-        let Some(endpoint) = &self.otlp_endpoint else {
-            return Ok(());
-        };
-        if !cfg!(feature = "otlp") {
-            return Err((
-                "otlp_endpoint",
-                "exporting spans needs rpc built with its `otlp` feature".to_owned(),
-            ));
-        }
-        match endpoint.parse::<http::Uri>() {
-            Ok(uri) if uri.scheme().is_some() && uri.authority().is_some() => Ok(()),
-            _ => Err((
-                "otlp_endpoint",
-                format!("`{endpoint}` is not a URL such as http://127.0.0.1:4317"),
-            )),
+        match &self.otlp_endpoint {
+            Some(endpoint) => check_otlp_endpoint(endpoint, "exporting spans"),
+            None => Ok(()),
         }
     }
 }
@@ -165,6 +195,14 @@ mod tests {
         if !cfg!(feature = "otlp") {
             assert!(error.contains("`otlp` feature"), "{error}");
         }
+        let error = yaml("metrics: { otlp_interval: 0s }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("metrics.otlp_interval"), "{error}");
+        let error = yaml("metrics: { otlp_endpoint: nowhere }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("metrics.otlp_endpoint"), "{error}");
         let error = yaml("tracing: { semantic_conventions: newest }\n")
             .unwrap_err()
             .to_string();

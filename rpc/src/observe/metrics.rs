@@ -8,6 +8,8 @@ use prometheus_client::registry::Registry as PrometheusRegistry;
 use rpc_cluster::{AttemptObserver, ClusterChannel, FailureKind};
 use rpc_core::{Registry, RpcConventions};
 use rpc_filter::limit::ConcurrencyLimiter;
+#[cfg(feature = "otlp")]
+use rpc_filter::metrics::MethodPoint;
 use rpc_filter::metrics::{CallMetricsLayer, LastLabel, MethodHistograms, STATUS_CODE};
 use rpc_lifecycle::Lifecycle;
 
@@ -235,6 +237,28 @@ impl Metrics {
             Some(instruments) => instruments.registry_operations.meter(name, registry),
             None => registry,
         }
+    }
+}
+
+impl Metrics {
+    /// The call-duration families as OpenTelemetry names them, with what each measures
+    /// and its series now (for the OTLP export); none when metrics are off.
+    #[cfg(feature = "otlp")]
+    pub(crate) fn call_families(&self) -> Vec<(String, &'static str, Vec<MethodPoint>)> {
+        let Some(instruments) = &self.instruments else {
+            return Vec::new();
+        };
+        instruments
+            .call_histograms()
+            .into_iter()
+            .map(|histograms| {
+                (
+                    histograms.otel_name(),
+                    histograms.description(),
+                    histograms.points(),
+                )
+            })
+            .collect()
     }
 }
 

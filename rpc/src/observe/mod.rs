@@ -26,6 +26,8 @@ mod metrics;
 pub mod otlp;
 #[cfg(feature = "otlp")]
 mod otlp_ids;
+#[cfg(feature = "otlp")]
+pub mod otlp_metrics;
 mod process;
 mod provider_gauges;
 mod registry;
