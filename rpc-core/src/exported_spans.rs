@@ -37,13 +37,35 @@ pub trait ExportedSpans: Send + Sync + 'static {
     fn ids_of(&self, span: &Span) -> Option<(u128, u64)>;
 
     /// Links the deploy step's span `step` and the call's span `call` to each other,
-    /// the link saying what the step did to the call
-    /// ([`DEPLOY_ACTION`](crate::step_span::DEPLOY_ACTION)). Nothing for a span that is
-    /// not exported. The default links nothing.
-    fn link(&self, step: &Span, call: &Span, action: crate::step_span::DeployAction) {
+    /// the link saying what the step did to the call ([`DEPLOY_ACTION`]). Nothing for a
+    /// span that is not exported. The default links nothing.
+    fn link(&self, step: &Span, call: &Span, action: DeployAction) {
         let _ = (step, call, action);
     }
 }
+
+/// What a deploy step did to a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeployAction {
+    /// Refused as "closing, not executed" (its consumer sends it elsewhere).
+    Refused,
+    /// A stream ended as moved (its consumer resumes it elsewhere).
+    Moved,
+}
+
+impl DeployAction {
+    /// The value of the link's `lossless_rpc.deploy.action` attribute.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Refused => "refused",
+            Self::Moved => "moved",
+        }
+    }
+}
+
+/// The attribute of a link between a deploy step's span and a call's span.
+pub const DEPLOY_ACTION: &str = "lossless_rpc.deploy.action";
 
 static EXPORTED: OnceLock<&'static dyn ExportedSpans> = OnceLock::new();
 

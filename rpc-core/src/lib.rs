@@ -46,6 +46,7 @@ pub mod triple;
 pub use activity::RequestClock;
 pub use call_context::CallContext;
 pub use compression::Compression;
+pub use exported_spans::DeployAction;
 pub use guarded_body::{BodyEnd, BodyGuard, GuardedBody};
 pub use handles::{ConsumerHandles, ProviderHandles};
 pub use inflight::{InflightCounter, InflightGuard};
@@ -60,6 +61,6 @@ pub use registry::{
 pub use rejections::RejectionCounter;
 pub use semconv::RpcConventions;
 pub use service_key::ServiceKey;
-pub use step_span::{DeployAction, StepSpan};
+pub use step_span::StepSpan;
 pub use stream_drain::{DrainNotice, MOVED_MESSAGE, StreamDrain, is_reserved, moved};
 pub use trace_context::TraceContext;

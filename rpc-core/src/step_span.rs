@@ -6,7 +6,7 @@
 //! When the provider's filter refuses a call as "closing, not executed" or a stream ends
 //! as moved, [`StepSpan::link_current_call`] joins the two: with an exporter, the step's
 //! span and the call's span get a span link to each other (attribute
-//! `lossless_rpc.deploy.action`: `refused` or `moved`); without one, the call's span
+//! `lossless_rpc.deploy.action`: `refused` or `moved`, [`DeployAction`]); without one, the call's span
 //! gets an event naming the step, so its log lines say why it ended.
 
 use std::sync::Arc;
@@ -14,30 +14,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use tracing::Span;
 
-use crate::exported_spans::exported_spans;
-
-/// What a deploy step did to a call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DeployAction {
-    /// Refused as "closing, not executed" (its consumer sends it elsewhere).
-    Refused,
-    /// A stream ended as moved (its consumer resumes it elsewhere).
-    Moved,
-}
-
-impl DeployAction {
-    /// The value of the link's `lossless_rpc.deploy.action` attribute.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Refused => "refused",
-            Self::Moved => "moved",
-        }
-    }
-}
-
-/// The attribute of a link between a deploy step's span and a call's span.
-pub const DEPLOY_ACTION: &str = "lossless_rpc.deploy.action";
+use crate::exported_spans::{DeployAction, exported_spans};
 
 /// The span of the lifecycle step running now, if any. Written by the lifecycle as each
 /// step begins and ends; read only when a call is refused or moved (a lock then, none on

@@ -24,9 +24,10 @@ use tokio::sync::watch;
 use tonic::metadata::MetadataMap;
 
 use crate::OfflineServices;
+use crate::exported_spans::DeployAction;
 use crate::metadata::STREAM_MOVED;
 use crate::offline_services::service_of;
-use crate::step_span::{DeployAction, StepSpan};
+use crate::step_span::StepSpan;
 
 /// The message of a stream that ended because its instance is going offline.
 pub const MOVED_MESSAGE: &str =

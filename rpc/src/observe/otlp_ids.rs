@@ -11,8 +11,9 @@ use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, Tra
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 use rpc_core::TraceContext;
-use rpc_core::exported_spans::{ExportedSpans, take_next_span_id, take_next_trace_id};
-use rpc_core::step_span::{DEPLOY_ACTION, DeployAction};
+use rpc_core::exported_spans::{
+    DEPLOY_ACTION, DeployAction, ExportedSpans, take_next_span_id, take_next_trace_id,
+};
 use tracing::Span;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
