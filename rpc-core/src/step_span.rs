@@ -6,8 +6,8 @@
 //! When the provider's filter refuses a call as "closing, not executed" or a stream ends
 //! as moved, [`StepSpan::link_current_call`] joins the two: with an exporter, the step's
 //! span and the call's span get a span link to each other (attribute
-//! `lossless_rpc.deploy.action`: `refused` or `moved`, [`DeployAction`]); without one, the call's span
-//! gets an event naming the step, so its log lines say why it ended.
+//! `lossless_rpc.deploy.action`: `refused` or `moved`, a [`DeployAction`]); without one,
+//! the call's span gets an event naming the step, so its log lines say why it ended.
 
 use std::sync::Arc;
 
