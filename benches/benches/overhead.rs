@@ -21,12 +21,15 @@
 //! 16 concurrent calls.
 //!
 //! Environment: `OVERHEAD_MILLIS` per run (default 1500), `OVERHEAD_ROUNDS` triples per
-//! concurrency (default 7), `OVERHEAD_PROFILE=plain|plain-h2|rpc|rpc-off|rpc-client|rpc-server`
+//! concurrency (default 7), `OVERHEAD_PROFILE=plain|plain-h2|rpc|rpc-off|rpc-traced|rpc-client|rpc-server`
 //! to run one configuration for `OVERHEAD_PROFILE_MILLIS` (default 3000) at
 //! `OVERHEAD_PROFILE_CALLS` (default 16) calls for a profiler, printing the requests made
 //! and the CPU time per request (`plain-h2`: the same echo over the `h2` crate's
 //! client directly against tonic's server, the floor of a client; `rpc-client`: our consumer against tonic's
-//! server; `rpc-server`: tonic's client against our provider). `OVERHEAD_CONNECTIONS=N`
+//! server; `rpc-server`: tonic's client against our provider; `rpc-traced`: the rpc stack
+//! with each call made in a trace, as a handler's call is, so it carries a `traceparent`
+//! the provider continues — what propagation costs, against `rpc`, whose calls are in
+//! no trace and carry none). `OVERHEAD_CONNECTIONS=N`
 //! gives our consumer N connections per instance. `OVERHEAD_LIMIT=on` runs
 //! the rpc providers with the adaptive concurrency limit (`provider.limit`).
 
@@ -97,6 +100,17 @@ where
     }
 }
 
+/// `calls`, each made inside a served call's context with a trace of its own (a new
+/// trace per call: two random ids, which a handler's call would not pay).
+fn traced_calls(
+    calls: impl Fn() -> BoxedCall + Clone + Send + 'static,
+) -> impl Fn() -> BoxedCall + Clone + Send + 'static {
+    move || -> BoxedCall {
+        let context = rpc::CallContext::new().with_trace(rpc::core::TraceContext::new_root());
+        Box::pin(context.scope(calls()))
+    }
+}
+
 #[tokio::main]
 async fn main() {
     // What "tracing on" means here (see the module docs).
@@ -124,6 +138,10 @@ async fn main() {
                 // A plain tonic client against our provider.
                 let client = plain_client(_apps[1].local_addr().unwrap()).await;
                 profile(&stack, echo_calls(client, "rpc-server"), calls, duration).await
+            }
+            "rpc-traced" => {
+                let traced = traced_calls(ours);
+                profile(&stack, traced, calls, duration).await
             }
             "rpc-client" => {
                 // Our consumer against a plain tonic server.

@@ -33,6 +33,21 @@ pub struct ProcessGroup {
     group: u32,
 }
 
+impl ProcessGroup {
+    /// Whether the process that started the group (its leader, the first generation of a
+    /// provider that upgrades in place) has exited: gone, or a zombie nobody has reaped
+    /// yet (its output is read until every generation closed it).
+    pub fn leader_exited(&self) -> bool {
+        match std::fs::read_to_string(format!("/proc/{}/stat", self.group)) {
+            // The state follows the command name in parentheses: `123 (name) Z ...`.
+            Ok(stat) => stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+            Err(_) => true,
+        }
+    }
+}
+
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
         let _ = std::process::Command::new("kill")
