@@ -173,3 +173,62 @@ async fn the_call_histograms_reach_an_otlp_collector_with_their_exemplars() {
     assert_eq!(trace_id, TRACE_ID, "the call's trace");
     provider.before_shutdown().await;
 }
+
+#[tokio::test]
+async fn settings_built_in_code_are_checked_at_start() {
+    let metrics_on = |tweak: fn(&mut Config)| {
+        let mut config = Config::default();
+        config.metrics.otlp_endpoint = Some("http://127.0.0.1:4317".into());
+        tweak(&mut config);
+        config
+    };
+    let lifecycle = lossless_rpc::Lifecycle::new("t", Default::default());
+    let metrics =
+        lossless_rpc::Metrics::new(&Config::default().metrics, &lifecycle, RpcConventions::Old);
+    let zero = metrics_on(|config| config.metrics.otlp_interval = Duration::ZERO);
+    let error = OtlpMetricsExporter::start(&zero, &metrics).unwrap_err();
+    assert!(
+        error.to_string().contains("metrics.otlp_interval"),
+        "{error}"
+    );
+    let bare = metrics_on(|config| config.metrics.otlp_endpoint = Some("127.0.0.1:4317".into()));
+    let error = OtlpMetricsExporter::start(&bare, &metrics).unwrap_err();
+    assert!(
+        error.to_string().contains("metrics.otlp_endpoint"),
+        "{error}"
+    );
+}
+
+// The clock is paused: a collector that never answers costs the test no real wait, and
+// the bound is what ends the export.
+#[tokio::test(start_paused = true)]
+async fn a_collector_that_never_answers_holds_nothing_past_the_export_bound() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Takes every connection and never says a word.
+    let held = tokio::spawn(async move {
+        let mut connections = Vec::new();
+        while let Ok((connection, _)) = listener.accept().await {
+            connections.push(connection);
+        }
+    });
+    let mut config = Config::default();
+    config.metrics.otlp_endpoint = Some(format!("http://{addr}"));
+    config.metrics.otlp_interval = Duration::from_millis(100);
+    let lifecycle = lossless_rpc::Lifecycle::new("t", Default::default());
+    let metrics = lossless_rpc::Metrics::new(&config.metrics, &lifecycle, RpcConventions::Old);
+    let exporter = OtlpMetricsExporter::start(&config, &metrics)
+        .unwrap()
+        .expect("an endpoint");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let started = tokio::time::Instant::now();
+    let error = exporter.shutdown().await.expect_err("no answer");
+    assert!(error.to_string().contains("no answer within"), "{error}");
+    // The periodic export under way and the last one, each bounded (10 s).
+    assert!(
+        started.elapsed() <= Duration::from_secs(21),
+        "{:?}",
+        started.elapsed()
+    );
+    held.abort();
+}

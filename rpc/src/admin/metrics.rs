@@ -37,20 +37,31 @@ pub(crate) async fn metrics(State(state): State<AdminState>, headers: HeaderMap)
         .into_response()
 }
 
-/// Whether the scraper's `Accept` names OpenMetrics' text format (Prometheus sends
-/// `application/openmetrics-text;version=1.0.0,…;q=0.5,text/plain;version=0.0.4;q=0.3`).
-/// Its weights are not compared: a scraper that names OpenMetrics at all reads it.
+/// Whether the scraper's `Accept` prefers OpenMetrics' text format (Prometheus sends
+/// `application/openmetrics-text;version=1.0.0;q=0.5,…,text/plain;version=0.0.4;q=0.3`):
+/// it names it with a weight above 0 and at least that of the Prometheus text format
+/// (`text/plain`, `text/*` or `*/*`).
 fn asks_for_openmetrics(headers: &HeaderMap) -> bool {
-    headers
+    let (mut openmetrics, mut text) = (0.0_f32, 0.0_f32);
+    let ranges = headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .any(|kind| {
-            kind.trim()
-                .to_ascii_lowercase()
-                .starts_with("application/openmetrics-text")
-        })
+        .flat_map(|value| value.split(','));
+    for range in ranges {
+        let mut parts = range.split(';').map(str::trim);
+        let kind = parts.next().unwrap_or("").to_ascii_lowercase();
+        let weight = parts
+            .filter_map(|parameter| parameter.strip_prefix("q="))
+            .find_map(|q| q.parse::<f32>().ok())
+            .unwrap_or(1.0);
+        match kind.as_str() {
+            "application/openmetrics-text" => openmetrics = openmetrics.max(weight),
+            "text/plain" | "text/*" | "*/*" => text = text.max(weight),
+            _ => {}
+        }
+    }
+    openmetrics > 0.0 && openmetrics >= text
 }
 
 #[cfg(test)]
@@ -70,6 +81,11 @@ mod tests {
         assert!(accept("text/plain, Application/OpenMetrics-Text"));
         assert!(!accept("text/plain;version=0.0.4"));
         assert!(!accept("*/*"));
+        assert!(!accept("application/openmetrics-text; version=1.0.0; q=0"));
+        assert!(!accept(
+            "text/plain;q=0.9, application/openmetrics-text;q=0.1"
+        ));
+        assert!(accept("application/openmetrics-text;q=0.9, */*;q=0.1"));
         assert!(!asks_for_openmetrics(&HeaderMap::new()));
     }
 }

@@ -58,7 +58,8 @@ impl MetricsConfig {
     }
 }
 
-/// An OTLP endpoint must be a URL, and exporting needs the `otlp` feature.
+/// An OTLP endpoint must be an `http` or `https` URL with a host (and a port that is
+/// one), and exporting needs the `otlp` feature.
 fn check_otlp_endpoint(endpoint: &str, what: &str) -> Result<(), (&'static str, String)> {
     if !cfg!(feature = "otlp") {
         return Err((
@@ -66,12 +67,24 @@ fn check_otlp_endpoint(endpoint: &str, what: &str) -> Result<(), (&'static str, 
             format!("{what} needs rpc built with its `otlp` feature"),
         ));
     }
-    match endpoint.parse::<http::Uri>() {
-        Ok(uri) if uri.scheme().is_some() && uri.authority().is_some() => Ok(()),
-        _ => Err((
+    let usable = endpoint.parse::<http::Uri>().is_ok_and(|uri| {
+        // A port past 65535 parses (the URI then has none), and the scheme's default
+        // would be dialled: a port written must be one.
+        let port_written = uri
+            .authority()
+            .and_then(|authority| authority.as_str().rsplit_once(':'))
+            .is_some_and(|(_, after)| !after.contains(']'));
+        matches!(uri.scheme_str(), Some("http" | "https"))
+            && uri.host().is_some_and(|host| !host.is_empty())
+            && (!port_written || uri.port_u16().is_some())
+    });
+    if usable {
+        Ok(())
+    } else {
+        Err((
             "otlp_endpoint",
             format!("`{endpoint}` is not a URL such as http://127.0.0.1:4317"),
-        )),
+        ))
     }
 }
 
@@ -199,10 +212,27 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("metrics.otlp_interval"), "{error}");
-        let error = yaml("metrics: { otlp_endpoint: nowhere }\n")
-            .unwrap_err()
-            .to_string();
-        assert!(error.contains("metrics.otlp_endpoint"), "{error}");
+        if cfg!(feature = "otlp") {
+            for good in [
+                "http://127.0.0.1:4317",
+                "https://collector",
+                "http://[::1]:4317",
+            ] {
+                let text = format!("metrics: {{ otlp_endpoint: \"{good}\" }}\n");
+                assert!(yaml(&text).is_ok(), "{good}");
+            }
+        }
+        for bad in [
+            "nowhere",
+            "http://127.0.0.1:99999",
+            "ftp://127.0.0.1:1",
+            "http://",
+        ] {
+            let error = yaml(&format!("metrics: {{ otlp_endpoint: \"{bad}\" }}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("metrics.otlp_endpoint"), "{bad}: {error}");
+        }
         let error = yaml("tracing: { semantic_conventions: newest }\n")
             .unwrap_err()
             .to_string();

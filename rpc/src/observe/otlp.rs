@@ -59,7 +59,10 @@ pub enum OtlpError {
         /// opentelemetry-otlp's error.
         source: opentelemetry_otlp::ExporterBuildError,
     },
-    /// Exporting the last spans at shutdown failed (e.g. the collector is gone).
+    /// The SDK's shutdown failed: the last batch was not sent within its bound (5 s,
+    /// e.g. a collector that takes the connection and never answers). A collector that
+    /// is not there at all is not reported: OpenTelemetry's batch processor drops a
+    /// batch it cannot send and says so only in its own internal log.
     #[error("exporting the last spans failed: {0}")]
     Shutdown(String),
 }
@@ -139,7 +142,8 @@ impl OtlpExporter {
     /// dropped.
     ///
     /// # Errors
-    /// [`OtlpError::Shutdown`] when the last spans could not be exported.
+    /// [`OtlpError::Shutdown`] when the SDK reports the last spans were not exported
+    /// (see there: a missing collector is not reported).
     pub async fn shutdown(self) -> Result<(), OtlpError> {
         let provider = self.provider;
         tokio::task::spawn_blocking(move || provider.shutdown())

@@ -46,11 +46,13 @@ use crate::Config;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum OtlpMetricsError {
-    /// `metrics.otlp_endpoint` is not a URL a channel can be made for.
-    #[error("metrics.otlp_endpoint `{endpoint}`: {reason}")]
-    Endpoint {
-        /// The configured endpoint.
-        endpoint: String,
+    /// A setting under `metrics` cannot be used (an endpoint that is not an
+    /// `http://host:port` URL, an interval of 0): the checks a configuration file gets,
+    /// made again for a configuration built in code.
+    #[error("metrics.{key}: {reason}")]
+    Setting {
+        /// The key under `metrics`.
+        key: &'static str,
         /// What is wrong with it.
         reason: String,
     },
@@ -74,7 +76,8 @@ impl OtlpMetricsExporter {
     /// off. Call it inside the tokio runtime the application runs on.
     ///
     /// # Errors
-    /// [`OtlpMetricsError::Endpoint`] when the endpoint is not a usable URL.
+    /// [`OtlpMetricsError::Setting`] when the endpoint is not a usable URL or the
+    /// interval is 0.
     pub fn start(config: &Config, metrics: &Metrics) -> Result<Option<Self>, OtlpMetricsError> {
         let Some(endpoint) = &config.metrics.otlp_endpoint else {
             return Ok(None);
@@ -82,9 +85,13 @@ impl OtlpMetricsExporter {
         if !metrics.is_enabled() {
             return Ok(None);
         }
+        config
+            .metrics
+            .validate()
+            .map_err(|(key, reason)| OtlpMetricsError::Setting { key, reason })?;
         let channel = Channel::from_shared(endpoint.clone())
-            .map_err(|error| OtlpMetricsError::Endpoint {
-                endpoint: endpoint.clone(),
+            .map_err(|error| OtlpMetricsError::Setting {
+                key: "otlp_endpoint",
                 reason: error.to_string(),
             })?
             .connect_lazy();
@@ -116,8 +123,14 @@ impl OtlpMetricsExporter {
     }
 }
 
+/// Longest wait for one export, as OpenTelemetry's exporters bound theirs (10 s): a
+/// collector that takes the connection and never answers holds neither the next export
+/// nor the last one at shutdown past it.
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Exports `batch` every `interval` until told to stop, then once more; returns how the
-/// last export went (the periodic ones are logged).
+/// last export went. A failed periodic export is logged once per outage (WARN), and its
+/// end (INFO): a collector down for an hour is two lines, not one per interval.
 async fn export_every(
     mut client: MetricsServiceClient<Channel>,
     batch: Batch,
@@ -126,22 +139,40 @@ async fn export_every(
 ) -> Result<(), OtlpMetricsError> {
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
     loop {
         tokio::select! {
-            _ = ticks.tick() => {
-                if let Err(error) = client.export(batch.request()).await {
-                    tracing::warn!(%error, "exporting metrics over OTLP failed; the next export sends them again");
+            _ = ticks.tick() => match export(&mut client, &batch).await {
+                Err(error) if !failing => {
+                    failing = true;
+                    tracing::warn!(%error, "exporting metrics over OTLP failed; each export sends them all again (told again when it works)");
                 }
-            }
+                Err(error) => tracing::debug!(%error, "exporting metrics over OTLP failed again"),
+                Ok(()) if failing => {
+                    failing = false;
+                    tracing::info!("exporting metrics over OTLP works again");
+                }
+                Ok(()) => {}
+            },
             // Stopped, or the exporter was dropped: the last figures, then done.
             () = stopped(&mut stop) => break,
         }
     }
-    client
-        .export(batch.request())
-        .await
-        .map(drop)
-        .map_err(|status| OtlpMetricsError::Export(status.to_string()))
+    export(&mut client, &batch).await
+}
+
+/// One export of `batch` now, bounded by [`EXPORT_TIMEOUT`].
+async fn export(
+    client: &mut MetricsServiceClient<Channel>,
+    batch: &Batch,
+) -> Result<(), OtlpMetricsError> {
+    match tokio::time::timeout(EXPORT_TIMEOUT, client.export(batch.request())).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(status)) => Err(OtlpMetricsError::Export(status.to_string())),
+        Err(_) => Err(OtlpMetricsError::Export(format!(
+            "no answer within {EXPORT_TIMEOUT:?}"
+        ))),
+    }
 }
 
 /// Until told to stop (or the sender is gone); holds no borrow of the channel after.
@@ -165,6 +196,8 @@ impl Batch {
             .metrics
             .call_families()
             .into_iter()
+            // A family with no series yet (a consumer's served calls) is left out.
+            .filter(|(_, _, points)| !points.is_empty())
             .map(|(name, description, points)| Metric {
                 name,
                 description: description.to_owned(),
@@ -204,6 +237,8 @@ impl Batch {
 /// them, not cumulative as Prometheus does).
 fn data_point(point: MethodPoint, start: u64, now: u64) -> HistogramDataPoint {
     let histogram = point.histogram;
+    // An exemplar's time is the export's: the call's is not kept (a clock read per
+    // call); the same exemplar is sent again until a later call replaces it.
     let exemplars = histogram
         .exemplars
         .iter()
