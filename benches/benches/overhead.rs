@@ -30,7 +30,9 @@
 //! with each call made in a trace, as a handler's call is, so it carries a `traceparent`
 //! the provider continues — what propagation costs, against `rpc`, whose calls are in
 //! no trace and carry none). `OVERHEAD_CONNECTIONS=N`
-//! gives our consumer N connections per instance. `OVERHEAD_LIMIT=on` runs
+//! gives our consumer N connections per instance. `OVERHEAD_PAYLOAD=BYTES` echoes that
+//! much payload (default 64; `OVERHEAD_PAYLOAD=1048576 bash benches/instructions.sh
+//! overhead plain rpc` compares the stacks at 1 MiB). `OVERHEAD_LIMIT=on` runs
 //! the rpc providers with the adaptive concurrency limit (`provider.limit`).
 
 use std::time::Duration;

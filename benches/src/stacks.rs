@@ -14,10 +14,17 @@ use rpc::{Application, Config};
 use rpc_testkit::services::EchoProvider;
 use tonic::transport::Channel;
 
-/// The request every stack echoes: 64 bytes of payload, no delay.
+/// The request every stack echoes: `OVERHEAD_PAYLOAD` bytes of payload (default 64,
+/// at most 4 MiB less 64 bytes, under the default message limit with its framing), no
+/// delay. The payload is made once and shared by every request.
 pub fn request() -> EchoRequest {
+    static PAYLOAD: std::sync::OnceLock<bytes::Bytes> = std::sync::OnceLock::new();
+    let payload = PAYLOAD.get_or_init(|| {
+        let size = crate::env_u64("OVERHEAD_PAYLOAD", 64).min(4 * 1024 * 1024 - 64);
+        bytes::Bytes::from(vec![7u8; usize::try_from(size).unwrap_or(64)])
+    });
     EchoRequest {
-        payload: bytes::Bytes::from_static(&[7u8; 64]),
+        payload: payload.clone(),
         delay_ms: None,
     }
 }

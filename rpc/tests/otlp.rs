@@ -12,7 +12,7 @@ use lossless_rpc::observe::otlp::OtlpExporter;
 use lossless_rpc::registry::MemoryHub;
 use lossless_rpc::{Application, Config};
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
-use otlp_receiver::{attribute, receiver};
+use otlp_receiver::{attribute, is_int, receiver};
 use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
@@ -101,6 +101,8 @@ async fn a_call_exports_its_client_attempt_and_server_spans() {
         attribute(attempt, "server.port"),
         provider.local_addr().map(|addr| addr.port().to_string())
     );
+    assert!(is_int(attempt, "server.port"), "a port is an int");
+    assert!(is_int(&server, "network.peer.port"), "a port is an int");
     assert!(
         spans.iter().all(|(service, _)| service == "otlp-consumer"),
         "one process, one exporter: the consumer's resource names every span"

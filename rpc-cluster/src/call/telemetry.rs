@@ -36,13 +36,14 @@ pub(super) fn attempt_span(
     let conventions = stack.span_conventions.get().copied().unwrap_or_default();
     let name = path.trim_start_matches('/');
     let authority = invoker.authority();
+    // The port as i64: an unsigned field is exported as text, the conventions want an int.
     match (conventions.emits_old(), conventions.emits_stable()) {
         (true, false) => tracing::debug_span!(
             "rpc.attempt",
             otel.name = name,
             rpc.attempt = number,
             server.address = host_of(authority),
-            server.port = port_of(authority),
+            server.port = port_of(authority).map(i64::from),
             rpc.grpc.status_code = Empty,
             "error.type" = Empty,
             trace_id = Empty,
@@ -56,7 +57,7 @@ pub(super) fn attempt_span(
             rpc.method_original = rpc_method_original(path),
             rpc.attempt = number,
             server.address = host_of(authority),
-            server.port = port_of(authority),
+            server.port = port_of(authority).map(i64::from),
             rpc.response.status_code = Empty,
             "error.type" = Empty,
             trace_id = Empty,
@@ -71,7 +72,7 @@ pub(super) fn attempt_span(
             rpc.method_original = rpc_method_original(path),
             rpc.attempt = number,
             server.address = host_of(authority),
-            server.port = port_of(authority),
+            server.port = port_of(authority).map(i64::from),
             rpc.grpc.status_code = Empty,
             rpc.response.status_code = Empty,
             "error.type" = Empty,

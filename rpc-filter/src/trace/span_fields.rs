@@ -64,7 +64,9 @@ pub(super) fn client_span(conventions: RpcConventions, path: &str) -> Span {
 pub(super) fn server_span<B>(conventions: RpcConventions, request: &Request<B>) -> Span {
     let path = request.uri().path();
     let name = path.trim_start_matches('/');
-    // Every field below is a call, evaluated only when the span is enabled.
+    // Every field below is a call, evaluated only when the span is enabled. Ports are
+    // recorded as i64: tracing-opentelemetry exports an unsigned field as text, and the
+    // conventions type a port as an int.
     match (conventions.emits_old(), conventions.emits_stable()) {
         (true, false) => tracing::debug_span!(
             "rpc.server",
@@ -74,7 +76,7 @@ pub(super) fn server_span<B>(conventions: RpcConventions, request: &Request<B>) 
             rpc.service = service_of(path),
             rpc.method = method_of(path),
             network.peer.address = peer(request).map(|peer| display(peer.ip())),
-            network.peer.port = peer(request).map(|peer| peer.port()),
+            network.peer.port = peer(request).map(|peer| i64::from(peer.port())),
             rpc.grpc.status_code = Empty,
             otel.status_code = Empty,
             trace_id = trace(request).map(|trace| display(trace.trace_id_hex())),
@@ -89,7 +91,7 @@ pub(super) fn server_span<B>(conventions: RpcConventions, request: &Request<B>) 
             rpc.method = rpc_method(path),
             rpc.method_original = rpc_method_original(path),
             network.peer.address = peer(request).map(|peer| display(peer.ip())),
-            network.peer.port = peer(request).map(|peer| peer.port()),
+            network.peer.port = peer(request).map(|peer| i64::from(peer.port())),
             rpc.response.status_code = Empty,
             "error.type" = Empty,
             otel.status_code = Empty,
@@ -107,7 +109,7 @@ pub(super) fn server_span<B>(conventions: RpcConventions, request: &Request<B>) 
             rpc.method = rpc_method(path),
             rpc.method_original = rpc_method_original(path),
             network.peer.address = peer(request).map(|peer| display(peer.ip())),
-            network.peer.port = peer(request).map(|peer| peer.port()),
+            network.peer.port = peer(request).map(|peer| i64::from(peer.port())),
             rpc.grpc.status_code = Empty,
             rpc.response.status_code = Empty,
             "error.type" = Empty,

@@ -255,7 +255,7 @@ fn data_point(point: MethodPoint, start: u64, now: u64) -> HistogramDataPoint {
         attributes: point
             .attributes
             .iter()
-            .map(|(key, value)| text(key, value))
+            .map(|(key, value)| attribute(key, value))
             .collect(),
         start_time_unix_nano: start,
         time_unix_nano: now,
@@ -265,6 +265,21 @@ fn data_point(point: MethodPoint, start: u64, now: u64) -> HistogramDataPoint {
         explicit_bounds: BUCKETS_SECONDS.to_vec(),
         exemplars,
         ..HistogramDataPoint::default()
+    }
+}
+
+/// A point's attribute with the type the conventions give it: `rpc.grpc.status_code`
+/// is an int (its Prometheus label is text, as every label is); the others are strings.
+fn attribute(key: &str, value: &str) -> KeyValue {
+    match (key, value.parse::<i64>()) {
+        ("rpc.grpc.status_code", Ok(code)) => KeyValue {
+            key: key.to_owned(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::IntValue(code)),
+            }),
+            ..KeyValue::default()
+        },
+        _ => text(key, value),
     }
 }
 
@@ -283,4 +298,26 @@ fn unix_nanos(time: SystemTime) -> u64 {
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default();
     u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_grpc_status_code_is_an_int_and_the_rest_are_strings() {
+        let value = |kv: KeyValue| kv.value.and_then(|value| value.value);
+        assert_eq!(
+            value(attribute("rpc.grpc.status_code", "5")),
+            Some(any_value::Value::IntValue(5))
+        );
+        assert_eq!(
+            value(attribute("rpc.method", "Echo")),
+            Some(any_value::Value::StringValue("Echo".into()))
+        );
+        assert_eq!(
+            value(attribute("rpc.response.status_code", "NOT_FOUND")),
+            Some(any_value::Value::StringValue("NOT_FOUND".into()))
+        );
+    }
 }

@@ -60,6 +60,15 @@ pub fn attribute(span: &Span, key: &str) -> Option<String> {
         .and_then(|attribute| text(attribute.value.as_ref()?.value.as_ref()?))
 }
 
+/// Whether `span`'s attribute `key` is an integer (as the conventions type ports).
+pub fn is_int(span: &Span, key: &str) -> bool {
+    span.attributes
+        .iter()
+        .find(|attribute| attribute.key == key)
+        .and_then(|attribute| attribute.value.as_ref()?.value.as_ref())
+        .is_some_and(|value| matches!(value, Value::IntValue(_)))
+}
+
 /// An OTLP receiver on 127.0.0.1:0, serving until the test ends.
 pub async fn receiver() -> (Received, std::net::SocketAddr) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
