@@ -239,12 +239,19 @@ async fn offline_before_the_upgrade_stays_offline(f: &Fixture) {
     let report = provider.post("/upgrade").await;
     assert_eq!(report.status, 200, "{}", report.body);
     let new_pid = serde_json::from_str::<Value>(&report.body).unwrap()["new_pid"].clone();
-    // Once the old generation has exited, every admin request reaches the new one.
+    // Once the old generation has exited, every admin request reaches the new one. A
+    // request the old one accepted in its last moment may be reset as it exits (a known
+    // limit: docs/limitations.md): asked again, as an operator's tool would.
     let deadline = Instant::now() + STEP;
     loop {
-        let status: Value = serde_json::from_str(&provider.get("/status").await.body).unwrap();
-        if status["pid"] == new_pid {
-            break;
+        let answer = timeout(STEP, http::get(provider.admin, "/status"))
+            .await
+            .expect("the admin endpoint answers in time");
+        if let Ok(answer) = answer {
+            let status: Value = serde_json::from_str(&answer.body).unwrap();
+            if status["pid"] == new_pid {
+                break;
+            }
         }
         assert!(Instant::now() < deadline, "the new process answers");
         tokio::time::sleep(Duration::from_millis(20)).await;
