@@ -40,9 +40,10 @@ async fn a_thousand_calls_at_a_provider_of_200_streams_beside_an_idle_one_all_su
         .entry("echo.Echo".to_owned())
         .or_default();
     reference.idempotent = false;
-    // Three rounds of 200 at the narrow provider would take 1.2 s: the third waits past
-    // this, unsent.
-    reference.timeout = Some(Duration::from_secs(1));
+    // Four rounds of 200 at the narrow provider would take 1.6 s: the fourth waits past
+    // this, unsent. (At 1 s, the roomy provider's 400 ms calls had 600 ms of slack, which
+    // a CI run on 2 busy cores once exceeded for 246 of them: 1.5 s leaves 1.1 s.)
+    reference.timeout = Some(Duration::from_millis(1_500));
     let mut builder = common::builder_with(config, &hub, Duration::ZERO);
     let client = EchoClient::new(builder.reference("echo.Echo"));
     let consumer = builder.start().await.expect("the consumer starts");
