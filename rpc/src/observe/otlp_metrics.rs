@@ -142,6 +142,11 @@ async fn export_every(
     let mut failing = false;
     loop {
         tokio::select! {
+            // The stop first: after a slow export the next tick is ready too, and a
+            // random pick could export again before the last one.
+            biased;
+            // Stopped, or the exporter was dropped: the last figures, then done.
+            () = stopped(&mut stop) => break,
             _ = ticks.tick() => match export(&mut client, &batch).await {
                 Err(error) if !failing => {
                     failing = true;
@@ -154,8 +159,6 @@ async fn export_every(
                 }
                 Ok(()) => {}
             },
-            // Stopped, or the exporter was dropped: the last figures, then done.
-            () = stopped(&mut stop) => break,
         }
     }
     export(&mut client, &batch).await
