@@ -163,16 +163,15 @@ async fn closed_by(silent: Vec<TcpStream>, deadline: Instant) -> usize {
     closed
 }
 
-/// The flood, the call, and what the server closed; `max_connections` as configured.
-async fn flood(max_connections: Option<usize>) -> (u64, u64) {
+/// The flood, the call, and what the server closed (shed, accepts short of a
+/// descriptor, how long opening the flood took); `max_connections` as configured.
+async fn flood(max_connections: Option<usize>) -> (u64, u64, Duration) {
     room_for_the_flood();
     let provider = Provider::start(max_connections).await;
     let flood_began = Instant::now();
     let silent = open_silent(provider.serving, SILENT).await;
-    println!(
-        "{SILENT} silent connections open after {:?}",
-        flood_began.elapsed()
-    );
+    let flood_took = flood_began.elapsed();
+    println!("{SILENT} silent connections open after {flood_took:?}");
 
     let call_began = Instant::now();
     let answered = provider.call(PREFACE_TIMEOUT / 2).await;
@@ -220,15 +219,21 @@ async fn flood(max_connections: Option<usize>) -> (u64, u64) {
         Ok(()),
         "served on after the flood"
     );
-    (shed, shortages)
+    (shed, shortages, flood_took)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_flood_is_shed_at_the_connection_limit() {
-    let (shed, shortages) = flood(None).await;
+    let (shed, shortages, flood_took) = flood(None).await;
     // The default limit, 896, sheds the silent ones past it before the descriptors run
-    // out.
-    assert!(shed as usize > SILENT - 896, "shed {shed}");
+    // out — all of them when the flood opens within the preface timeout; on a machine
+    // slow enough to take longer, the first ones time out before the last are opened,
+    // and fewer reach the limit (a CI run took 4.2 s: 190 shed, 910 timed out).
+    if flood_took < PREFACE_TIMEOUT {
+        assert!(shed as usize > SILENT - 896, "shed {shed}");
+    } else {
+        assert!(shed > 0, "the limit was reached: shed {shed}");
+    }
     assert_eq!(
         shortages, 0,
         "the limit was reached before the descriptors ran out"
@@ -238,7 +243,7 @@ async fn a_silent_flood_is_shed_at_the_connection_limit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_flood_past_the_descriptors_is_shed_when_accept_fails() {
     // A limit above the descriptors: `accept` fails with EMFILE, and each failure sheds.
-    let (shed, shortages) = flood(Some(100_000)).await;
+    let (shed, shortages, _) = flood(Some(100_000)).await;
     assert!(shortages > 0, "accept ran out of descriptors");
     assert!(shed > 0, "descriptors were freed by shedding");
 }
