@@ -22,29 +22,24 @@ use super::process::ProcessCollector;
 use super::provider_gauges::ServerCollector;
 use super::registry::RegistryOperations;
 
-/// The `outcome` label of attempt durations: `answered`, then each failure kind in the
-/// order of [`FailureKind::index`] (offset by one).
+/// The outcomes of an attempt: `answered`, then each failure kind in the order of
+/// [`FailureKind::index`] (offset by one).
+const OUTCOMES: &[&str] = &[
+    "answered",
+    "rejected",
+    "not_sent",
+    "unavailable",
+    "transport",
+    "timeout",
+    "overloaded",
+];
+
+/// The `outcome` label of attempt durations: our own, the same under every convention.
 const ATTEMPT_OUTCOME: LastLabel = LastLabel {
     name: "outcome",
-    values: &[
-        "answered",
-        "rejected",
-        "not_sent",
-        "unavailable",
-        "transport",
-        "timeout",
-        "overloaded",
-    ],
+    values: OUTCOMES,
     stable_name: "outcome",
-    stable_values: &[
-        "answered",
-        "rejected",
-        "not_sent",
-        "unavailable",
-        "transport",
-        "timeout",
-        "overloaded",
-    ],
+    stable_values: OUTCOMES,
 };
 
 /// One application's metrics: Prometheus' registry (no global one) with the per-call
