@@ -1,5 +1,5 @@
 //! The accept loop of a server: each accepted socket set up (`TCP_NODELAY`,
-//! `TCP_USER_TIMEOUT`), admitted into the table of connections (which sheds another
+//! `TCP_USER_TIMEOUT`; `acceptor.rs`), admitted into the table of connections (which sheds another
 //! to make room at the limit; `connection_table.rs`), and served on a task of its own;
 //! and what the loop does when `accept` fails.
 //!
@@ -24,16 +24,17 @@ use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper_util::rt::TokioExecutor;
 use nix::errno::Errno;
-use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::Service;
 
+use super::acceptor::Acceptor;
 use super::connection::{self, Handshake};
 use super::connection_signals::ConnectionSignals;
 use super::connection_table::ConnectionTable;
 use super::connection_timeouts::Limits;
+use super::server::ServerControl;
 use super::tls::ServerTls;
 use rpc_core::BoxError;
 
@@ -65,8 +66,8 @@ pub(crate) struct Connections {
 }
 
 /// A server's listener, and what its accept loop shares with the server's handles.
-pub(crate) struct Listening {
-    pub(crate) listener: TcpListener,
+pub(crate) struct Listening<L> {
+    pub(crate) listener: L,
     pub(crate) connections: Connections,
     pub(crate) local_addr: SocketAddr,
     /// Cancelled when the loop may begin accepting (`Server::serve_later`).
@@ -77,10 +78,31 @@ pub(crate) struct Listening {
     pub(crate) table: Arc<ConnectionTable>,
 }
 
-impl Listening {
+impl<L> Listening<L> {
+    /// The accept loop of `shared`'s server on `listener`.
+    pub(crate) fn new(
+        listener: L,
+        connections: Connections,
+        local_addr: SocketAddr,
+        shared: &ServerControl,
+    ) -> Self {
+        Self {
+            listener,
+            connections,
+            local_addr,
+            start_accepting: shared.start_accepting.clone(),
+            stop_accepting: shared.stop_accepting.clone(),
+            signals: shared.signals.clone(),
+            tracker: shared.tracker.clone(),
+            table: shared.table.clone(),
+        }
+    }
+}
+
+impl<L: Acceptor> Listening<L> {
     /// Accepts and serves `service` on each connection from when `start_accepting`
     /// until `stop_accepting` is cancelled.
-    pub(crate) async fn accept_loop<S, B>(self, service: S)
+    pub(crate) async fn accept_loop<S, B>(mut self, service: S)
     where
         S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
         S::Future: Send + 'static,
@@ -101,7 +123,7 @@ impl Listening {
         tracing::debug!(addr = %self.local_addr, "accept loop ended");
     }
 
-    async fn accept_until_stopped<S, B>(&self, service: S)
+    async fn accept_until_stopped<S, B>(&mut self, service: S)
     where
         S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
         S::Future: Send + 'static,
@@ -116,8 +138,8 @@ impl Listening {
                 accepted = self.listener.accept() => accepted,
             };
             match accepted {
-                Ok((stream, _peer)) => {
-                    self.serve(stream, &service);
+                Ok((stream, peer)) => {
+                    self.serve(stream, peer, &service);
                     self.while_too_many_closing().await;
                 }
                 Err(error) if lacks_descriptors(&error) => self.make_room(&error).await,
@@ -131,7 +153,7 @@ impl Listening {
 
     /// Sets up `stream`, admits it (or closes it when the table is full of calls), and
     /// serves it with `service` on a task of its own.
-    fn serve<S, B>(&self, stream: TcpStream, service: &S)
+    fn serve<S, B>(&self, stream: L::Stream, peer: SocketAddr, service: &S)
     where
         S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
         S::Future: Send + 'static,
@@ -140,7 +162,8 @@ impl Listening {
         B::Error: Into<BoxError>,
     {
         let connections = &self.connections;
-        set_up(&stream, connections.tcp_user_timeout);
+        L::set_up(&stream, connections.tcp_user_timeout);
+        let info = L::connect_info(&stream, peer, self.local_addr);
         let Some(admitted) = self.table.admit() else {
             tracing::debug!(
                 addr = %self.local_addr,
@@ -159,7 +182,7 @@ impl Listening {
             timeout: connections.tls_handshake_timeout,
         });
         self.tracker.spawn(connection::serve(
-            stream,
+            (stream, info),
             tls,
             service.clone(),
             connections.builder.clone(),
@@ -227,22 +250,6 @@ fn lacks_descriptors(error: &io::Error) -> bool {
     )
 }
 
-/// Socket options of an accepted connection: `TCP_NODELAY` (see the crate
-/// documentation), and `TCP_USER_TIMEOUT` on Linux (see `ServerOptions`).
-fn set_up(stream: &TcpStream, tcp_user_timeout: Option<Duration>) {
-    if let Err(error) = stream.set_nodelay(true) {
-        tracing::debug!(%error, "cannot set TCP_NODELAY on an accepted socket");
-    }
-    #[cfg(any(target_os = "linux", target_os = "android"))]
-    if let Some(timeout) = tcp_user_timeout.filter(|timeout| !timeout.is_zero())
-        && let Err(error) = socket2::SockRef::from(stream).set_tcp_user_timeout(Some(timeout))
-    {
-        tracing::debug!(%error, "cannot set TCP_USER_TIMEOUT on an accepted socket");
-    }
-    #[cfg(not(any(target_os = "linux", target_os = "android")))]
-    let _ = tcp_user_timeout;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,22 +267,5 @@ mod tests {
             )));
         }
         assert!(!lacks_descriptors(&io::Error::other("not from the kernel")));
-    }
-
-    #[cfg(target_os = "linux")]
-    #[tokio::test]
-    async fn accepted_sockets_get_a_user_timeout() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let _client = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let (accepted, _) = listener.accept().await.unwrap();
-        set_up(&accepted, Some(Duration::from_secs(20)));
-        let socket = socket2::SockRef::from(&accepted);
-        assert_eq!(
-            socket.tcp_user_timeout().unwrap(),
-            Some(Duration::from_secs(20))
-        );
-        assert!(accepted.nodelay().unwrap());
     }
 }

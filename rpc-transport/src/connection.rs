@@ -17,7 +17,6 @@ use hyper::body::Incoming;
 use hyper::server::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
@@ -51,11 +50,12 @@ pub(crate) struct Handshake {
     pub(crate) timeout: Duration,
 }
 
-/// Serves `stream` with `service` (after the TLS handshake, if any) until the connection
+/// Serves `stream` (with `info`, the addresses its handlers can ask for) with `service`
+/// (after the TLS handshake, if any) until the connection
 /// ends, the signals end it, or its own `limits` or its place in the server's table
 /// (`admitted`, given up once the socket is closed) do.
-pub(crate) async fn serve<S, B>(
-    stream: TcpStream,
+pub(crate) async fn serve<IO, S, B>(
+    (stream, info): (IO, TcpConnectInfo),
     tls: Option<Handshake>,
     service: S,
     builder: http2::Builder<TokioExecutor>,
@@ -63,6 +63,7 @@ pub(crate) async fn serve<S, B>(
     admitted: Admitted,
     limits: Limits,
 ) where
+    IO: AsyncRead + AsyncWrite + Send + Unpin + 'static,
     S: Service<Request<Incoming>, Response = Response<B>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Into<BoxError>,
@@ -73,12 +74,6 @@ pub(crate) async fn serve<S, B>(
     // Accepted during a shutdown: held back from HTTP/2 until its peer sends a request
     // (see `socket.rs`); closed at the server's shutdown if it never does.
     let accepted_in_shutdown = signals.plain_clients_go.load(Ordering::Acquire);
-    // Handlers can ask tonic's `Request::local_addr()` / `remote_addr()`, as with
-    // tonic's own server.
-    let info = TcpConnectInfo {
-        local_addr: stream.local_addr().ok(),
-        remote_addr: stream.peer_addr().ok(),
-    };
     let service = service.map_request(move |mut request: Request<Incoming>| {
         request.extensions_mut().insert(info.clone());
         request
@@ -126,11 +121,14 @@ impl<'a> Connection<'a> {
     /// handshake carries no stream, so nothing is lost, and it is tallied as unused. A
     /// failed handshake (a client that does not trust us, or has no certificate a
     /// mutual-TLS provider accepts) ends the connection, tallied as closed.
-    async fn handshake(
+    async fn handshake<IO>(
         &self,
-        stream: TcpStream,
+        stream: IO,
         handshake: Handshake,
-    ) -> Result<TlsStream<TcpStream>, &'a AtomicUsize> {
+    ) -> Result<TlsStream<IO>, &'a AtomicUsize>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin,
+    {
         let signals = self.signals;
         let bounded = tokio::time::timeout(handshake.timeout, handshake.acceptor.accept(stream));
         tokio::select! {

@@ -42,6 +42,7 @@
 #![warn(missing_docs)]
 
 mod accept;
+mod acceptor;
 mod bounded_body;
 mod call_bounds;
 mod client;
@@ -57,6 +58,7 @@ mod inherit;
 mod linger;
 mod message_limits;
 mod message_size_status;
+mod network;
 mod not_grpc;
 mod peer;
 mod routes;
@@ -79,6 +81,7 @@ pub use inherit::{ADMIN_LISTENER, GRPC_LISTENER, InheritedListeners, LISTEN_FDS_
 pub use message_limits::{
     DEFAULT_MAX_MESSAGE_SIZE, MessageLimit, MessageLimitFuture, MessageLimitLayer, MessageLimits,
 };
+pub use network::{BoxStream, Network, NetworkListener, NetworkStack, NetworkStream};
 pub use routes::ServiceRoutes;
 pub use server::{CUT_LEAD, Server, ServerHandle};
 pub use server_options::{

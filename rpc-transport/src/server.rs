@@ -22,7 +22,7 @@ use super::connection_signals::ConnectionSignals;
 use super::connection_table::ConnectionTable;
 use super::counts::{ConnectionCounts, ServerShutdown};
 use super::tls::ServerTls;
-use super::{ServerOptions, TransportError};
+use super::{NetworkListener, ServerOptions, TransportError};
 use rpc_core::BoxError;
 
 /// How long before a shutdown's bound the calls still open are ended with a status:
@@ -35,24 +35,28 @@ pub const CUT_LEAD: Duration = Duration::from_millis(100);
 /// learn the port (port 0 picks a free one) before anything is announced.
 #[derive(Debug)]
 pub struct Server {
-    listener: TcpListener,
+    listener: Listener,
     local_addr: SocketAddr,
     options: ServerOptions,
     tls: Option<Arc<ServerTls>>,
 }
 
 impl Server {
-    /// Binds `addr` (port 0 picks a free port), and reads the TLS files if `options`
-    /// name some.
+    /// Binds `addr` (port 0 picks a free port) on TCP, or on `options.network` when it
+    /// names one, and reads the TLS files if `options` name some.
     ///
     /// # Errors
     /// [`TransportError::Bind`] when the address cannot be bound, e.g. the port is in use;
     /// [`TransportError::Tls`] when a TLS file cannot be used.
     pub async fn bind(addr: SocketAddr, options: ServerOptions) -> Result<Self, TransportError> {
-        let listener = TcpListener::bind(addr)
-            .await
-            .map_err(|source| TransportError::Bind { addr, source })?;
-        Self::from_tokio(listener, options, addr)
+        let bind_error = |source| TransportError::Bind { addr, source };
+        let listener = match &options.network {
+            None => Listener::Tcp(TcpListener::bind(addr).await.map_err(bind_error)?),
+            Some(network) => {
+                Listener::Custom(network.stack().bind(addr).await.map_err(bind_error)?)
+            }
+        };
+        Self::from_listener(listener, options, addr)
     }
 
     /// Serves on an already-bound listener, e.g. one inherited from a parent process.
@@ -70,17 +74,20 @@ impl Server {
         let bind_error = |source| TransportError::Bind { addr, source };
         listener.set_nonblocking(true).map_err(bind_error)?;
         let listener = TcpListener::from_std(listener).map_err(bind_error)?;
-        Self::from_tokio(listener, options, addr)
+        Self::from_listener(Listener::Tcp(listener), options, addr)
     }
 
-    fn from_tokio(
-        listener: TcpListener,
+    fn from_listener(
+        listener: Listener,
         options: ServerOptions,
         addr: SocketAddr,
     ) -> Result<Self, TransportError> {
-        let local_addr = listener
-            .local_addr()
-            .map_err(|source| TransportError::Bind { addr, source })?;
+        let local_addr = match &listener {
+            Listener::Tcp(tcp) => tcp
+                .local_addr()
+                .map_err(|source| TransportError::Bind { addr, source })?,
+            Listener::Custom(custom) => custom.local_addr(),
+        };
         let tls = options.tls.clone().map(ServerTls::load).transpose()?;
         Ok(Self {
             listener,
@@ -130,7 +137,13 @@ impl Server {
         // A duplicate of the listening socket, for a hot upgrade's successor. Without
         // one (the descriptor table is full) the server still serves; an upgrade then
         // says why it cannot hand the socket over.
-        let listening = self.listener.as_fd().try_clone_to_owned();
+        let listening = match &self.listener {
+            Listener::Tcp(tcp) => tcp.as_fd().try_clone_to_owned(),
+            Listener::Custom(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the listener belongs to a custom network stack: it has no descriptor to hand over",
+            )),
+        };
         let shared = Arc::new(ServerControl {
             local_addr: self.local_addr,
             listening: Mutex::new(Some(listening)),
@@ -156,36 +169,52 @@ impl Server {
             tcp_user_timeout: options.tcp_user_timeout,
             accept_error_backoff: options.accept_error_backoff,
         };
-        let listening = Listening {
-            listener: self.listener,
-            connections,
-            local_addr: self.local_addr,
-            start_accepting: shared.start_accepting.clone(),
-            stop_accepting: shared.stop_accepting.clone(),
-            signals: shared.signals.clone(),
-            tracker: shared.tracker.clone(),
-            table: shared.table.clone(),
+        match self.listener {
+            Listener::Tcp(tcp) => {
+                let listening = Listening::new(tcp, connections, self.local_addr, &shared);
+                shared.tracker.spawn(listening.accept_loop(service))
+            }
+            Listener::Custom(custom) => {
+                let listening = Listening::new(custom, connections, self.local_addr, &shared);
+                shared.tracker.spawn(listening.accept_loop(service))
+            }
         };
-        shared.tracker.spawn(listening.accept_loop(service));
         ServerHandle { shared }
+    }
+}
+
+/// The socket a server accepts on.
+enum Listener {
+    /// The operating system's (bound here, or inherited).
+    Tcp(TcpListener),
+    /// A custom network stack's (`ServerOptions::network`).
+    Custom(Box<dyn NetworkListener>),
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tcp(tcp) => tcp.fmt(f),
+            Self::Custom(custom) => write!(f, "custom listener on {}", custom.local_addr()),
+        }
     }
 }
 
 /// What the accept loop and every [`ServerHandle`] of one server share: its address, the
 /// kept listening socket, the signals to its connections and their tally.
 #[derive(Debug)]
-struct ServerControl {
+pub(crate) struct ServerControl {
     local_addr: SocketAddr,
     /// A close-on-exec duplicate of the listening socket, kept open after the accept
     /// loop stops (see [`ServerHandle::stop_accepting`]) until shutdown or abort.
     listening: Mutex<Option<io::Result<OwnedFd>>>,
     /// Cancelled when the accept loop may begin ([`ServerHandle::start_accepting`]).
-    start_accepting: CancellationToken,
-    stop_accepting: CancellationToken,
-    signals: Arc<ConnectionSignals>,
+    pub(crate) start_accepting: CancellationToken,
+    pub(crate) stop_accepting: CancellationToken,
+    pub(crate) signals: Arc<ConnectionSignals>,
     /// Its live connections, and what it shed to stay under its limit.
-    table: Arc<ConnectionTable>,
-    tracker: TaskTracker,
+    pub(crate) table: Arc<ConnectionTable>,
+    pub(crate) tracker: TaskTracker,
     /// The tallies when the close began (the first GOAWAY or the shutdown): what
     /// [`ServerHandle::shutdown`] reports is counted from there.
     close_began: OnceLock<ServerShutdown>,

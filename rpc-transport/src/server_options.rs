@@ -46,7 +46,7 @@ use std::time::Duration;
 
 use hyper::server::conn::http2;
 
-use super::ServerTlsFiles;
+use super::{Network, ServerTlsFiles};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 /// Streams one connection may have open at once, by default: hyper's default, and twice
@@ -203,6 +203,10 @@ pub struct ServerOptions {
     /// `None` or zero leaves the kernel's default (retransmissions for about 15
     /// minutes). Default [`DEFAULT_TCP_USER_TIMEOUT`] (20 s).
     pub tcp_user_timeout: Option<Duration>,
+    /// Listen on this stack instead of the operating system's TCP (a simulated network;
+    /// see [`NetworkStack`](crate::NetworkStack)). Default none (TCP). Such a listener
+    /// cannot be handed to a hot upgrade's successor.
+    pub network: Option<Network>,
 }
 
 impl Default for ServerOptions {
@@ -221,6 +225,7 @@ impl Default for ServerOptions {
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             max_connections: None,
             tcp_user_timeout: Some(DEFAULT_TCP_USER_TIMEOUT),
+            network: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Making one connection: TCP (with `TCP_NODELAY` and `TCP_USER_TIMEOUT`), TLS when
 //! configured (tokio-rustls, ALPN `h2`, its files read now), then the HTTP/2 preface
-//! with the settings of `options.rs`; the whole dial bounded by the connect timeout.
+//! with the settings of `options.rs`; the whole dial bounded by the connect timeout. A
+//! [`Network`] in the options replaces TCP (no socket options then).
 
 use std::io;
 use std::sync::Arc;
@@ -16,7 +17,7 @@ use super::driver::{self, Watch};
 use super::heard::Heard;
 use super::link::Link;
 use super::options::http2;
-use crate::{ChannelOptions, ClientTls};
+use crate::{ChannelOptions, ClientTls, Network};
 
 /// Where a connection goes and how.
 #[derive(Debug)]
@@ -31,6 +32,8 @@ pub(super) struct Target {
     watch: Watch,
     connect_timeout: Duration,
     tcp_user_timeout: Option<Duration>,
+    /// Dial through this stack instead of TCP (a simulation's network).
+    network: Option<Network>,
 }
 
 impl Target {
@@ -47,6 +50,7 @@ impl Target {
             },
             connect_timeout: options.connect_timeout,
             tcp_user_timeout: options.tcp_user_timeout,
+            network: options.network.clone(),
         }
     }
 
@@ -67,22 +71,20 @@ pub(super) async fn dial(
     ended: impl FnOnce() + Send + 'static,
 ) -> io::Result<(SendRequest<Bytes>, Arc<Link>)> {
     let connect = async {
-        let tcp = TcpStream::connect(&target.authority).await?;
-        tcp.set_nodelay(true)?;
-        if let Some(timeout) = target.tcp_user_timeout {
-            set_tcp_user_timeout(&tcp, timeout);
-        }
         let link = Link::new();
-        let io = Heard::new(tcp, link.clone());
-        let send = match &target.tls {
-            None => handshake(io, target, &link, ended).await?,
-            Some(tls) => {
-                let config = tls
-                    .client_config(&target.host)
-                    .map_err(|error| io::Error::other(error.to_string()))?;
-                let connector = TlsConnector::from(config.config);
-                let stream = connector.connect(config.server_name, io).await?;
-                handshake(stream, target, &link, ended).await?
+        let send = match &target.network {
+            None => {
+                let tcp = TcpStream::connect(&target.authority).await?;
+                tcp.set_nodelay(true)?;
+                if let Some(timeout) = target.tcp_user_timeout {
+                    set_tcp_user_timeout(&tcp, timeout);
+                }
+                secure_then_handshake(Heard::new(tcp, link.clone()), target, &link, ended).await?
+            }
+            Some(network) => {
+                let stream = network.stack().connect(&target.authority).await?;
+                secure_then_handshake(Heard::new(stream, link.clone()), target, &link, ended)
+                    .await?
             }
         };
         Ok((send, link))
@@ -96,6 +98,29 @@ pub(super) async fn dial(
                 target.connect_timeout.as_millis()
             ),
         )),
+    }
+}
+
+/// TLS over `io` when the target asks for it, then the HTTP/2 handshake.
+async fn secure_then_handshake<T>(
+    io: T,
+    target: &Target,
+    link: &Arc<Link>,
+    ended: impl FnOnce() + Send + 'static,
+) -> io::Result<SendRequest<Bytes>>
+where
+    T: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    match &target.tls {
+        None => handshake(io, target, link, ended).await,
+        Some(tls) => {
+            let config = tls
+                .client_config(&target.host)
+                .map_err(|error| io::Error::other(error.to_string()))?;
+            let connector = TlsConnector::from(config.config);
+            let stream = connector.connect(config.server_name, io).await?;
+            handshake(stream, target, link, ended).await
+        }
     }
 }
 

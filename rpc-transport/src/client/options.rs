@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::ClientTls;
+use crate::{ClientTls, Network};
 
 /// Default [`ChannelOptions::http2_keepalive_interval`]: 20 s.
 pub const DEFAULT_CLIENT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
@@ -71,6 +71,9 @@ pub struct ChannelOptions {
     /// TLS: dial providers over HTTPS and verify them with these settings, read from
     /// their files at each dial. Default none (plain HTTP/2).
     pub tls: Option<ClientTls>,
+    /// Dial through this stack instead of the operating system's TCP (a simulated
+    /// network; see [`NetworkStack`](crate::NetworkStack)). Default none (TCP).
+    pub network: Option<Network>,
 }
 
 impl Default for ChannelOptions {
@@ -84,6 +87,7 @@ impl Default for ChannelOptions {
             tcp_user_timeout: Some(DEFAULT_CLIENT_TCP_USER_TIMEOUT),
             connections_per_instance: 1,
             tls: None,
+            network: None,
         }
     }
 }

@@ -348,6 +348,18 @@ impl ApplicationBuilder {
         self.server_options = options;
         self
     }
+
+    /// Dials providers and listens through `network` instead of the operating system's
+    /// TCP, keeping every other setting (the fleet simulator runs applications this
+    /// way on simulated hosts; see [`rpc_transport::NetworkStack`]). Call it after
+    /// [`channel_options`](Self::channel_options) and
+    /// [`server_options`](Self::server_options), which replace it. A provider on a
+    /// custom network cannot be hot-upgraded (its listener has no descriptor).
+    pub fn network(&mut self, network: rpc_transport::Network) -> &mut Self {
+        self.channel_options.network = Some(network.clone());
+        self.server_options.network = Some(network);
+        self
+    }
 }
 
 /// The access log `config` asks for: `None` when it is off, the error naming
