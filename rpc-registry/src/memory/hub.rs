@@ -43,20 +43,28 @@ struct Subscriber {
     id: SubscriptionId,
     client: u64,
     delay: Duration,
-    /// Each snapshot travels with the instant it is due at the subscriber.
-    tx: mpsc::UnboundedSender<(Instant, Snapshot)>,
+    /// Each snapshot travels with the instant it is due at the subscriber, if it is
+    /// delayed (see `SnapshotReceiver`).
+    tx: mpsc::UnboundedSender<(Option<Instant>, Snapshot)>,
 }
 
 impl Subscriber {
     fn send(&self, snapshot: Snapshot) -> bool {
-        self.tx
-            .send((Instant::now() + self.delay, snapshot))
-            .is_ok()
+        self.tx.send((due_after(self.delay), snapshot)).is_ok()
     }
 }
 
-/// What a subscription receives: each snapshot with the instant it is due.
-pub(super) type SnapshotReceiver = mpsc::UnboundedReceiver<(Instant, Snapshot)>;
+/// What a subscription receives: each snapshot with the instant it is due, `None` for
+/// at once. An undelayed snapshot carries no instant: the writer and the subscriber may
+/// run on different runtimes (hosts of the fleet simulator), whose paused clocks
+/// began at different moments, so an instant read on one is not comparable on the
+/// other.
+pub(super) type SnapshotReceiver = mpsc::UnboundedReceiver<(Option<Instant>, Snapshot)>;
+
+/// The instant a snapshot sent now with `delay` is due, `None` without a delay.
+fn due_after(delay: Duration) -> Option<Instant> {
+    (!delay.is_zero()).then(|| Instant::now() + delay)
+}
 
 static NAMED_HUBS: LazyLock<Mutex<HashMap<String, MemoryHub>>> = LazyLock::new(Default::default);
 
@@ -155,7 +163,7 @@ impl MemoryHub {
         // the hub's lock.
         let _ = subscriber
             .tx
-            .send((Instant::now(), entry.snapshot(service, revision)));
+            .send((None, entry.snapshot(service, revision)));
         entry.subscribers.push(subscriber);
         (id, rx)
     }

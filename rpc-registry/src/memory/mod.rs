@@ -150,7 +150,9 @@ impl Registry for MemoryRegistry {
         // A snapshot already due is delivered without a timer: a timer rounds up to the
         // next millisecond tick, which added ~1 ms to every change of an undelayed client.
         let stream = UnboundedReceiverStream::new(rx).then(|(due, snapshot)| async move {
-            if due > Instant::now() {
+            if let Some(due) = due
+                && due > Instant::now()
+            {
                 tokio::time::sleep_until(due).await;
             }
             snapshot
