@@ -64,6 +64,7 @@ mod replay;
 pub mod resume;
 mod retry_budget;
 mod rng;
+pub use rng::seed_this_thread;
 mod stack;
 mod stats;
 mod strategy;

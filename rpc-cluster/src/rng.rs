@@ -64,6 +64,14 @@ impl RngSource {
     }
 }
 
+/// From now on, the calls of unseeded channels made on this thread draw their
+/// generators from `seed`: a simulation running every host on one thread (the fleet
+/// simulator) makes their choices repeat with its seed. Other threads are unaffected.
+pub fn seed_this_thread(seed: u64) {
+    // `try_with` fails only while the thread is being torn down: nothing to seed then.
+    let _ = THREAD_SEEDS.try_with(|seeds| *seeds.borrow_mut() = SmallRng::seed_from_u64(seed));
+}
+
 /// A generator of its own for one of several attempts sent at once, drawn from the
 /// call's, so a seeded call stays reproducible however its attempts interleave.
 pub(crate) fn fork(rng: &mut SmallRng) -> SmallRng {
