@@ -187,7 +187,7 @@ async fn when_overdue(
             biased;
             result = response.as_mut() => return Answer::Response(result),
             answer = until_deadline_or_removed(invoker, deadline) => return answer,
-            liveness = report.probe() => liveness,
+            liveness = probe_or_await_connection(report) => liveness,
         };
         drop(suspicion);
         if checked == Some(Liveness::Unresponsive) {
@@ -198,6 +198,19 @@ async fn when_overdue(
         }
     }
     rest_of_the_wait(invoker, response, deadline).await
+}
+
+/// The PING check of the connection the request went on; for a request still waiting
+/// for its connection (a dial under way), never: the instance stays suspected until the
+/// dial ends the call's wait (the answer, or NotSent at the connect timeout). A dial to
+/// a host that stopped answering otherwise took every call picked meanwhile for up to
+/// the connect timeout; the fleet simulator found it (a consumer restarted while a
+/// provider's host was paused; seeds 14, 20 and 82 of `sim/tests/schedules.rs`).
+async fn probe_or_await_connection(report: &SendReport) -> Option<Liveness> {
+    match report.probe().await {
+        Some(liveness) => Some(liveness),
+        None => std::future::pending().await,
+    }
 }
 
 /// Waits for `response` until the deadline, or without one until the instance's
