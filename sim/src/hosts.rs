@@ -1,0 +1,244 @@
+//! The software of the simulated hosts: the framework's real `Application`, on
+//! turmoil's network and the simulated registry. A provider serves an echo that records
+//! each execution; a consumer calls it at a steady rate and records each call.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use proto::echo::echo_client::EchoClient;
+use proto::echo::echo_server::{Echo, EchoServer};
+use proto::echo::{EchoReply, EchoRequest};
+use rpc::transport::Network;
+use rpc::{Application, Config, ConfigFormat};
+use tokio::sync::mpsc;
+use tonic::{Request, Response, Status};
+
+use crate::driver::ConfigChange;
+use crate::ledger::{CallEnd, Ledger, now};
+use crate::network::TurmoilNetwork;
+use crate::registry::SimRegistry;
+
+/// The port every provider listens on.
+pub const PORT: u16 = 9000;
+/// The metadata key carrying a call's id to the provider.
+const CALL_ID: &str = "sim-call-id";
+/// A consumer makes a call this often, whether or not earlier ones have ended (an open
+/// load: calls stuck on a paused host do not hold back the next ones, which is what
+/// shows where those go).
+const CALL_INTERVAL: Duration = Duration::from_millis(8);
+
+/// What an operator asks of a running provider.
+#[derive(Clone, Copy, Debug)]
+pub enum Command {
+    /// The graceful shutdown (SIGTERM).
+    Stop,
+    /// `POST /offline`.
+    Offline,
+    /// `POST /online`.
+    Online,
+}
+
+/// What every host's software shares with the driver.
+pub struct World {
+    /// The registry.
+    pub registry: SimRegistry,
+    /// The record of the run.
+    pub ledger: Ledger,
+    /// Each host's watch delay.
+    pub watch_delays: HashMap<String, Duration>,
+    /// When consumers stop calling.
+    pub calls_end: Duration,
+    /// The consumers' load balance.
+    pub load_balance: &'static str,
+    /// When consumers record their directories.
+    pub run_end: Duration,
+    /// The command channel of each running provider (replaced at each start).
+    commands: Mutex<HashMap<String, mpsc::UnboundedSender<Command>>>,
+    /// Each consumer's next call number, kept across its restarts.
+    sequences: Vec<AtomicU32>,
+    /// A change to every provider's configuration (see `Overrides`).
+    pub provider_change: Option<ConfigChange>,
+    /// A change to every consumer's configuration.
+    pub consumer_change: Option<ConfigChange>,
+}
+
+impl World {
+    /// A world for `consumers` consumers.
+    pub fn new(
+        watch_delays: HashMap<String, Duration>,
+        consumers: usize,
+        calls_end: Duration,
+        run_end: Duration,
+    ) -> Self {
+        Self {
+            registry: SimRegistry::new(),
+            ledger: Ledger::default(),
+            watch_delays,
+            calls_end,
+            run_end,
+            load_balance: "p2c",
+            commands: Mutex::default(),
+            sequences: (0..consumers).map(|_| AtomicU32::new(0)).collect(),
+            provider_change: None,
+            consumer_change: None,
+        }
+    }
+
+    /// Sends `command` to the provider on `host`; false when none runs there.
+    pub fn command(&self, host: &str, command: Command) -> bool {
+        self.commands
+            .lock()
+            .get(host)
+            .is_some_and(|sender| sender.send(command).is_ok())
+    }
+
+    fn client(&self, host: &str) -> Arc<dyn rpc::core::Registry> {
+        let delay = self.watch_delays.get(host).copied().unwrap_or_default();
+        self.registry.client(host, delay)
+    }
+}
+
+fn config(yaml: &str, change: Option<&ConfigChange>, host: &str) -> Config {
+    let mut config = Config::from_str(yaml, ConfigFormat::Yaml, host)
+        .unwrap_or_else(|error| panic!("the simulator's configuration: {error}"));
+    if let Some(change) = change {
+        change(&mut config);
+    }
+    config
+}
+
+/// A provider process on `host` (reachable at `ip`): serves until told to stop.
+pub async fn provider(world: Arc<World>, host: String, ip: String) {
+    let yaml = format!(
+        "application: {{ name: {host}, logging: false }}
+protocol: {{ host: \"{ip}\", port: {PORT} }}
+admin: {{ enabled: false }}
+upgrade: {{ enabled: false }}
+metrics: {{ enabled: false }}
+graceful_shutdown:
+  internal_signal: false
+  timeout: 5s
+  step_timeout: 1s
+  consumer_update_wait_time: 300ms
+  offline_request_window_timeout: 100ms
+"
+    );
+    let mut builder = Application::builder(config(&yaml, world.provider_change.as_ref(), &host));
+    builder.registry("default", world.client(&host));
+    builder.network(Network::new(TurmoilNetwork));
+    builder.service(EchoServer::new(SimEcho {
+        world: world.clone(),
+        host: host.clone(),
+    }));
+    let (sender, mut commands) = mpsc::unbounded_channel();
+    world.commands.lock().insert(host.clone(), sender);
+    let app = match builder.start().await {
+        Ok(app) => app,
+        Err(error) => return world.ledger.start_failed(&host, error.to_string()),
+    };
+    while let Some(command) = commands.recv().await {
+        let lifecycle = app.lifecycle();
+        match command {
+            Command::Stop => {
+                let report = app.before_shutdown().await;
+                let text = format!("{report:?}");
+                return world.ledger.stopped(&host, report.forced(), text);
+            }
+            Command::Offline => drop(lifecycle.offline(|_| true).await),
+            Command::Online => drop(lifecycle.online(|_| true).await),
+        }
+    }
+}
+
+/// The echo a provider serves: records the execution, works a few milliseconds.
+struct SimEcho {
+    world: Arc<World>,
+    host: String,
+}
+
+#[tonic::async_trait]
+impl Echo for SimEcho {
+    async fn echo(&self, request: Request<EchoRequest>) -> Result<Response<EchoReply>, Status> {
+        let id: u64 = request
+            .metadata()
+            .get(CALL_ID)
+            .and_then(|value| value.to_str().ok()?.parse().ok())
+            .ok_or_else(|| Status::invalid_argument("no call id"))?;
+        self.world.ledger.executed(id, &self.host);
+        // 1–20 ms of work, fixed by the call's id.
+        tokio::time::sleep(Duration::from_millis(
+            1 + id.wrapping_mul(2_654_435_761) % 20,
+        ))
+        .await;
+        Ok(Response::new(EchoReply {
+            payload: request.into_inner().payload,
+            provider: self.host.clone(),
+        }))
+    }
+}
+
+/// A consumer process: calls every [`CALL_INTERVAL`] until the calls end, then
+/// records its directory when the run ends.
+pub async fn consumer(world: Arc<World>, index: usize, host: String) {
+    let yaml = format!(
+        "application: {{ name: {host}, logging: false }}
+admin: {{ enabled: false }}
+upgrade: {{ enabled: false }}
+metrics: {{ enabled: false }}
+graceful_shutdown: {{ internal_signal: false }}
+consumer:
+  check: false
+  references:
+    echo.Echo: {{ cluster: failover, retries: 2, timeout: 3s, loadbalance: {load_balance} }}
+",
+        load_balance = world.load_balance
+    );
+    let mut builder = Application::builder(config(&yaml, world.consumer_change.as_ref(), &host));
+    builder.registry("default", world.client(&host));
+    builder.network(Network::new(TurmoilNetwork));
+    let channel = builder.reference("echo.Echo");
+    let app = match builder.start().await {
+        Ok(app) => app,
+        Err(error) => return world.ledger.start_failed(&host, error.to_string()),
+    };
+    let client = EchoClient::new(channel.clone());
+    let mut calls = tokio::task::JoinSet::new();
+    let mut ticks = tokio::time::interval(CALL_INTERVAL);
+    while now() < world.calls_end {
+        ticks.tick().await;
+        calls.spawn(call(world.clone(), index, client.clone()));
+    }
+    while calls.join_next().await.is_some() {}
+    tokio::time::sleep(world.run_end.saturating_sub(now())).await;
+    let addresses = app.references()[0]
+        .directory()
+        .list()
+        .invokers()
+        .iter()
+        .map(|invoker| invoker.instance().authority())
+        .collect();
+    world.ledger.directory(index, addresses);
+    std::future::pending::<()>().await;
+}
+
+/// One call, recorded in the ledger.
+async fn call(world: Arc<World>, consumer: usize, mut client: EchoClient<rpc::ReferenceChannel>) {
+    let sequence = world.sequences[consumer].fetch_add(1, Ordering::Relaxed);
+    let id = (consumer as u64) << 32 | u64::from(sequence);
+    let mut request = Request::new(EchoRequest {
+        payload: id.to_le_bytes().to_vec().into(),
+        delay_ms: None,
+    });
+    request
+        .metadata_mut()
+        .insert(CALL_ID, id.to_string().parse().expect("digits"));
+    world.ledger.started(id, consumer);
+    let end = match client.echo(request).await {
+        Ok(reply) => CallEnd::Answered(reply.into_inner().provider),
+        Err(status) => CallEnd::Failed(status.code(), status.message().to_owned()),
+    };
+    world.ledger.ended(id, end);
+}

@@ -1,0 +1,150 @@
+//! The simulation's own record of what happened, written by the simulated hosts as it
+//! happens (simulated time, `turmoil::sim_elapsed`) and read by the invariants after
+//! the run: each call a consumer made and how it ended, each time a provider's handler
+//! ran a call, each graceful stop's report, and what each consumer's directory held at
+//! the end.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+/// One call a consumer made.
+#[derive(Clone, Debug)]
+pub struct CallRecord {
+    /// The consumer that made it (its index).
+    pub consumer: usize,
+    /// When it was made.
+    pub started: Duration,
+    /// When it ended and how; `None` while unanswered (or forever, if its consumer
+    /// crashed first).
+    pub ended: Option<(Duration, CallEnd)>,
+}
+
+/// How a call ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallEnd {
+    /// Answered by the provider on this host.
+    Answered(String),
+    /// Failed with this gRPC status code and message.
+    Failed(tonic::Code, String),
+}
+
+/// One execution of a call by a provider's handler.
+#[derive(Clone, Debug)]
+pub struct Execution {
+    /// The provider's host.
+    pub provider: String,
+    /// When the handler began.
+    pub at: Duration,
+}
+
+/// A graceful stop and what its report said.
+#[derive(Clone, Debug)]
+pub struct StopRecord {
+    /// The provider's host.
+    pub provider: String,
+    /// When the stop ended.
+    pub at: Duration,
+    /// `ShutdownReport::forced()`: something was cut short.
+    pub forced: bool,
+    /// The report, for the failure report.
+    pub report: String,
+}
+
+/// Everything recorded in one run.
+#[derive(Debug, Default)]
+pub struct Ledger {
+    inner: Mutex<Entries>,
+}
+
+/// The ledger's entries.
+#[derive(Clone, Debug, Default)]
+pub struct Entries {
+    /// Calls by id (consumer in the high 32 bits, its sequence number in the low).
+    pub calls: BTreeMap<u64, CallRecord>,
+    /// Executions by call id.
+    pub executions: BTreeMap<u64, Vec<Execution>>,
+    /// Graceful stops, in the order they ended.
+    pub stops: Vec<StopRecord>,
+    /// Each consumer's directory at the end of the run: the addresses it could pick.
+    pub directories: BTreeMap<usize, Vec<String>>,
+    /// Processes that failed to start, and why.
+    pub start_failures: Vec<(String, String)>,
+}
+
+/// Simulated time now (zero outside a simulation).
+pub fn now() -> Duration {
+    turmoil::sim_elapsed().unwrap_or_default()
+}
+
+impl Ledger {
+    /// A call made now.
+    pub fn started(&self, id: u64, consumer: usize) {
+        self.inner.lock().calls.insert(
+            id,
+            CallRecord {
+                consumer,
+                started: now(),
+                ended: None,
+            },
+        );
+    }
+
+    /// A call ended now.
+    pub fn ended(&self, id: u64, end: CallEnd) {
+        if let Some(call) = self.inner.lock().calls.get_mut(&id) {
+            call.ended = Some((now(), end));
+        }
+    }
+
+    /// A provider's handler began call `id`.
+    pub fn executed(&self, id: u64, provider: &str) {
+        self.inner
+            .lock()
+            .executions
+            .entry(id)
+            .or_default()
+            .push(Execution {
+                provider: provider.to_owned(),
+                at: now(),
+            });
+    }
+
+    /// A graceful stop ended.
+    pub fn stopped(&self, provider: &str, forced: bool, report: String) {
+        self.inner.lock().stops.push(StopRecord {
+            provider: provider.to_owned(),
+            at: now(),
+            forced,
+            report,
+        });
+    }
+
+    /// What `consumer`'s directory held at the end.
+    pub fn directory(&self, consumer: usize, addresses: Vec<String>) {
+        self.inner.lock().directories.insert(consumer, addresses);
+    }
+
+    /// A process on `host` could not start.
+    pub fn start_failed(&self, host: &str, error: String) {
+        self.inner
+            .lock()
+            .start_failures
+            .push((host.to_owned(), error));
+    }
+
+    /// Whether `provider` finished a graceful stop after `since`.
+    pub fn stopped_since(&self, provider: &str, since: Duration) -> bool {
+        self.inner
+            .lock()
+            .stops
+            .iter()
+            .any(|stop| stop.provider == provider && stop.at >= since)
+    }
+
+    /// A copy of the entries.
+    pub fn entries(&self) -> Entries {
+        self.inner.lock().clone()
+    }
+}

@@ -1,0 +1,59 @@
+//! The framework's network seam (`rpc::transport::NetworkStack`) over turmoil's
+//! simulated TCP: a provider's listener and a consumer's dials become connections
+//! between simulated hosts, which the schedule can hold (a paused host), cut (a
+//! crash) or partition.
+
+use std::io;
+use std::net::SocketAddr;
+
+use futures_util::future::BoxFuture;
+use rpc::transport::{BoxStream, NetworkListener, NetworkStack};
+
+/// Connections through turmoil's network, from the host whose code dials or binds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TurmoilNetwork;
+
+impl NetworkStack for TurmoilNetwork {
+    fn connect(&self, authority: &str) -> BoxFuture<'static, io::Result<BoxStream>> {
+        let authority = authority.to_owned();
+        Box::pin(async move {
+            let stream = turmoil::net::TcpStream::connect(authority).await?;
+            Ok(Box::new(stream) as BoxStream)
+        })
+    }
+
+    fn bind(&self, addr: SocketAddr) -> BoxFuture<'static, io::Result<Box<dyn NetworkListener>>> {
+        Box::pin(async move {
+            // turmoil listens on the wildcard only; the host's own address is where
+            // dialers reach it.
+            let wildcard = SocketAddr::from(([0, 0, 0, 0], addr.port()));
+            let listener = turmoil::net::TcpListener::bind(wildcard).await?;
+            let port = listener.local_addr()?.port();
+            let reachable = SocketAddr::new(addr.ip(), port);
+            Ok(Box::new(TurmoilListener {
+                listener,
+                reachable,
+            }) as Box<dyn NetworkListener>)
+        })
+    }
+}
+
+/// A turmoil listener as the framework's accept loop takes it, with the address it
+/// was asked to bind.
+struct TurmoilListener {
+    listener: turmoil::net::TcpListener,
+    reachable: SocketAddr,
+}
+
+impl NetworkListener for TurmoilListener {
+    fn local_addr(&self) -> SocketAddr {
+        self.reachable
+    }
+
+    fn accept(&mut self) -> BoxFuture<'_, io::Result<(BoxStream, SocketAddr)>> {
+        Box::pin(async move {
+            let (stream, peer) = self.listener.accept().await?;
+            Ok((Box::new(stream) as BoxStream, peer))
+        })
+    }
+}

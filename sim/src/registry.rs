@@ -1,0 +1,181 @@
+//! The simulated registry: one in-process hub (the `memory` backend's rules: an entry
+//! belongs to the client that wrote it last, snapshots in revision order) with the
+//! behaviours of a real one that matter to online/offline added per host:
+//!
+//! - **partitions between a host and the registry**: while a host cannot reach it, its
+//!   writes fail with `Unreachable` and its watches deliver nothing (what an etcd watch
+//!   or a ZooKeeper session does across a partition); the snapshots held back arrive,
+//!   in order, once it can again;
+//! - **watch delay**: each host sees every change some milliseconds late (drawn per host
+//!   from the schedule's seed), so consumers learn of a change at different times;
+//! - **lease expiry**: a host's registrations outlive its process until the lease's TTL
+//!   passes (the driver calls [`SimRegistry::expire`]), as a crashed provider's
+//!   ephemeral entries do.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use parking_lot::Mutex;
+use rpc::core::{
+    Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId, Unreachability,
+};
+use rpc::registry::{MemoryHub, MemoryRegistry};
+use tokio::sync::watch;
+
+/// The registry every simulated host shares.
+#[derive(Clone, Default)]
+pub struct SimRegistry {
+    hub: MemoryHub,
+    hosts: Arc<Mutex<HashMap<String, HostLink>>>,
+}
+
+/// What the registry keeps of one host: whether it can reach the registry, and the
+/// clients (leases) of its current process and of killed ones whose TTL runs.
+struct HostLink {
+    reachable: watch::Sender<bool>,
+    leases: Vec<Lease>,
+}
+
+/// A process's registry client, held for as long as its lease lives.
+struct Lease {
+    client: MemoryRegistry,
+    /// Its process was killed: the lease lives until [`SimRegistry::expire`].
+    orphaned: bool,
+}
+
+impl Default for HostLink {
+    fn default() -> Self {
+        Self {
+            reachable: watch::Sender::new(true),
+            leases: Vec::new(),
+        }
+    }
+}
+
+impl SimRegistry {
+    /// A new, empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The registry client of a process on `host`, whose watches see each change
+    /// `watch_delay` late. The leases of the host's earlier processes that ended
+    /// gracefully end now; those of killed ones live until they expire, and the new
+    /// process takes their entries over by registering them again.
+    pub fn client(&self, host: &str, watch_delay: Duration) -> Arc<dyn Registry> {
+        let inner = self.hub.client();
+        let mut hosts = self.hosts.lock();
+        let link = hosts.entry(host.to_owned()).or_default();
+        link.leases.retain(|lease| lease.orphaned);
+        link.leases.push(Lease {
+            client: inner.clone(),
+            orphaned: false,
+        });
+        Arc::new(SimClient {
+            inner,
+            reachable: link.reachable.subscribe(),
+            watch_delay,
+        })
+    }
+
+    /// Whether `host` can reach the registry from now on.
+    pub fn set_reachable(&self, host: &str, reachable: bool) {
+        let mut hosts = self.hosts.lock();
+        let link = hosts.entry(host.to_owned()).or_default();
+        link.reachable.send_replace(reachable);
+    }
+
+    /// `host`'s process was killed: its lease lives on until [`SimRegistry::expire`].
+    pub fn killed(&self, host: &str) {
+        if let Some(lease) = self
+            .hosts
+            .lock()
+            .get_mut(host)
+            .and_then(|link| link.leases.iter_mut().rev().find(|lease| !lease.orphaned))
+        {
+            lease.orphaned = true;
+        }
+    }
+
+    /// The lease of `host`'s earliest killed process expires: the entries it still owns
+    /// are withdrawn (those a later process registered again are not its own).
+    pub fn expire(&self, host: &str) {
+        if let Some(link) = self.hosts.lock().get_mut(host)
+            && let Some(at) = link.leases.iter().position(|lease| lease.orphaned)
+        {
+            drop(link.leases.remove(at).client);
+        }
+    }
+
+    /// The instances of `service` registered now.
+    pub fn instances(&self, service: &ServiceKey) -> Vec<Instance> {
+        self.hub.instances(service)
+    }
+}
+
+/// One process's client: the hub's, behind the host's link to the registry.
+struct SimClient {
+    inner: MemoryRegistry,
+    reachable: watch::Receiver<bool>,
+    watch_delay: Duration,
+}
+
+impl SimClient {
+    fn check_reachable(&self) -> Result<(), RegistryError> {
+        if *self.reachable.borrow() {
+            return Ok(());
+        }
+        Err(RegistryError::Unreachable {
+            url: "sim://registry".into(),
+            timeout: Duration::from_secs(3),
+            cause: Unreachability::TimedOut,
+            source: "partitioned from the registry".into(),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Registry for SimClient {
+    fn url(&self) -> &str {
+        "sim://registry"
+    }
+
+    async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
+        self.check_reachable()?;
+        self.inner.register(instance).await
+    }
+
+    async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
+        self.check_reachable()?;
+        self.inner.unregister(instance).await
+    }
+
+    async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
+        self.check_reachable()?;
+        let subscription = self.inner.subscribe(service).await?;
+        let id = subscription.id();
+        let reachable = self.reachable.clone();
+        let delay = self.watch_delay;
+        // `then` takes one snapshot at a time: held-back snapshots keep their order.
+        let stream = subscription.then(move |snapshot| {
+            let mut reachable = reachable.clone();
+            async move {
+                let _ = reachable.wait_for(|reachable| *reachable).await;
+                tokio::time::sleep(delay).await;
+                snapshot
+            }
+        });
+        Ok(Subscription::new(id, stream))
+    }
+
+    async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
+        self.inner.unsubscribe(id).await
+    }
+
+    async fn close(&self) -> Result<(), RegistryError> {
+        self.check_reachable()?;
+        self.inner.close().await
+    }
+}

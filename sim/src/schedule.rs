@@ -1,0 +1,264 @@
+//! A schedule: the operations and faults of one run, drawn from a seed. The same seed
+//! gives the same schedule, and (turmoil running every host on one thread, the
+//! framework's random draws seeded from it) the same run.
+//!
+//! To add an operation or a fault: a variant of [`Kind`], its weight in
+//! [`Schedule::draw`], whether it is a hard fault ([`Kind::is_hard`]: one that may fail
+//! calls in flight), and its actions in `driver.rs` (`Driver::begin` / `Driver::end`).
+
+use std::fmt;
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+
+/// Providers in each run.
+pub const PROVIDERS: usize = 3;
+/// Consumers in each run.
+pub const CONSUMERS: usize = 2;
+/// When the first event may begin: every process has started by then.
+pub const FIRST_EVENT: Duration = Duration::from_secs(1);
+/// When the last event may begin.
+pub const LAST_EVENT: Duration = Duration::from_secs(5);
+/// Calls go on this long after the last event ended...
+pub const CALLS_AFTER: Duration = Duration::from_secs(2);
+/// ...and the run ends this long after the calls stop, when directories are compared.
+pub const SETTLE: Duration = Duration::from_secs(2);
+
+/// What happens to a host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A provider's graceful stop, then a new process once it has stopped (a roll).
+    Restart,
+    /// A provider's process killed (its sockets reset), a new one started after
+    /// `lasts`; its registrations expire with their lease meanwhile.
+    Kill,
+    /// A provider's host paused: nothing it sends or is sent moves for `lasts` (a
+    /// stopped process, a frozen VM).
+    Pause,
+    /// A provider taken out of traffic (`POST /offline`) and brought back.
+    Offline,
+    /// A host cut off from the registry for `lasts`.
+    RegistryOutage,
+    /// A consumer's process killed and started again after `lasts`.
+    ConsumerKill,
+}
+
+impl Kind {
+    /// Whether calls in flight at the fault may fail because of it.
+    pub fn is_hard(self) -> bool {
+        matches!(self, Self::Kill | Self::Pause)
+    }
+}
+
+/// Which host an event happens to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Provider number `0`.
+    Provider(usize),
+    /// Consumer number `0`.
+    Consumer(usize),
+}
+
+impl Target {
+    /// Its simulated host's name.
+    pub fn host(self) -> String {
+        match self {
+            Self::Provider(index) => provider_host(index),
+            Self::Consumer(index) => consumer_host(index),
+        }
+    }
+}
+
+/// The host name of provider `index`.
+pub fn provider_host(index: usize) -> String {
+    format!("provider-{index}")
+}
+
+/// The host name of consumer `index`.
+pub fn consumer_host(index: usize) -> String {
+    format!("consumer-{index}")
+}
+
+/// One event of a schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// When it begins.
+    pub at: Duration,
+    /// What it is.
+    pub kind: Kind,
+    /// Its host.
+    pub target: Target,
+    /// How long it lasts (for a restart: how long the host stays down at least).
+    pub lasts: Duration,
+}
+
+impl Event {
+    /// When it ends.
+    pub fn end(&self) -> Duration {
+        self.at + self.lasts
+    }
+}
+
+/// The events of one run and the per-host settings drawn with them.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    /// The seed everything was drawn from.
+    pub seed: u64,
+    /// The events, by start time.
+    pub events: Vec<Event>,
+    /// How late each host's watches see registry changes (providers, then consumers).
+    pub watch_delays: Vec<Duration>,
+    /// The consumers' load balance (`consumer.references.*.loadbalance`): the
+    /// framework must keep its promises under each.
+    pub load_balance: &'static str,
+}
+
+/// The load balances a schedule draws from.
+pub const LOAD_BALANCES: [&str; 4] = ["p2c", "round_robin", "random", "least_active"];
+
+impl Schedule {
+    /// The schedule of `seed`: 2 to 6 events at random times, never more than all but
+    /// one provider faulty at once (with none left, failing is the right answer, and
+    /// checks nothing), none overlapping another on the same host.
+    pub fn draw(seed: u64) -> Self {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let watch_delays = (0..PROVIDERS + CONSUMERS)
+            .map(|_| Duration::from_millis(rng.random_range(0..200)))
+            .collect();
+        let load_balance = LOAD_BALANCES[rng.random_range(0..LOAD_BALANCES.len())];
+        let mut events: Vec<Event> = Vec::new();
+        for _ in 0..rng.random_range(2..=6) {
+            let event = draw_event(&mut rng);
+            if fits(&events, &event) {
+                events.push(event);
+            }
+        }
+        events.sort_by_key(|event| event.at);
+        Self {
+            seed,
+            events,
+            watch_delays,
+            load_balance,
+        }
+    }
+
+    /// When the consumers stop making calls.
+    pub fn calls_end(&self) -> Duration {
+        let last = self
+            .events
+            .iter()
+            .map(Event::end)
+            .max()
+            .unwrap_or(FIRST_EVENT);
+        last + CALLS_AFTER
+    }
+
+    /// When the run ends.
+    pub fn end(&self) -> Duration {
+        self.calls_end() + SETTLE
+    }
+}
+
+fn draw_event(rng: &mut SmallRng) -> Event {
+    let millis = |rng: &mut SmallRng, range: std::ops::Range<u64>| {
+        Duration::from_millis(rng.random_range(range))
+    };
+    let at = millis(
+        rng,
+        FIRST_EVENT.as_millis() as u64..LAST_EVENT.as_millis() as u64,
+    );
+    let provider = Target::Provider(rng.random_range(0..PROVIDERS));
+    let (kind, target, lasts) = match rng.random_range(0..100) {
+        0..25 => (Kind::Restart, provider, millis(rng, 100..1_000)),
+        25..45 => (Kind::Kill, provider, millis(rng, 300..1_500)),
+        45..65 => (Kind::Pause, provider, millis(rng, 1_000..2_500)),
+        65..80 => (Kind::Offline, provider, millis(rng, 300..1_500)),
+        80..90 => {
+            let target = if rng.random_bool(0.5) {
+                provider
+            } else {
+                Target::Consumer(rng.random_range(0..CONSUMERS))
+            };
+            (Kind::RegistryOutage, target, millis(rng, 300..2_000))
+        }
+        _ => {
+            let consumer = Target::Consumer(rng.random_range(0..CONSUMERS));
+            (Kind::ConsumerKill, consumer, millis(rng, 100..1_000))
+        }
+    };
+    Event {
+        at,
+        kind,
+        target,
+        lasts,
+    }
+}
+
+/// A restart's stop takes up to the shutdown's bound beyond `lasts`: it counts as
+/// lasting that much longer when events are placed.
+const RESTART_STOP_BOUND: Duration = Duration::from_secs(3);
+
+/// How long `event` may keep its host out of service.
+fn span(event: &Event) -> Duration {
+    match event.kind {
+        Kind::Restart => event.lasts + RESTART_STOP_BOUND,
+        _ => event.lasts,
+    }
+}
+
+fn overlaps(a: &Event, b: &Event) -> bool {
+    a.at < b.at + span(b) && b.at < a.at + span(a)
+}
+
+/// Most providers killed or paused at once: the consumers' blacklist ejects at most
+/// `max_ejection_percent` (50 %) of the instances, by design (a consumer whose own
+/// network fails must not eject every provider), so beyond it calls go to an
+/// unresponsive host on purpose.
+pub const MAX_HARD_FAULTS: usize = PROVIDERS / 2;
+
+/// Whether `event` can join `events`: not on a host already in an event then, leaving
+/// at least one provider untouched throughout, and no more than [`MAX_HARD_FAULTS`]
+/// providers killed or paused at once.
+fn fits(events: &[Event], event: &Event) -> bool {
+    let concurrent: Vec<&Event> = events
+        .iter()
+        .filter(|other| overlaps(other, event))
+        .collect();
+    if concurrent.iter().any(|other| other.target == event.target) {
+        return false;
+    }
+    let Target::Provider(_) = event.target else {
+        return true;
+    };
+    let providers_out = concurrent
+        .iter()
+        .filter(|other| matches!(other.target, Target::Provider(_)))
+        .count();
+    let hard = concurrent
+        .iter()
+        .filter(|other| other.kind.is_hard() && matches!(other.target, Target::Provider(_)))
+        .count();
+    providers_out + 1 < PROVIDERS && (!event.kind.is_hard() || hard < MAX_HARD_FAULTS)
+}
+
+impl fmt::Display for Schedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "schedule of seed {} (load balance {}):",
+            self.seed, self.load_balance
+        )?;
+        for event in &self.events {
+            writeln!(
+                f,
+                "  at {:>5} ms  {:<15} {:<11} for {} ms",
+                event.at.as_millis(),
+                format!("{:?}", event.kind),
+                event.target.host(),
+                event.lasts.as_millis()
+            )?;
+        }
+        Ok(())
+    }
+}
