@@ -34,7 +34,6 @@ use super::connection::{self, Handshake};
 use super::connection_signals::ConnectionSignals;
 use super::connection_table::ConnectionTable;
 use super::connection_timeouts::Limits;
-use super::server::ServerControl;
 use super::tls::ServerTls;
 use rpc_core::BoxError;
 
@@ -76,27 +75,6 @@ pub(crate) struct Listening<L> {
     pub(crate) signals: Arc<ConnectionSignals>,
     pub(crate) tracker: TaskTracker,
     pub(crate) table: Arc<ConnectionTable>,
-}
-
-impl<L> Listening<L> {
-    /// The accept loop of `shared`'s server on `listener`.
-    pub(crate) fn new(
-        listener: L,
-        connections: Connections,
-        local_addr: SocketAddr,
-        shared: &ServerControl,
-    ) -> Self {
-        Self {
-            listener,
-            connections,
-            local_addr,
-            start_accepting: shared.start_accepting.clone(),
-            stop_accepting: shared.stop_accepting.clone(),
-            signals: shared.signals.clone(),
-            tracker: shared.tracker.clone(),
-            table: shared.table.clone(),
-        }
-    }
 }
 
 impl<L: Acceptor> Listening<L> {

@@ -13,6 +13,23 @@ use tonic::transport::server::TcpConnectInfo;
 
 use crate::network::{BoxStream, NetworkListener};
 
+/// The socket a server accepts on.
+pub(crate) enum Listener {
+    /// The operating system's (bound here, or inherited).
+    Tcp(TcpListener),
+    /// A custom network stack's (`ServerOptions::network`).
+    Custom(Box<dyn NetworkListener>),
+}
+
+impl std::fmt::Debug for Listener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Tcp(tcp) => tcp.fmt(f),
+            Self::Custom(custom) => write!(f, "custom listener on {}", custom.local_addr()),
+        }
+    }
+}
+
 /// A source of accepted connections.
 pub(crate) trait Acceptor: Send + 'static {
     /// An accepted connection's stream.

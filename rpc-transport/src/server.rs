@@ -18,11 +18,12 @@ use tokio_util::task::TaskTracker;
 use tower::Service;
 
 use super::accept::{Connections, Listening};
+use super::acceptor::Listener;
 use super::connection_signals::ConnectionSignals;
 use super::connection_table::ConnectionTable;
 use super::counts::{ConnectionCounts, ServerShutdown};
 use super::tls::ServerTls;
-use super::{NetworkListener, ServerOptions, TransportError};
+use super::{ServerOptions, TransportError};
 use rpc_core::BoxError;
 
 /// How long before a shutdown's bound the calls still open are ended with a status:
@@ -183,19 +184,23 @@ impl Server {
     }
 }
 
-/// The socket a server accepts on.
-enum Listener {
-    /// The operating system's (bound here, or inherited).
-    Tcp(TcpListener),
-    /// A custom network stack's (`ServerOptions::network`).
-    Custom(Box<dyn NetworkListener>),
-}
-
-impl std::fmt::Debug for Listener {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Tcp(tcp) => tcp.fmt(f),
-            Self::Custom(custom) => write!(f, "custom listener on {}", custom.local_addr()),
+impl<L> Listening<L> {
+    /// The accept loop of `shared`'s server on `listener`.
+    fn new(
+        listener: L,
+        connections: Connections,
+        local_addr: SocketAddr,
+        shared: &ServerControl,
+    ) -> Self {
+        Self {
+            listener,
+            connections,
+            local_addr,
+            start_accepting: shared.start_accepting.clone(),
+            stop_accepting: shared.stop_accepting.clone(),
+            signals: shared.signals.clone(),
+            tracker: shared.tracker.clone(),
+            table: shared.table.clone(),
         }
     }
 }
@@ -203,18 +208,18 @@ impl std::fmt::Debug for Listener {
 /// What the accept loop and every [`ServerHandle`] of one server share: its address, the
 /// kept listening socket, the signals to its connections and their tally.
 #[derive(Debug)]
-pub(crate) struct ServerControl {
+struct ServerControl {
     local_addr: SocketAddr,
     /// A close-on-exec duplicate of the listening socket, kept open after the accept
     /// loop stops (see [`ServerHandle::stop_accepting`]) until shutdown or abort.
     listening: Mutex<Option<io::Result<OwnedFd>>>,
     /// Cancelled when the accept loop may begin ([`ServerHandle::start_accepting`]).
-    pub(crate) start_accepting: CancellationToken,
-    pub(crate) stop_accepting: CancellationToken,
-    pub(crate) signals: Arc<ConnectionSignals>,
+    start_accepting: CancellationToken,
+    stop_accepting: CancellationToken,
+    signals: Arc<ConnectionSignals>,
     /// Its live connections, and what it shed to stay under its limit.
-    pub(crate) table: Arc<ConnectionTable>,
-    pub(crate) tracker: TaskTracker,
+    table: Arc<ConnectionTable>,
+    tracker: TaskTracker,
     /// The tallies when the close began (the first GOAWAY or the shutdown): what
     /// [`ServerHandle::shutdown`] reports is counted from there.
     close_began: OnceLock<ServerShutdown>,
