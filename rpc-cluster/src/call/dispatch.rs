@@ -183,6 +183,7 @@ async fn when_overdue(
 ) -> Answer {
     if !report.heard_since_opened() {
         let suspicion = invoker.suspect(Instant::now());
+        tracing::debug!(instance = %invoker.id(), stream_opened = report.stream_opened(), "answer overdue: instance suspected");
         let checked = tokio::select! {
             biased;
             result = response.as_mut() => return Answer::Response(result),
