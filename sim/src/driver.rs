@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::hosts::{self, Command, World};
+use crate::hosts::{self, Command, ConfigChange, World};
 use crate::invariants::{self, Violation};
 use crate::ledger::Entries;
 use crate::schedule::{
@@ -17,6 +17,8 @@ pub const LEASE_TTL: Duration = Duration::from_secs(1);
 /// How long the run goes on after its end, for the consumers to record their
 /// directories.
 const RECORD_WAIT: Duration = Duration::from_millis(100);
+/// Longest time a message takes between two hosts.
+const MAX_MESSAGE_LATENCY: Duration = Duration::from_millis(2);
 /// Simulated time per step of the simulation.
 const TICK: Duration = Duration::from_millis(1);
 
@@ -30,9 +32,6 @@ pub struct RunOutcome {
     /// What the invariants found.
     pub violations: Vec<Violation>,
 }
-
-/// A change to a host's configuration.
-pub type ConfigChange = Arc<dyn Fn(&mut rpc::Config) + Send + Sync>;
 
 /// Configuration changed on top of the hosts' own, to put a defect back (the
 /// simulator's own tests turn stall detection off) or to try a setting under every
@@ -73,6 +72,11 @@ pub fn run(schedule: Schedule, overrides: &Overrides) -> Result<RunOutcome, Stri
     let mut sim = turmoil::Builder::new()
         .simulation_duration(schedule.end() + Duration::from_secs(10))
         .tick_duration(TICK)
+        // A data centre's network: each message takes 0-2 ms (turmoil's default, up to
+        // 100 ms each way, is a WAN's, and puts every latency estimate far above
+        // what an echo costs).
+        .min_message_latency(Duration::ZERO)
+        .max_message_latency(MAX_MESSAGE_LATENCY)
         .rng_seed(schedule.seed)
         .build();
     for index in 0..PROVIDERS {

@@ -16,7 +16,6 @@ use rpc::{Application, Config, ConfigFormat};
 use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
-use crate::driver::ConfigChange;
 use crate::ledger::{CallEnd, Ledger, now};
 use crate::network::TurmoilNetwork;
 use crate::registry::SimRegistry;
@@ -28,7 +27,10 @@ const CALL_ID: &str = "sim-call-id";
 /// A consumer makes a call this often, whether or not earlier ones have ended (an open
 /// load: calls stuck on a paused host do not hold back the next ones, which is what
 /// shows where those go).
-const CALL_INTERVAL: Duration = Duration::from_millis(8);
+pub const CALL_INTERVAL: Duration = Duration::from_millis(8);
+
+/// A change to a host's configuration (see `Overrides`).
+pub type ConfigChange = Arc<dyn Fn(&mut Config) + Send + Sync>;
 
 /// What an operator asks of a running provider.
 #[derive(Clone, Copy, Debug)]

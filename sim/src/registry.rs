@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use parking_lot::Mutex;
 use rpc::core::{
     Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId, Unreachability,
@@ -100,12 +100,17 @@ impl SimRegistry {
     }
 
     /// The lease of `host`'s earliest killed process expires: the entries it still owns
-    /// are withdrawn (those a later process registered again are not its own).
+    /// are withdrawn (those a later process registered again are not its own). Closed,
+    /// not only dropped: a killed process's tasks may still hold its client.
     pub fn expire(&self, host: &str) {
-        if let Some(link) = self.hosts.lock().get_mut(host)
-            && let Some(at) = link.leases.iter().position(|lease| lease.orphaned)
-        {
-            drop(link.leases.remove(at).client);
+        let expired = self.hosts.lock().get_mut(host).and_then(|link| {
+            let at = link.leases.iter().position(|lease| lease.orphaned)?;
+            Some(link.leases.remove(at).client)
+        });
+        if let Some(client) = expired {
+            // The memory backend's close completes without waiting.
+            let closed = client.close().now_or_never();
+            debug_assert!(closed.is_some(), "a memory registry closes at once");
         }
     }
 
