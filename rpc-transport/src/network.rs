@@ -26,6 +26,11 @@ pub type BoxStream = Box<dyn NetworkStream>;
 
 /// Dialing and listening without the operating system's sockets.
 ///
+/// Its futures are boxed (`futures_util::future::BoxFuture`, or
+/// `Pin<Box<dyn Future<Output = …> + Send>>` written out). Give it to an application
+/// with `ApplicationBuilder::network` (lossless-rpc) after any `channel_options` or
+/// `server_options`, which replace it.
+///
 /// Socket options (`TCP_NODELAY`, `TCP_USER_TIMEOUT`) and the listening socket's
 /// hand-over to a hot upgrade's successor have no meaning here and are skipped; every
 /// HTTP/2 setting, timeout and limit applies as on TCP.
@@ -46,7 +51,9 @@ pub trait NetworkStack: Send + Sync + 'static {
 
 /// A listener of a [`NetworkStack`].
 pub trait NetworkListener: Send + Sync + 'static {
-    /// The address dialers reach it at.
+    /// The address dialers reach it at (what the server reports and the registry may
+    /// advertise), not necessarily the one it bound: a stack that binds a wildcard
+    /// reports the host's own address.
     fn local_addr(&self) -> SocketAddr;
 
     /// The next connection, and its peer's address.

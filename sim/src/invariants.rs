@@ -142,7 +142,7 @@ fn paused_hosts_get_no_new_calls(
                         "call {id} made at {:?}, {:?} into the pause of {host}, waited for it: answered at {:?}",
                         call.started,
                         call.started - pause.at,
-                        call.ended.as_ref().map(|(at, _)| at),
+                        call.ended.as_ref().map_or(Duration::ZERO, |(at, _)| *at),
                     ),
                 });
             }

@@ -1,37 +1,101 @@
 //! Runs seeded schedules through the simulator and fails on any violation.
 //!
 //! `-- --schedules N` (default 20) runs seeds `--first` (default 0) to first + N;
-//! `-- --seed N` runs one seed and prints its schedule and what it came to. The last
+//! `-- --seed N` runs one seed and prints its schedule and what it came to. A bad
+//! argument is an error (exit 2), never a default. The last
 //! line: `sim: schedules=N violations=V calls=C lost=L`. `--no-stall-detection` puts
 //! back the consumers' blindness to a paused host (to see the simulator find it);
 //! `--trace` writes the framework's log (`RUST_LOG`) to stderr in simulated time.
 
+use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::Instant;
 
 use lossless_rpc_sim::ledger::CallEnd;
+use lossless_rpc_sim::schedule::Target;
 use lossless_rpc_sim::{Overrides, RunOutcome, Schedule, run};
 
-fn arg(name: &str) -> Option<u64> {
-    let args: Vec<String> = std::env::args().collect();
-    let at = args.iter().position(|arg| arg == name)?;
-    args.get(at + 1)?.parse().ok()
+/// What the command line asks for.
+struct Options {
+    first: u64,
+    count: u64,
+    /// One seed: print its schedule and what it came to.
+    verbose: bool,
+    trace: bool,
+    no_stall_detection: bool,
+}
+
+const USAGE: &str =
+    "usage: schedules [--seed N | [--first N] [--schedules N]] [--no-stall-detection] [--trace]";
+
+/// The options in `args`; a message naming the bad one otherwise. libtest's own flags
+/// (`--nocapture`, `--quiet`, ...) are accepted and ignored, so `cargo test` passes.
+fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
+    let mut options = Options {
+        first: 0,
+        count: 20,
+        verbose: false,
+        trace: false,
+        no_stall_detection: false,
+    };
+    let (mut seed, mut range) = (None, false);
+    let number = |name: &str, value: Option<String>| -> Result<u64, String> {
+        let value = value.ok_or_else(|| format!("{name} needs a number"))?;
+        value
+            .parse()
+            .map_err(|_| format!("{name} {value}: not a number from 0 to {}", u64::MAX))
+    };
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--seed" => seed = Some(number("--seed", args.next())?),
+            "--first" => {
+                options.first = number("--first", args.next())?;
+                range = true;
+            }
+            "--schedules" => {
+                options.count = number("--schedules", args.next())?;
+                range = true;
+            }
+            "--trace" => options.trace = true,
+            "--no-stall-detection" => options.no_stall_detection = true,
+            "--nocapture" | "--quiet" | "-q" | "--show-output" => {}
+            other if other.starts_with("--test-threads") || other.starts_with("--color") => {}
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    if let Some(seed) = seed {
+        if range {
+            return Err("--seed runs one seed: not with --first or --schedules".into());
+        }
+        (options.first, options.count, options.verbose) = (seed, 1, true);
+    }
+    if options.count == 0 {
+        return Err("--schedules 0 runs nothing".into());
+    }
+    if options.first.checked_add(options.count).is_none() {
+        return Err(format!(
+            "seeds {} + {} pass {}",
+            options.first,
+            options.count,
+            u64::MAX
+        ));
+    }
+    Ok(options)
 }
 
 fn main() {
-    let (first, count, verbose) = match arg("--seed") {
-        Some(seed) => (seed, 1, true),
-        None => (
-            arg("--first").unwrap_or(0),
-            arg("--schedules").unwrap_or(20),
-            false,
-        ),
-    };
-    if flag("--trace") {
+    let options = parse(std::env::args().skip(1)).unwrap_or_else(|message| {
+        eprintln!("schedules: {message}\n{USAGE}");
+        std::process::exit(2);
+    });
+    let (first, count, verbose) = (options.first, options.count, options.verbose);
+    if options.trace {
         trace_to_stderr();
     }
     let mut overrides = Overrides::default();
-    if flag("--no-stall-detection") {
+    let mut replay_flags = String::new();
+    if options.no_stall_detection {
+        replay_flags.push_str(" --no-stall-detection");
         overrides.consumer = Some(Arc::new(|config: &mut rpc::Config| {
             config.consumer.directory.stall_detection = false;
         }));
@@ -75,7 +139,7 @@ fn main() {
             for violation in violations.iter().take(10) {
                 println!("  {violation}");
             }
-            println!("  replay: bash scripts/sim.sh --seed {seed}");
+            println!("  replay: bash scripts/sim.sh --seed {seed}{replay_flags}");
             failing.push(seed);
         }
     }
@@ -93,10 +157,6 @@ fn main() {
     }
 }
 
-fn flag(name: &str) -> bool {
-    std::env::args().any(|arg| arg == name)
-}
-
 /// What one run came to, beyond its violations: start failures, graceful stops, the
 /// directories at the end, and for each event the calls made during it.
 fn describe(outcome: &RunOutcome) {
@@ -111,21 +171,27 @@ fn describe(outcome: &RunOutcome) {
     println!("  directories at the end: {:?}", entries.directories);
     for event in &outcome.schedule.events {
         let host = event.target.host();
-        let made_during = entries
+        let made_during: Vec<_> = entries
             .calls
             .values()
-            .filter(|call| call.started >= event.at && call.started < event.end());
-        let (mut answered, mut failed) = (0, 0);
-        for call in made_during {
-            match &call.ended {
-                Some((_, CallEnd::Answered(by))) if *by == host => answered += 1,
-                Some((_, CallEnd::Failed(..))) => failed += 1,
-                _ => {}
-            }
-        }
+            .filter(|call| call.started >= event.at && call.started < event.end())
+            .collect();
+        let failed = made_during
+            .iter()
+            .filter(|call| matches!(&call.ended, Some((_, CallEnd::Failed(..)))))
+            .count();
+        let by_it = made_during
+            .iter()
+            .filter(|call| matches!(&call.ended, Some((_, CallEnd::Answered(by))) if *by == host))
+            .count();
+        let answered_by_it = match event.target {
+            Target::Provider(_) => format!("{by_it} answered by {host}, "),
+            Target::Consumer(_) => String::new(),
+        };
         println!(
-            "  during {:?} of {host}: {answered} calls made then answered by it, {failed} made then failed",
-            event.kind
+            "  calls made during {:?} of {host}: {}, {answered_by_it}{failed} failed (on any provider)",
+            event.kind,
+            made_during.len()
         );
     }
 }
@@ -138,6 +204,7 @@ fn trace_to_stderr() {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_timer(SimTime)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
 }
