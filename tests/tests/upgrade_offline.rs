@@ -73,15 +73,46 @@ impl Provider {
             .expect("the admin endpoint answers")
     }
 
+    /// `GET path`, asked again when the connection ends unanswered: until the old
+    /// generation has exited, it still accepts on the shared admin socket, and a
+    /// request it took in its last moment is reset or cancelled (a known limit,
+    /// docs/limitations.md), as an operator's tool would retry it.
     async fn get(&self, path: &str) -> http::Answer {
-        timeout(STEP, http::get(self.admin, path))
-            .await
-            .expect("the admin endpoint answers in time")
-            .expect("the admin endpoint answers")
+        let deadline = Instant::now() + STEP;
+        loop {
+            let answer = timeout(STEP, http::get(self.admin, path))
+                .await
+                .expect("the admin endpoint answers in time");
+            match answer {
+                Ok(answer) => return answer,
+                Err(error) => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "the admin endpoint answers: {error}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
     }
 
     /// The state of the only registration in `/status` (`registered`, `offline`, ...).
+    /// `/status` lists none while a registry write for it is in flight (an online, or
+    /// the new generation's first registration: ZooKeeper's take longest; a known limit,
+    /// docs/limitations.md), so it is asked again until it lists one, within `STEP`.
     async fn registration_state(&self) -> String {
+        let deadline = Instant::now() + STEP;
+        loop {
+            if let Some(state) = self.listed_registration_state().await {
+                return state;
+            }
+            assert!(Instant::now() < deadline, "/status lists the registration");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The state of the only registration `/status` lists now, if it lists one.
+    async fn listed_registration_state(&self) -> Option<String> {
         let status: Value = serde_json::from_str(&self.get("/status").await.body).unwrap();
         let states: Vec<String> = status["registries"]
             .as_array()
@@ -100,8 +131,8 @@ impl Provider {
                     .to_owned()
             })
             .collect();
-        assert_eq!(states.len(), 1, "{status}");
-        states[0].clone()
+        assert!(states.len() <= 1, "{status}");
+        states.first().cloned()
     }
 }
 
@@ -174,11 +205,17 @@ async fn offline_during_the_upgrade_is_refused(f: &Fixture) {
             // Accepted only by the new generation once its predecessor has exited: the
             // upgrade is over by then (its answer went out before that exit; this task
             // had not seen it yet), and an offline now is the operator's to make.
-            assert!(
-                provider.program.group.leader_exited(),
-                "an offline accepted while the old generation still ran: {}",
-                answer.body
-            );
+            // The predecessor tells the new generation it is done just before it exits:
+            // its process is gone moments later (bounded wait, not a fixed one).
+            let exited_by = Instant::now() + Duration::from_secs(2);
+            while !provider.program.group.leader_exited() {
+                assert!(
+                    Instant::now() < exited_by,
+                    "an offline accepted while the old generation still ran: {}",
+                    answer.body
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
             gap_before_an_accepted_offline = Some(gap_so_far);
             break;
         }
@@ -239,9 +276,12 @@ async fn offline_before_the_upgrade_stays_offline(f: &Fixture) {
     let report = provider.post("/upgrade").await;
     assert_eq!(report.status, 200, "{}", report.body);
     let new_pid = serde_json::from_str::<Value>(&report.body).unwrap()["new_pid"].clone();
-    // Once the old generation has exited, every admin request reaches the new one. A
-    // request the old one accepted in its last moment may be reset as it exits (a known
-    // limit: docs/limitations.md): asked again, as an operator's tool would.
+    // Once the old generation has exited, every admin request reaches the new one; until
+    // then both accept on the admin socket, and a request the old one accepted in its
+    // last moment may be reset or cancelled as it exits (a known limit:
+    // docs/limitations.md): asked again, as an operator's tool would. An answer from the
+    // new process alone does not end the wait: a CI run had the next request taken by
+    // the old one, still exiting ("connection was not ready").
     let deadline = Instant::now() + STEP;
     loop {
         let answer = timeout(STEP, http::get(provider.admin, "/status"))
@@ -249,7 +289,7 @@ async fn offline_before_the_upgrade_stays_offline(f: &Fixture) {
             .expect("the admin endpoint answers in time");
         if let Ok(answer) = answer {
             let status: Value = serde_json::from_str(&answer.body).unwrap();
-            if status["pid"] == new_pid {
+            if status["pid"] == new_pid && provider.program.group.leader_exited() {
                 break;
             }
         }
