@@ -171,14 +171,10 @@ impl Server {
             accept_error_backoff: options.accept_error_backoff,
         };
         match self.listener {
-            Listener::Tcp(tcp) => {
-                let listening = Listening::new(tcp, connections, self.local_addr, &shared);
-                shared.tracker.spawn(listening.accept_loop(service))
-            }
-            Listener::Custom(custom) => {
-                let listening = Listening::new(custom, connections, self.local_addr, &shared);
-                shared.tracker.spawn(listening.accept_loop(service))
-            }
+            Listener::Tcp(tcp) => (shared.tracker)
+                .spawn(Listening::new(tcp, connections, &shared).accept_loop(service)),
+            Listener::Custom(custom) => (shared.tracker)
+                .spawn(Listening::new(custom, connections, &shared).accept_loop(service)),
         };
         ServerHandle { shared }
     }
@@ -186,16 +182,11 @@ impl Server {
 
 impl<L> Listening<L> {
     /// The accept loop of `shared`'s server on `listener`.
-    fn new(
-        listener: L,
-        connections: Connections,
-        local_addr: SocketAddr,
-        shared: &ServerControl,
-    ) -> Self {
+    fn new(listener: L, connections: Connections, shared: &ServerControl) -> Self {
         Self {
             listener,
             connections,
-            local_addr,
+            local_addr: shared.local_addr,
             start_accepting: shared.start_accepting.clone(),
             stop_accepting: shared.stop_accepting.clone(),
             signals: shared.signals.clone(),
