@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tonic::transport::server::TcpConnectInfo;
 
 use crate::network::{BoxStream, NetworkListener};
@@ -27,6 +27,29 @@ impl std::fmt::Debug for Listener {
             Self::Tcp(tcp) => tcp.fmt(f),
             Self::Custom(custom) => write!(f, "custom listener on {}", custom.local_addr()),
         }
+    }
+}
+
+/// Binds `addr` on TCP with room for `backlog` connections the kernel has completed
+/// and the accept loop has not yet taken (capped by the kernel at
+/// `net.core.somaxconn`). `SO_REUSEADDR` as the standard library sets it, so a restart
+/// can bind the port its predecessor's closed connections still name.
+pub(crate) fn bind_tcp(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
+}
+
+/// Sets the backlog of an inherited, already listening socket (Linux applies a second
+/// `listen` to the queue's size); a failure keeps the queue it had.
+pub(crate) fn set_backlog(listener: &std::net::TcpListener, backlog: u32) {
+    let backlog = i32::try_from(backlog).unwrap_or(i32::MAX);
+    if let Err(error) = socket2::SockRef::from(listener).listen(backlog) {
+        tracing::debug!(%error, "cannot set the backlog of an inherited listener");
     }
 }
 
@@ -110,6 +133,32 @@ impl Acceptor for Box<dyn NetworkListener> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernel queues the backlog asked for: 300 connections complete while the
+    /// accept loop takes none. With the standard library's 128 the 130th never would
+    /// (its SYN is dropped, and again at each retransmission, while the queue is full),
+    /// and the bound below would end the test.
+    #[tokio::test]
+    async fn connections_past_128_wait_in_the_backlog() {
+        let somaxconn = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|value| value.trim().parse::<u32>().ok())
+            .unwrap_or(4096);
+        assert!(
+            somaxconn >= 300,
+            "net.core.somaxconn {somaxconn} caps the backlog"
+        );
+        let listener = bind_tcp("127.0.0.1:0".parse().unwrap(), 1024).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut queued = Vec::new();
+        for _ in 0..300 {
+            let stream = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(addr))
+                .await
+                .expect("queued by the kernel")
+                .unwrap();
+            queued.push(stream);
+        }
+    }
 
     #[cfg(target_os = "linux")]
     #[tokio::test]

@@ -18,7 +18,7 @@ use tokio_util::task::TaskTracker;
 use tower::Service;
 
 use super::accept::{Connections, Listening};
-use super::acceptor::Listener;
+use super::acceptor::{Listener, bind_tcp, set_backlog};
 use super::connection_signals::ConnectionSignals;
 use super::connection_table::ConnectionTable;
 use super::counts::{ConnectionCounts, ServerShutdown};
@@ -43,8 +43,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `addr` (port 0 picks a free port) on TCP, or on `options.network` when it
-    /// names one, and reads the TLS files if `options` name some.
+    /// Binds `addr` (port 0 picks a free port) on TCP with `options.listen_backlog`, or
+    /// on `options.network` when it names one, and reads the TLS files if `options`
+    /// name some.
     ///
     /// # Errors
     /// [`TransportError::Bind`] when the address cannot be bound, e.g. the port is in use;
@@ -52,7 +53,7 @@ impl Server {
     pub async fn bind(addr: SocketAddr, options: ServerOptions) -> Result<Self, TransportError> {
         let bind_error = |source| TransportError::Bind { addr, source };
         let listener = match &options.network {
-            None => Listener::Tcp(TcpListener::bind(addr).await.map_err(bind_error)?),
+            None => Listener::Tcp(bind_tcp(addr, options.listen_backlog).map_err(bind_error)?),
             Some(network) => {
                 Listener::Custom(network.stack().bind(addr).await.map_err(bind_error)?)
             }
@@ -60,7 +61,8 @@ impl Server {
         Self::from_listener(listener, options, addr)
     }
 
-    /// Serves on an already-bound listener, e.g. one inherited from a parent process.
+    /// Serves on an already-bound listener, e.g. one inherited from a parent process
+    /// (its backlog set to `options.listen_backlog`).
     ///
     /// # Errors
     /// [`TransportError::Bind`] when the socket cannot be registered with the runtime;
@@ -74,6 +76,7 @@ impl Server {
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
         let bind_error = |source| TransportError::Bind { addr, source };
         listener.set_nonblocking(true).map_err(bind_error)?;
+        set_backlog(&listener, options.listen_backlog);
         let listener = TcpListener::from_std(listener).map_err(bind_error)?;
         Self::from_listener(Listener::Tcp(listener), options, addr)
     }

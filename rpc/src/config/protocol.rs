@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use rpc_transport::{
     DEFAULT_IDLE_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_TIMEOUT,
-    DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_HEADER_LIST_SIZE,
+    DEFAULT_LISTEN_BACKLOG, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_HEADER_LIST_SIZE,
     DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_MESSAGE_SIZE,
     DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, DEFAULT_PREFACE_TIMEOUT, DEFAULT_TCP_USER_TIMEOUT,
     MessageLimits, ServerOptions, ServerTlsFiles,
@@ -93,6 +93,11 @@ pub struct ProtocolConfig {
     /// kernel's default (about 15 minutes of retransmissions). Default 20 s.
     #[serde(with = "humantime_serde", alias = "tcp-user-timeout")]
     pub tcp_user_timeout: Duration,
+    /// Connections the kernel completes and queues before the server accepts them
+    /// (`listen` backlog; capped by `net.core.somaxconn`); at least 1. Default 1 024
+    /// (see `lossless_rpc::transport::DEFAULT_LISTEN_BACKLOG`).
+    #[serde(alias = "listen-backlog")]
+    pub listen_backlog: u32,
     /// Streams a peer may reset before they were accepted before its connection is
     /// closed (`ENHANCE_YOUR_CALM`; the rapid-reset defence). Default 20.
     #[serde(alias = "max-pending-accept-reset-streams")]
@@ -126,6 +131,7 @@ impl Default for ProtocolConfig {
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: None,
             tcp_user_timeout: DEFAULT_TCP_USER_TIMEOUT,
+            listen_backlog: DEFAULT_LISTEN_BACKLOG,
             max_pending_accept_reset_streams: DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS,
             max_local_error_reset_streams: DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS,
             tls: None,
@@ -152,6 +158,7 @@ impl ProtocolConfig {
         options.idle_timeout = set(self.idle_timeout);
         options.max_connections = self.max_connections;
         options.tcp_user_timeout = set(self.tcp_user_timeout);
+        options.listen_backlog = self.listen_backlog;
         options
     }
 
@@ -220,6 +227,7 @@ impl ProtocolConfig {
         if let Some(max) = self.max_connections {
             at_least("max_connections", max as u64, 1)?;
         }
+        at_least("listen_backlog", self.listen_backlog.into(), 1)?;
         if let Some(tls) = &self.tls {
             readable("tls.cert", Some(&tls.cert))?;
             readable("tls.key", Some(&tls.key))?;
@@ -300,7 +308,8 @@ mod tests {
     fn the_protections_read_from_their_keys_and_zero_turns_them_off() {
         let options = protocol(
             "protocol:\n  preface_timeout: 2s\n  idle-timeout: 1m\n  max_connections: 5000\n  \
-             tcp_user_timeout: 30s\n  keepalive_interval: 15s\n  keepalive_timeout: 5s\n",
+             tcp_user_timeout: 30s\n  keepalive_interval: 15s\n  keepalive_timeout: 5s\n  \
+             listen-backlog: 4096\n",
         )
         .unwrap()
         .server_options();
@@ -314,6 +323,7 @@ mod tests {
             Some(Duration::from_secs(15))
         );
         assert_eq!(options.http2_keepalive_timeout, Duration::from_secs(5));
+        assert_eq!(options.listen_backlog, 4096);
 
         let off = protocol(
             "protocol: { idle_timeout: 0s, tcp_user_timeout: 0s, keepalive_interval: 0s }",
@@ -360,6 +370,10 @@ mod tests {
         assert_eq!(
             invalid_key("protocol: { max_connections: 0 }"),
             "protocol.max_connections"
+        );
+        assert_eq!(
+            invalid_key("protocol: { listen_backlog: 0 }"),
+            "protocol.listen_backlog"
         );
         assert_eq!(
             invalid_key("protocol: { idle_timeout: soon }"),
