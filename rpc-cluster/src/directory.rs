@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use crate::config::DirectoryConfig;
 use crate::fleet_latency::FleetLatency;
+use crate::id_order::next_in_id_order;
 use crate::invoker::{Invoker, InvokerSettings, StallBound};
 use crate::last_resort::LastResort;
 use crate::loadbalance::InvokerList;
@@ -164,36 +165,40 @@ impl Directory {
         state.last_revision = Some(snapshot.revision);
 
         let now = Instant::now();
-        let (mut added, mut updated) = (0, 0);
+        let mut updated = 0;
+        let mut arrived = Vec::new();
         let mut next = HashMap::with_capacity(snapshot.instances.len());
         for instance in snapshot.instances.iter() {
+            // A known instance moves to the new map with its key (no id is cloned, no
+            // registration unless it changed): what an event costs grows with the
+            // instances that changed, beside one lookup per instance.
+            if let Some((id, invoker)) = state.by_id.remove_entry(&instance.id) {
+                updated += usize::from(invoker.update(instance));
+                next.insert(id, invoker);
+                continue;
+            }
             // One invoker per id: a registry may list one instance twice (a Dubbo
             // provider's znode of an old session beside its new one, a hot upgrade's two
             // processes in Dubbo's layout for a moment); the first listed is kept.
             if next.contains_key(&instance.id) {
                 continue;
             }
-            let invoker = match state.by_id.remove(&instance.id) {
-                Some(invoker) => {
-                    updated += usize::from(invoker.update(instance.clone()));
-                    invoker
-                }
-                None => {
-                    added += 1;
-                    Arc::new(Invoker::new(instance.clone(), self.settings.clone(), now))
-                }
-            };
-            next.insert(instance.id.clone(), invoker);
+            let invoker = Arc::new(Invoker::new(instance.clone(), self.settings.clone(), now));
+            next.insert(instance.id.clone(), invoker.clone());
+            arrived.push(invoker);
         }
         let gone: Vec<Arc<Invoker>> = std::mem::replace(&mut state.by_id, next)
             .into_values()
             .collect();
-        let removed = gone.len();
+        let (added, removed) = (arrived.len(), gone.len());
         if added == 0 && removed == 0 && updated == 0 {
             return Applied::Unchanged;
         }
         state.version += 1;
-        let list = InvokerList::new(state.version, state.by_id.values().cloned().collect());
+        let invokers = next_in_id_order(self.list.load().invokers(), &gone, arrived, || {
+            state.by_id.values().cloned().collect()
+        });
+        let list = InvokerList::new(state.version, invokers);
         self.settings.fleet.set_instances(list.len());
         let count = list.len();
         self.list.store(Arc::new(list));

@@ -56,6 +56,7 @@ mod ewma;
 mod failback_queue;
 mod fleet_latency;
 mod health;
+mod id_order;
 mod invoker;
 mod last_resort;
 pub mod loadbalance;

@@ -250,13 +250,15 @@ impl Invoker {
         &self.health
     }
 
-    pub(crate) fn update(&self, instance: Instance) -> bool {
-        let current = self.instance.load();
-        if **current == instance {
+    /// Takes `instance`'s registration (weight, metadata) if it differs from the one
+    /// held; whether it did. Compared before cloning: a registry event at 10 000
+    /// instances leaves nearly all of them unchanged.
+    pub(crate) fn update(&self, instance: &Instance) -> bool {
+        if **self.instance.load() == *instance {
             return false;
         }
         self.weight.store(instance.weight, Ordering::Relaxed);
-        self.instance.store(Arc::new(instance));
+        self.instance.store(Arc::new(instance.clone()));
         true
     }
 

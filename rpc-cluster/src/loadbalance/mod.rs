@@ -94,9 +94,10 @@ pub struct InvokerList {
 }
 
 impl InvokerList {
-    /// A list of `invokers` (sorted here by id) at `version`.
+    /// A list of `invokers` (sorted here by id; one already in that order, as the
+    /// directory passes it, costs one pass) at `version`.
     pub fn new(version: u64, mut invokers: Vec<Arc<Invoker>>) -> Self {
-        invokers.sort_by(|a, b| a.id().cmp(b.id()));
+        invokers.sort_unstable_by(|a, b| a.id().cmp(b.id()));
         let mut total = 0u64;
         let cumulative = invokers
             .iter()

@@ -1,0 +1,101 @@
+//! The invokers of a directory's next list, in id order (the order [`InvokerList`]
+//! keeps), made from the previous list when few instances changed.
+//!
+//! A registry event during a roll changes one or a few instances of thousands. Sorting
+//! every invoker again for it cost 10 000 instances about 1 ms of the event's ~3 ms
+//! beyond an unchanged one (`cargo bench --bench directory_update`); the previous list
+//! is already in order, so it is kept, without the invokers that left, and the few that
+//! arrived are merged in.
+//!
+//! [`InvokerList`]: crate::loadbalance::InvokerList
+
+use std::sync::Arc;
+
+use crate::invoker::Invoker;
+
+/// Most invokers that left for which the previous list is filtered (each one compared
+/// with every invoker of it); past this, every invoker is sorted anew.
+const MOST_LEFT_FILTERED: usize = 64;
+
+/// The next list's invokers in id order: `previous` (in id order) without `left`, with
+/// `arrived` merged in; or, when more than [`MOST_LEFT_FILTERED`] left, `all` sorted.
+pub(crate) fn next_in_id_order(
+    previous: &[Arc<Invoker>],
+    left: &[Arc<Invoker>],
+    mut arrived: Vec<Arc<Invoker>>,
+    all: impl FnOnce() -> Vec<Arc<Invoker>>,
+) -> Vec<Arc<Invoker>> {
+    if left.len() > MOST_LEFT_FILTERED {
+        let mut invokers = all();
+        invokers.sort_unstable_by(|a, b| a.id().cmp(b.id()));
+        return invokers;
+    }
+    arrived.sort_unstable_by(|a, b| a.id().cmp(b.id()));
+    let mut stayed = previous
+        .iter()
+        .filter(|invoker| !left.iter().any(|gone| Arc::ptr_eq(gone, invoker)))
+        .peekable();
+    let mut arrived = arrived.into_iter().peekable();
+    let mut merged =
+        Vec::with_capacity((previous.len() + arrived.len()).saturating_sub(left.len()));
+    loop {
+        let take_arrived = match (stayed.peek(), arrived.peek()) {
+            (Some(stay), Some(new)) => new.id() < stay.id(),
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            (None, None) => return merged,
+        };
+        if take_arrived {
+            merged.extend(arrived.next());
+        } else {
+            merged.extend(stayed.next().cloned());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::invoker::tests::invoker;
+
+    fn ids(invokers: &[Arc<Invoker>]) -> Vec<String> {
+        invokers.iter().map(|i| i.id().to_string()).collect()
+    }
+
+    fn sorted(mut invokers: Vec<Arc<Invoker>>) -> Vec<Arc<Invoker>> {
+        invokers.sort_unstable_by(|a, b| a.id().cmp(b.id()));
+        invokers
+    }
+
+    #[tokio::test]
+    async fn few_changes_merge_into_the_previous_order() {
+        let previous = sorted((0..200).map(invoker).collect());
+        let left: Vec<_> = [0, 57, 199].iter().map(|&n| previous[n].clone()).collect();
+        let arrived: Vec<_> = [1000, 5, 300, 12].into_iter().map(invoker).collect();
+        let expected: Vec<_> = previous
+            .iter()
+            .filter(|i| !left.iter().any(|l| Arc::ptr_eq(l, i)))
+            .cloned()
+            .chain(arrived.iter().cloned())
+            .collect();
+        let next = next_in_id_order(&previous, &left, arrived, || unreachable!());
+        assert_eq!(ids(&next), ids(&sorted(expected.clone())));
+        assert_eq!(next.len(), 201);
+    }
+
+    #[tokio::test]
+    async fn many_leaving_sort_everything_anew() {
+        let previous = sorted((0..200).map(invoker).collect());
+        let left: Vec<_> = previous[..100].to_vec();
+        let all: Vec<_> = previous[100..].iter().rev().cloned().collect();
+        let next = next_in_id_order(&previous, &left, Vec::new(), || all);
+        assert_eq!(ids(&next), ids(&previous[100..]));
+    }
+
+    #[tokio::test]
+    async fn from_nothing_the_arrivals_are_sorted() {
+        let arrived: Vec<_> = [3, 1, 2].into_iter().map(invoker).collect();
+        let next = next_in_id_order(&[], &[], arrived, || unreachable!());
+        assert_eq!(ids(&next), ["i1", "i2", "i3"]);
+    }
+}
