@@ -195,9 +195,12 @@ impl Directory {
             return Applied::Unchanged;
         }
         state.version += 1;
-        let invokers = next_in_id_order(self.list.load().invokers(), &gone, arrived, || {
-            state.by_id.values().cloned().collect()
-        });
+        let invokers = next_in_id_order(
+            self.list.load().invokers(),
+            &gone,
+            arrived,
+            state.by_id.values().cloned(),
+        );
         let list = InvokerList::new(state.version, invokers);
         self.settings.fleet.set_instances(list.len());
         let count = list.len();

@@ -18,18 +18,32 @@ use crate::invoker::Invoker;
 const MOST_LEFT_FILTERED: usize = 64;
 
 /// The next list's invokers in id order: `previous` (in id order) without `left`, with
-/// `arrived` merged in; or, when more than [`MOST_LEFT_FILTERED`] left, `all` sorted.
+/// `arrived` merged in; or `all` sorted, when more than [`MOST_LEFT_FILTERED`] left or
+/// the merge does not hold as many invokers as `all` would (a previous list that was
+/// not the directory's last membership must not lose an invoker).
 pub(crate) fn next_in_id_order(
     previous: &[Arc<Invoker>],
     left: &[Arc<Invoker>],
-    mut arrived: Vec<Arc<Invoker>>,
-    all: impl FnOnce() -> Vec<Arc<Invoker>>,
+    arrived: Vec<Arc<Invoker>>,
+    all: impl ExactSizeIterator<Item = Arc<Invoker>>,
 ) -> Vec<Arc<Invoker>> {
-    if left.len() > MOST_LEFT_FILTERED {
-        let mut invokers = all();
-        invokers.sort_unstable_by(|a, b| a.id().cmp(b.id()));
-        return invokers;
+    if left.len() <= MOST_LEFT_FILTERED {
+        let merged = merge(previous, left, arrived);
+        if merged.len() == all.len() {
+            return merged;
+        }
     }
+    let mut invokers: Vec<_> = all.collect();
+    invokers.sort_unstable_by(|a, b| a.id().cmp(b.id()));
+    invokers
+}
+
+/// `previous` without `left`, with `arrived` merged in, in id order.
+fn merge(
+    previous: &[Arc<Invoker>],
+    left: &[Arc<Invoker>],
+    mut arrived: Vec<Arc<Invoker>>,
+) -> Vec<Arc<Invoker>> {
     arrived.sort_unstable_by(|a, b| a.id().cmp(b.id()));
     let mut stayed = previous
         .iter()
@@ -78,7 +92,7 @@ mod tests {
             .cloned()
             .chain(arrived.iter().cloned())
             .collect();
-        let next = next_in_id_order(&previous, &left, arrived, || unreachable!());
+        let next = next_in_id_order(&previous, &left, arrived, expected.clone().into_iter());
         assert_eq!(ids(&next), ids(&sorted(expected.clone())));
         assert_eq!(next.len(), 201);
     }
@@ -88,14 +102,22 @@ mod tests {
         let previous = sorted((0..200).map(invoker).collect());
         let left: Vec<_> = previous[..100].to_vec();
         let all: Vec<_> = previous[100..].iter().rev().cloned().collect();
-        let next = next_in_id_order(&previous, &left, Vec::new(), || all);
+        let next = next_in_id_order(&previous, &left, Vec::new(), all.into_iter());
         assert_eq!(ids(&next), ids(&previous[100..]));
     }
 
     #[tokio::test]
     async fn from_nothing_the_arrivals_are_sorted() {
         let arrived: Vec<_> = [3, 1, 2].into_iter().map(invoker).collect();
-        let next = next_in_id_order(&[], &[], arrived, || unreachable!());
+        let next = next_in_id_order(&[], &[], arrived.clone(), arrived.into_iter());
         assert_eq!(ids(&next), ["i1", "i2", "i3"]);
+    }
+
+    #[tokio::test]
+    async fn a_previous_list_short_of_the_membership_loses_no_invoker() {
+        let all = sorted((0..5).map(invoker).collect());
+        let previous = all[..3].to_vec();
+        let next = next_in_id_order(&previous, &[], Vec::new(), all.clone().into_iter());
+        assert_eq!(ids(&next), ids(&all));
     }
 }
