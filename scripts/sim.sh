@@ -1,22 +1,39 @@
 #!/usr/bin/env bash
 # The fleet simulator (sim/, docs/simulator.md): runs seeded schedules of deploys and
-# faults against the real framework on simulated hosts, and checks the invariants.
+# faults against the real framework on simulated hosts, and checks the invariants; then
+# a rolling deploy of 10 000 providers behind 1 000 consumers.
 #
-#   bash scripts/sim.sh [SCHEDULES] [FLAGS]   seeds 0..SCHEDULES (default 1000)
-#   bash scripts/sim.sh --seed N [FLAGS]      one seed, its schedule and what it came to
-#   bash scripts/sim.sh --soak [FLAGS]        blocks of 1 000 seeds until one fails
+#   bash scripts/sim.sh [SCHEDULES]          seeds 0..SCHEDULES (default 1000), then the fleet
+#   bash scripts/sim.sh SCHEDULES FLAGS      those seeds only, with FLAGS
+#   bash scripts/sim.sh --seed N [FLAGS]     one seed, its schedule and what it came to
+#   bash scripts/sim.sh --soak [FLAGS]       blocks of 1 000 seeds until one fails
+#   bash scripts/sim.sh --fleet [ARGS]       the fleet only (ARGS: --instances N,
+#                                            --consumers N, --batch N, --seed N, --threads N)
 #
 # FLAGS: --first N (the first seed), --no-stall-detection (puts that defect back, to
 # see it found), --trace (the framework's log on stderr, RUST_LOG, in simulated time).
 # Ends with `sim: schedules=N violations=V calls=C lost=L` (V: seeds that broke an
-# invariant; L: calls that failed, each at a kill or pause it met). Exit 1 on a
-# violation, 2 on a bad argument.
+# invariant; L: calls that failed, each at a kill or pause it met), then
+# `sim-fleet: instances=10000 consumers=1000 lost=L roll_s=… registry_writes_per_s=…
+# watch_events_per_s=…`. Exit 1 on a violation, 2 on a bad argument.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run() { cargo test -p lossless-rpc-sim --release --test schedules -- "$@"; }
+fleet() { cargo test -p lossless-rpc-sim --release --test fleet -- "$@"; }
+# The schedules, then the fleet even if a schedule failed; the first failure's status.
+schedules_then_fleet() {
+    local status=0
+    run --schedules "$1" || status=$?
+    fleet --full || { [ "$status" -ne 0 ] || status=$?; }
+    return "$status"
+}
 case "${1:-}" in
--h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' ;;
-"") run --schedules 1000 ;;
+-h | --help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//' ;;
+"") schedules_then_fleet 1000 ;;
+--fleet)
+    shift
+    fleet --full "$@"
+    ;;
 --soak)
     shift
     first=0
@@ -25,7 +42,11 @@ case "${1:-}" in
 [0-9]*)
     schedules=$1
     shift
-    run --schedules "$schedules" "$@"
+    if [ $# -eq 0 ]; then
+        schedules_then_fleet "$schedules"
+    else
+        run --schedules "$schedules" "$@"
+    fi
     ;;
 *) run "$@" ;;
 esac

@@ -13,6 +13,7 @@
 //! violations. See docs/simulator.md.
 
 pub mod driver;
+pub mod fleet;
 pub mod hosts;
 pub mod invariants;
 pub mod ledger;

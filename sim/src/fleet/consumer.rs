@@ -1,0 +1,174 @@
+//! One consumer of the fleet: the framework's real `Application` with one reference —
+//! directory, blacklist, load balance, failover, transport — on a runtime of its own
+//! whose clock is paused (it advances whenever every task waits), reached by the
+//! registry's pushes and dialing the stand-ins in memory. It calls at a steady rate
+//! from before the roll to after it, then checks that its directory holds exactly the
+//! new generation.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use proto::echo::EchoRequest;
+use proto::echo::echo_client::EchoClient;
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+use rpc::transport::Network;
+use rpc::{Application, Config, ConfigFormat, ReferenceChannel};
+use tokio::time::Instant;
+use tonic::Request;
+
+use super::FleetSpec;
+use super::plan::RollPlan;
+use super::registry::PushClient;
+use super::standin::{CALL_ID, StandInNetwork};
+use super::tally::{ConsumerTally, TallySummary};
+
+/// Longest a consumer hears of a push after the registry sent it.
+pub const MAX_WATCH_DELAY: Duration = Duration::from_millis(200);
+/// The consumers' load balances, one drawn per consumer.
+const LOAD_BALANCES: [&str; 4] = ["p2c", "round_robin", "random", "least_active"];
+
+/// What one consumer's run came to.
+#[derive(Debug)]
+pub struct ConsumerOutcome {
+    /// Its calls and what the stand-ins did with them.
+    pub tally: TallySummary,
+    /// Its directory did not hold exactly the new generation at the end: what it held
+    /// too much and what it missed (the first few of each).
+    pub unconverged: Option<(Vec<String>, Vec<String>)>,
+    /// It did not start.
+    pub start_failed: Option<String>,
+}
+
+/// Runs consumer `index` through the whole roll; counts pushes it received in
+/// `deliveries`.
+pub fn run(
+    plan: &Arc<RollPlan>,
+    spec: &FleetSpec,
+    index: usize,
+    deliveries: &Arc<AtomicU64>,
+) -> ConsumerOutcome {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread runtime");
+    let seed = spec.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    rpc::cluster::seed_this_thread(seed);
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let delay = Duration::from_micros(rng.random_range(0..MAX_WATCH_DELAY.as_micros() as u64));
+    let load_balance = LOAD_BALANCES[rng.random_range(0..LOAD_BALANCES.len())];
+    runtime.block_on(async {
+        let origin = Instant::now();
+        let tally = Arc::new(ConsumerTally::default());
+        let registry = PushClient::new(plan.clone(), origin, delay, deliveries.clone());
+        let network = StandInNetwork::new(plan.clone(), origin, tally.clone());
+        let mut builder = Application::builder(config(index, load_balance));
+        builder.registry("default", Arc::new(registry));
+        builder.network(Network::new(network));
+        let channel = builder.reference("echo.Echo");
+        let app = match builder.start().await {
+            Ok(app) => app,
+            Err(error) => {
+                return ConsumerOutcome {
+                    tally: tally.summary(),
+                    unconverged: None,
+                    start_failed: Some(error.to_string()),
+                };
+            }
+        };
+        call_through_the_roll(plan, spec, (index, origin), &tally, channel).await;
+        // Every push has reached this consumer: its directory must hold the new generation.
+        let last_push = plan.pushes.last().map_or(Duration::ZERO, |push| push.at);
+        tokio::time::sleep_until(origin + last_push + MAX_WATCH_DELAY).await;
+        let held = app.references()[0]
+            .directory()
+            .list()
+            .invokers()
+            .iter()
+            .map(|invoker| invoker.instance().authority())
+            .collect();
+        ConsumerOutcome {
+            tally: tally.summary(),
+            unconverged: compare(held, &plan.final_authorities()),
+            start_failed: None,
+        }
+    })
+}
+
+fn config(index: usize, load_balance: &str) -> Config {
+    let yaml = format!(
+        "application: {{ name: consumer-{index}, logging: false }}
+admin: {{ enabled: false }}
+upgrade: {{ enabled: false }}
+metrics: {{ enabled: false }}
+graceful_shutdown: {{ internal_signal: false }}
+consumer:
+  check: false
+  references:
+    echo.Echo: {{ cluster: failover, retries: 2, timeout: 3s, loadbalance: {load_balance} }}
+"
+    );
+    Config::from_str(&yaml, ConfigFormat::Yaml, "fleet consumer")
+        .unwrap_or_else(|error| panic!("the fleet consumer's configuration: {error}"))
+}
+
+/// Calls every `spec.call_interval` (an open load: a slow call does not hold back the
+/// next) from the start until one second after the roll, and waits for every call.
+async fn call_through_the_roll(
+    plan: &RollPlan,
+    spec: &FleetSpec,
+    (index, origin): (usize, Instant),
+    tally: &Arc<ConsumerTally>,
+    channel: ReferenceChannel,
+) {
+    let end = origin + plan.roll.1 + Duration::from_secs(1);
+    let client = EchoClient::new(channel);
+    let mut calls = tokio::task::JoinSet::new();
+    let mut ticks = tokio::time::interval(spec.call_interval);
+    let mut sequence = 0u64;
+    while Instant::now() < end {
+        ticks.tick().await;
+        sequence += 1;
+        let id = (index as u64) << 32 | sequence;
+        calls.spawn(call(client.clone(), tally.clone(), id));
+    }
+    while calls.join_next().await.is_some() {}
+}
+
+/// One call, counted in `tally`.
+async fn call(mut client: EchoClient<ReferenceChannel>, tally: Arc<ConsumerTally>, id: u64) {
+    tally.note_call();
+    let mut request = Request::new(EchoRequest {
+        payload: id.to_le_bytes().to_vec().into(),
+        delay_ms: None,
+    });
+    request
+        .metadata_mut()
+        .insert(CALL_ID, id.to_string().parse().expect("digits"));
+    if let Err(status) = client.echo(request).await {
+        tally.note_failed(id, format!("{:?}: {}", status.code(), status.message()));
+    }
+}
+
+/// `None` when `held` is `wanted`; else what it held too much and what it missed.
+fn compare(mut held: Vec<String>, wanted: &[String]) -> Option<(Vec<String>, Vec<String>)> {
+    held.sort_unstable();
+    if held == wanted {
+        return None;
+    }
+    let extra = held
+        .iter()
+        .filter(|authority| wanted.binary_search(authority).is_err())
+        .take(5)
+        .cloned()
+        .collect();
+    let missing = wanted
+        .iter()
+        .filter(|authority| held.binary_search(authority).is_err())
+        .take(5)
+        .cloned()
+        .collect();
+    Some((extra, missing))
+}
