@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fleet simulator (sim/, docs/simulator.md): runs seeded schedules of deploys and
 # faults against the real framework on simulated hosts, and checks the invariants; then
-# a rolling deploy of 10 000 providers behind 1 000 consumers.
+# a rolling deploy of 10 000 providers behind 1 000 consumers (and one consumer's heap
+# after it, `sim-fleet-memory: …`).
 #
 #   bash scripts/sim.sh [SCHEDULES]          seeds 0..SCHEDULES (default 1000), then the fleet
 #   bash scripts/sim.sh SCHEDULES FLAGS      those seeds only, with FLAGS
@@ -20,10 +21,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 run() { cargo test -p lossless-rpc-sim --release --test schedules -- "$@"; }
 fleet() { cargo test -p lossless-rpc-sim --release --test fleet -- "$@"; }
+fleet_memory() { cargo test -p lossless-rpc-sim --release --test fleet_memory; }
 # The schedules, then the fleet even if a schedule failed; the first failure's status.
 schedules_then_fleet() {
     local status=0
     run --schedules "$1" || status=$?
+    fleet_memory || { [ "$status" -ne 0 ] || status=$?; }
     fleet --full || { [ "$status" -ne 0 ] || status=$?; }
     return "$status"
 }

@@ -39,15 +39,22 @@ pub struct ConsumerOutcome {
     pub unconverged: Option<(Vec<String>, Vec<String>)>,
     /// It did not start.
     pub start_failed: Option<String>,
+    /// What `measure` read at the end, while the consumer still ran, and how many of
+    /// its invokers were connected then.
+    pub measured: Option<(usize, usize)>,
 }
 
+/// Read at the end of a consumer's run (the heap it holds, say).
+pub type Measure<'a> = &'a dyn Fn() -> usize;
+
 /// Runs consumer `index` through the whole roll; counts pushes it received in
-/// `deliveries`.
+/// `deliveries`; reads `measure` at the end, before anything of the consumer is freed.
 pub fn run(
     plan: &Arc<RollPlan>,
     spec: &FleetSpec,
     index: usize,
     deliveries: &Arc<AtomicU64>,
+    measure: Option<Measure<'_>>,
 ) -> ConsumerOutcome {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -75,6 +82,7 @@ pub fn run(
                     tally: tally.summary(),
                     unconverged: None,
                     start_failed: Some(error.to_string()),
+                    measured: None,
                 };
             }
         };
@@ -82,9 +90,12 @@ pub fn run(
         // Every push has reached this consumer: its directory must hold the new generation.
         let last_push = plan.pushes.last().map_or(Duration::ZERO, |push| push.at);
         tokio::time::sleep_until(origin + last_push + MAX_WATCH_DELAY).await;
-        let held = app.references()[0]
-            .directory()
-            .list()
+        let list = app.references()[0].directory().list();
+        let measured = measure.map(|measure| {
+            let connected = list.invokers().iter().filter(|i| i.is_connected()).count();
+            (measure(), connected)
+        });
+        let held = list
             .invokers()
             .iter()
             .map(|invoker| invoker.instance().authority())
@@ -93,6 +104,7 @@ pub fn run(
             tally: tally.summary(),
             unconverged: compare(held, &plan.final_authorities()),
             start_failed: None,
+            measured,
         }
     })
 }

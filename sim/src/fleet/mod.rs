@@ -115,7 +115,7 @@ pub fn run(spec: &FleetSpec) -> FleetReport {
                     if index >= spec.consumers {
                         break;
                     }
-                    let outcome = consumer::run(&plan, spec, index, &deliveries);
+                    let outcome = consumer::run(&plan, spec, index, &deliveries, None);
                     add(&mut report.lock(), index, outcome);
                 }
             });
