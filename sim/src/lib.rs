@@ -6,7 +6,9 @@
 //! simulated registry (`registry.rs`). A seed draws a schedule of deploys and faults
 //! (`schedule.rs`), the driver carries it out at simulated times (`driver.rs`), the
 //! hosts record every call and execution in a ledger (`ledger.rs`), and the invariants
-//! are checked on it (`invariants.rs`).
+//! are checked on it (`invariants.rs`). At fleet scale (`fleet/`), consumers — real
+//! `Application`s — run one after another through a roll of thousands of stand-in
+//! providers decided beforehand.
 //!
 //! `cargo test -p lossless-rpc-sim --release --test schedules -- --schedules 1000` runs
 //! seeds 0..1000; `-- --seed N` runs one and prints its schedule, ledger summary and
