@@ -59,7 +59,7 @@ pub(super) fn learn(
                 directory.refused_by(invoker);
             }
             if failure.kind == FailureKind::Rejected {
-                blacklist.mark_closing(invoker, now);
+                blacklist.mark_closing(invoker, directory.current().invokers(), now);
             } else {
                 let penalty = directory.config().failure_penalty;
                 invoker.observe_penalty(rtt.max(penalty), now);
@@ -70,7 +70,7 @@ pub(super) fn learn(
         }
     };
     if response.is_some_and(says_closing) {
-        blacklist.mark_closing(invoker, now);
+        blacklist.mark_closing(invoker, directory.current().invokers(), now);
     }
     rtt
 }
