@@ -109,7 +109,8 @@ pub fn run(schedule: Schedule, overrides: &Overrides) -> Result<RunOutcome, Stri
         driver.act(&mut sim);
         sim.step().map_err(|error| error.to_string())?;
     }
-    let entries = world.ledger.entries();
+    let mut entries = world.ledger.entries();
+    entries.arrivals = world.registry.arrivals();
     let providers: Vec<String> = (0..PROVIDERS)
         .map(|index| format!("{}:{}", sim.lookup(provider_host(index)), hosts::PORT))
         .collect();

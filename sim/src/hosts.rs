@@ -147,10 +147,19 @@ graceful_shutdown:
             Command::Stop => {
                 let report = app.before_shutdown().await;
                 let text = format!("{report:?}");
-                return world.ledger.stopped(&host, report.forced(), text);
+                return world
+                    .ledger
+                    .stopped(&host, report.total, report.forced(), text);
             }
-            Command::Offline => drop(lifecycle.offline(|_| true).await),
-            Command::Online => drop(lifecycle.online(|_| true).await),
+            Command::Offline => {
+                if lifecycle.offline(|_| true).await.is_ok() {
+                    world.ledger.offline(&host);
+                }
+            }
+            Command::Online => {
+                world.ledger.online(&host);
+                drop(lifecycle.online(|_| true).await);
+            }
         }
     }
 }

@@ -14,7 +14,12 @@
 //! 7. **a paused host gets no new call** once the consumers had [`DETECTION_BOUND`]
 //!    to notice (from the pause, or from a consumer's start during it): a call made later in the pause and answered by that host (after it
 //!    resumed) waited out the pause — the latency users are paged for, though the call
-//!    succeeds.
+//!    succeeds;
+//! 8. **a consumer told "closing" sends no new call there**: once a consumer had an
+//!    answer from a provider that had begun a graceful stop or an offline (every such
+//!    answer carries the closing mark), none of its later calls runs on that provider
+//!    until the stop or offline ends — the mark, not the registry, is what moves
+//!    consumers first (and the only thing that does for one cut off from the registry).
 //!
 //! To add an invariant: a function from the schedule and the entries to violations,
 //! called from [`check`].
@@ -35,6 +40,14 @@ pub const DETECTION_BOUND: Duration = Duration::from_millis(500);
 
 /// The name of invariant 7.
 pub const LATE_CALLS: &str = "a paused host gets no new call";
+
+/// The name of invariant 8.
+pub const TOLD_CLOSING: &str = "a consumer told closing sends no new call there";
+
+/// An answer that ended this long after a stop or offline began was made after it
+/// began (the handler's response is ready at most one message latency, 2 ms, before
+/// the consumer reads it), so it carried the closing mark.
+const MARKED_AFTER: Duration = Duration::from_millis(5);
 
 /// A broken invariant.
 #[derive(Clone, Debug)]
@@ -59,6 +72,7 @@ pub fn check(schedule: &Schedule, entries: &Entries, providers: &[String]) -> Ve
     no_call_runs_twice(entries, &mut violations);
     graceful_stops_are_clean(entries, &mut violations);
     paused_hosts_get_no_new_calls(schedule, entries, &mut violations);
+    told_closing_sends_no_new_calls(schedule, entries, providers, &mut violations);
     directories_converge(entries, providers, &mut violations);
     for (host, error) in &entries.start_failures {
         violations.push(Violation {
@@ -143,6 +157,79 @@ fn paused_hosts_get_no_new_calls(
                         call.started,
                         call.started - pause.at,
                         call.ended.as_ref().map_or(Duration::ZERO, |(at, _)| *at),
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// Invariant 8.
+fn told_closing_sends_no_new_calls(
+    schedule: &Schedule,
+    entries: &Entries,
+    providers: &[String],
+    violations: &mut Vec<Violation>,
+) {
+    let provider_addresses: std::collections::HashMap<String, &String> = providers
+        .iter()
+        .enumerate()
+        .map(|(index, address)| (crate::schedule::provider_host(index), address))
+        .collect();
+    // Each graceful stop from its step 1 to its end, each offline from when it took
+    // effect to the online.
+    let stops = entries
+        .stops
+        .iter()
+        .map(|stop| (&stop.provider, stop.began, stop.at, "stop"));
+    let offlines = entries
+        .offlines
+        .iter()
+        .map(|(host, from, until)| (host, *from, until.unwrap_or(schedule.end()), "offline"));
+    for (host, from, until, what) in stops.chain(offlines) {
+        let marked = from + MARKED_AFTER..until;
+        // Each consumer's first marked answer from this provider.
+        let mut told = std::collections::BTreeMap::new();
+        for call in entries.calls.values() {
+            if let Some((ended, CallEnd::Answered(by))) = &call.ended
+                && by == host
+                && marked.contains(ended)
+            {
+                let first = told.entry(call.consumer).or_insert(*ended);
+                *first = (*first).min(*ended);
+            }
+        }
+        for (id, call) in &entries.calls {
+            let Some(told_at) = told.get(&call.consumer).copied() else {
+                continue;
+            };
+            // A registration of the address that reached the consumer after the mark
+            // is news of it the mark could not cover (the registry said it serves).
+            let consumer_host = crate::schedule::consumer_host(call.consumer);
+            let address = provider_addresses.get(host.as_str()).copied();
+            let registered_since = entries.arrivals.iter().any(|arrival| {
+                arrival.host == consumer_host
+                    && Some(&arrival.authority) == address
+                    && arrival.at > told_at
+                    && arrival.at <= call.started
+            });
+            // A consumer restarted since remembers nothing.
+            let restarted = schedule.events.iter().any(|restart| {
+                restart.kind == Kind::ConsumerKill
+                    && restart.target == Target::Consumer(call.consumer)
+                    && restart.at < call.started
+                    && restart.end() > told_at
+            });
+            let ran_there = entries.executions.get(id).is_some_and(|runs| {
+                runs.iter()
+                    .any(|run| run.provider == *host && run.at < until)
+            });
+            if call.started > told_at && ran_there && !restarted && !registered_since {
+                violations.push(Violation {
+                    invariant: TOLD_CLOSING,
+                    detail: format!(
+                        "call {id} of consumer-{} made at {:?} ran on {host}, which had answered it with the closing mark at {told_at:?} ({what} from {from:?})",
+                        call.consumer, call.started
                     ),
                 });
             }

@@ -44,6 +44,9 @@ pub struct Execution {
 pub struct StopRecord {
     /// The provider's host.
     pub provider: String,
+    /// When its step 1 began (a stop asked of a process still starting waits for its
+    /// start-up to end).
+    pub began: Duration,
     /// When the stop ended.
     pub at: Duration,
     /// `ShutdownReport::forced()`: something was cut short.
@@ -67,10 +70,16 @@ pub struct Entries {
     pub executions: BTreeMap<u64, Vec<Execution>>,
     /// Graceful stops, in the order they ended.
     pub stops: Vec<StopRecord>,
+    /// Manual offlines that took effect: the provider, when the offline had taken
+    /// effect, and when the online was asked for (`None`: never).
+    pub offlines: Vec<(String, Duration, Option<Duration>)>,
     /// Each consumer's directory at the end of the run: the addresses it could pick.
     pub directories: BTreeMap<usize, Vec<String>>,
     /// Processes that failed to start, and why.
     pub start_failures: Vec<(String, String)>,
+    /// Registrations each host's watches delivered, when first (from the registry, at
+    /// the end of the run).
+    pub arrivals: Vec<crate::registry::Arrival>,
 }
 
 /// Simulated time now (zero outside a simulation).
@@ -111,14 +120,36 @@ impl Ledger {
             });
     }
 
-    /// A graceful stop ended.
-    pub fn stopped(&self, provider: &str, forced: bool, report: String) {
+    /// A graceful stop that took `took` from its step 1 ended.
+    pub fn stopped(&self, provider: &str, took: Duration, forced: bool, report: String) {
         self.inner.lock().stops.push(StopRecord {
             provider: provider.to_owned(),
+            began: now().saturating_sub(took),
             at: now(),
             forced,
             report,
         });
+    }
+
+    /// `provider`'s manual offline has taken effect.
+    pub fn offline(&self, provider: &str) {
+        self.inner
+            .lock()
+            .offlines
+            .push((provider.to_owned(), now(), None));
+    }
+
+    /// `provider` is asked to go online again.
+    pub fn online(&self, provider: &str) {
+        let mut inner = self.inner.lock();
+        let open = inner
+            .offlines
+            .iter_mut()
+            .rev()
+            .find(|(host, _, until)| host == provider && until.is_none());
+        if let Some((_, _, until)) = open {
+            *until = Some(now());
+        }
     }
 
     /// What `consumer`'s directory held at the end.

@@ -12,7 +12,7 @@
 //!   passes (the driver calls [`SimRegistry::expire`]), as a crashed provider's
 //!   ephemeral entries do.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +29,18 @@ use tokio::sync::watch;
 pub struct SimRegistry {
     hub: MemoryHub,
     hosts: Arc<Mutex<HashMap<String, HostLink>>>,
+    arrivals: Arc<Mutex<Vec<Arrival>>>,
+}
+
+/// A registration a host's watch delivered for the first time.
+#[derive(Clone, Debug)]
+pub struct Arrival {
+    /// The host that watched.
+    pub host: String,
+    /// The registration's address.
+    pub authority: String,
+    /// When its watch delivered it (simulated time).
+    pub at: Duration,
 }
 
 /// What the registry keeps of one host: whether it can reach the registry, and the
@@ -75,9 +87,16 @@ impl SimRegistry {
         });
         Arc::new(SimClient {
             inner,
+            host: host.to_owned(),
             reachable: link.reachable.subscribe(),
             watch_delay,
+            arrivals: self.arrivals.clone(),
         })
+    }
+
+    /// Every registration each host's watches delivered, when they first did.
+    pub fn arrivals(&self) -> Vec<Arrival> {
+        self.arrivals.lock().clone()
     }
 
     /// Whether `host` can reach the registry from now on.
@@ -123,8 +142,10 @@ impl SimRegistry {
 /// One process's client: the hub's, behind the host's link to the registry.
 struct SimClient {
     inner: MemoryRegistry,
+    host: String,
     reachable: watch::Receiver<bool>,
     watch_delay: Duration,
+    arrivals: Arc<Mutex<Vec<Arrival>>>,
 }
 
 impl SimClient {
@@ -163,12 +184,26 @@ impl Registry for SimClient {
         let id = subscription.id();
         let reachable = self.reachable.clone();
         let delay = self.watch_delay;
+        let (host, arrivals) = (self.host.clone(), self.arrivals.clone());
+        let seen = Arc::new(Mutex::new(HashSet::new()));
         // `then` takes one snapshot at a time: held-back snapshots keep their order.
         let stream = subscription.then(move |snapshot| {
             let mut reachable = reachable.clone();
+            let (host, arrivals, seen) = (host.clone(), arrivals.clone(), seen.clone());
             async move {
                 let _ = reachable.wait_for(|reachable| *reachable).await;
                 tokio::time::sleep(delay).await;
+                let at = crate::ledger::now();
+                let mut seen = seen.lock();
+                for instance in snapshot.instances.iter() {
+                    if seen.insert(instance.id.clone()) {
+                        arrivals.lock().push(Arrival {
+                            host: host.clone(),
+                            authority: instance.authority(),
+                            at,
+                        });
+                    }
+                }
                 snapshot
             }
         });

@@ -1,22 +1,39 @@
 //! Seeds that found a defect, kept: each fails with its defect put back and passes
 //! now.
-//!
-//! Calls picked while a dial to a paused host was under way waited for the connect
-//! timeout: the PING check of an overdue call had no connection to ping, and lifted
-//! the instance's suspicion at once (`rpc-cluster/src/call/dispatch.rs`,
-//! `probe_or_await_connection`). With that check put back, these 15 of seeds 0..1000
-//! break "a paused host gets no new call"; a consumer restarted while a provider's host
-//! is paused (seeds 14, 20, 82) is the common shape.
 
 use lossless_rpc_sim::{Overrides, Schedule, run};
 
+/// Calls picked while a dial to a paused host was under way waited for the connect
+/// timeout: the PING check of an overdue call had no connection to ping, and lifted
+/// the instance's suspicion at once (`rpc-cluster/src/call/dispatch.rs`,
+/// `probe_or_await_connection`). With that check put back, these 15 of seeds 0..1000
+/// break "a paused host gets no new call"; a consumer restarted while a provider's host
+/// is paused (seeds 14, 20, 82) is the common shape.
 const DIAL_TO_A_PAUSED_HOST: [u64; 15] = [
     14, 20, 82, 108, 117, 155, 160, 311, 321, 392, 555, 569, 654, 845, 859,
 ];
 
+/// A closing mark stopped only the registration whose call brought it, while a killed
+/// process's entry at the same address (its lease still running) reached the same,
+/// now closing, process: consumers went on calling it through that entry
+/// (`Blacklist::mark_closing`, `rpc-cluster/src/blacklist.rs`). With the mark limited
+/// to one registration again, these 5 of seeds 0..1000 break "a consumer told closing
+/// sends no new call there"; each kills a provider and then stops or offlines it
+/// gracefully within its predecessor's lease.
+const CLOSING_AT_A_SHARED_ADDRESS: [u64; 5] = [1, 266, 363, 398, 992];
+
 #[test]
 fn calls_do_not_wait_on_a_dial_to_a_paused_host() {
-    for seed in DIAL_TO_A_PAUSED_HOST {
+    all_pass(&DIAL_TO_A_PAUSED_HOST);
+}
+
+#[test]
+fn a_closing_mark_stops_every_registration_of_its_address() {
+    all_pass(&CLOSING_AT_A_SHARED_ADDRESS);
+}
+
+fn all_pass(seeds: &[u64]) {
+    for &seed in seeds {
         let outcome =
             run(Schedule::draw(seed), &Overrides::default()).expect("the simulation runs");
         assert!(
