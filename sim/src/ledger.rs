@@ -55,6 +55,17 @@ pub struct StopRecord {
     pub report: String,
 }
 
+/// A registration a host's watch delivered for the first time.
+#[derive(Clone, Debug)]
+pub struct Arrival {
+    /// The host that watched.
+    pub host: String,
+    /// The registration's address.
+    pub authority: String,
+    /// When its watch delivered it (simulated time).
+    pub at: Duration,
+}
+
 /// Everything recorded in one run.
 #[derive(Debug, Default)]
 pub struct Ledger {
@@ -79,7 +90,7 @@ pub struct Entries {
     pub start_failures: Vec<(String, String)>,
     /// Registrations each host's watches delivered, when first (from the registry, at
     /// the end of the run).
-    pub arrivals: Vec<crate::registry::Arrival>,
+    pub arrivals: Vec<Arrival>,
 }
 
 /// Simulated time now (zero outside a simulation).

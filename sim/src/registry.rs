@@ -24,23 +24,14 @@ use rpc::core::{
 use rpc::registry::{MemoryHub, MemoryRegistry};
 use tokio::sync::watch;
 
+use crate::ledger::{Arrival, now};
+
 /// The registry every simulated host shares.
 #[derive(Clone, Default)]
 pub struct SimRegistry {
     hub: MemoryHub,
     hosts: Arc<Mutex<HashMap<String, HostLink>>>,
     arrivals: Arc<Mutex<Vec<Arrival>>>,
-}
-
-/// A registration a host's watch delivered for the first time.
-#[derive(Clone, Debug)]
-pub struct Arrival {
-    /// The host that watched.
-    pub host: String,
-    /// The registration's address.
-    pub authority: String,
-    /// When its watch delivered it (simulated time).
-    pub at: Duration,
 }
 
 /// What the registry keeps of one host: whether it can reach the registry, and the
@@ -193,7 +184,7 @@ impl Registry for SimClient {
             async move {
                 let _ = reachable.wait_for(|reachable| *reachable).await;
                 tokio::time::sleep(delay).await;
-                let at = crate::ledger::now();
+                let at = now();
                 let mut seen = seen.lock();
                 for instance in snapshot.instances.iter() {
                     if seen.insert(instance.id.clone()) {
