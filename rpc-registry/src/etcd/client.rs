@@ -40,6 +40,7 @@ use crate::etcd::auth::{Auth, Token, token_from, with_token};
 use crate::etcd::codec::prefix_end;
 use crate::etcd::config::EtcdTls;
 use crate::etcd::error::{EtcdError, is_invalid_token, try_another_member};
+use crate::etcd::member_heard::MemberHeard;
 use crate::etcd::members::Members;
 use crate::etcd::proto::etcdserverpb::auth_client::AuthClient;
 use crate::etcd::proto::etcdserverpb::kv_client::KvClient;
@@ -260,10 +261,10 @@ impl EtcdClient {
                 },
             )),
         };
-        let (requests, responses) = self
-            .authorized(|channel, token| {
+        let ((requests, responses), member) = self
+            .authorized_on(|channel, token| {
                 // One watch per stream: the create request goes out with the call, and
-                // later only progress requests (`Watch::request_progress`). The request
+                // later only progress requests (`Watch::check_member`). The request
                 // half stays open until the watch is dropped, which resets the stream
                 // and ends the watch in etcd.
                 let (requests, queued) = mpsc::channel(1);
@@ -275,7 +276,7 @@ impl EtcdClient {
                 }
             })
             .await?;
-        Ok(Watch::new(requests, responses))
+        Ok(Watch::new(requests, responses, member))
     }
 
     /// Runs `send` with the current token on a member that answers; when etcd refuses
@@ -285,10 +286,20 @@ impl EtcdClient {
         F: Fn(Channel, Option<Token>) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
     {
+        Ok(self.authorized_on(send).await?.0)
+    }
+
+    /// [`EtcdClient::authorized`], with what the watches on the member that answered
+    /// heard of it.
+    async fn authorized_on<T, F, Fut>(&self, send: F) -> Result<(T, Arc<MemberHeard>), EtcdError>
+    where
+        F: Fn(Channel, Option<Token>) -> Fut,
+        Fut: Future<Output = Result<T, Status>>,
+    {
         let auth = &self.shared.auth;
         let token = auth.token();
         match self
-            .to_a_member(|channel| send(channel, token.clone()))
+            .to_a_member_on(|channel| send(channel, token.clone()))
             .await
         {
             Err(status) if auth.enabled() && is_invalid_token(&status) => {
@@ -299,7 +310,7 @@ impl EtcdClient {
                 );
                 let token = auth.token();
                 Ok(self
-                    .to_a_member(|channel| send(channel, token.clone()))
+                    .to_a_member_on(|channel| send(channel, token.clone()))
                     .await?)
             }
             result => Ok(result?),
@@ -309,6 +320,16 @@ impl EtcdClient {
     /// Runs `send` on the members in the order of [`Members::order`] until one is
     /// reached: its answer, or the last member's failure.
     async fn to_a_member<T, F, Fut>(&self, send: F) -> Result<T, Status>
+    where
+        F: Fn(Channel) -> Fut,
+        Fut: Future<Output = Result<T, Status>>,
+    {
+        Ok(self.to_a_member_on(send).await?.0)
+    }
+
+    /// [`EtcdClient::to_a_member`], with what the watches on the member reached heard
+    /// of it.
+    async fn to_a_member_on<T, F, Fut>(&self, send: F) -> Result<(T, Arc<MemberHeard>), Status>
     where
         F: Fn(Channel) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
@@ -324,8 +345,9 @@ impl EtcdClient {
                 // The attempt, dropped, sets the member aside.
                 Err(status) if try_another_member(&status) => failure = Some(status),
                 answer => {
+                    let heard = attempt.heard();
                     attempt.reached();
-                    return answer;
+                    return answer.map(|answer| (answer, heard));
                 }
             }
         }

@@ -18,12 +18,15 @@
 //! the same lease, deletes and revocations give the same result again, and a lease
 //! granted by an answer that was lost expires by itself.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::time::Instant;
 use tonic::transport::{Channel, Endpoint};
+
+use crate::etcd::member_heard::MemberHeard;
 
 /// How long a member whose request failed (or was abandoned unanswered) is tried only
 /// after the others, after its first failure in a row.
@@ -43,6 +46,8 @@ struct Member {
     channel: Channel,
     /// Whether, and until when, it is tried after the others.
     set_aside: Mutex<SetAside>,
+    /// What the watches on it heard of it (one progress check per member).
+    heard: Arc<MemberHeard>,
 }
 
 /// A member's recent failures.
@@ -63,6 +68,7 @@ impl Members {
                 .map(|endpoint| Member {
                     channel: endpoint.connect_lazy(),
                     set_aside: Mutex::new(SetAside::default()),
+                    heard: Arc::default(),
                 })
                 .collect(),
             next: AtomicUsize::new(0),
@@ -109,6 +115,11 @@ impl Attempt<'_> {
     /// The member's channel.
     pub(super) fn channel(&self) -> Channel {
         self.member.channel.clone()
+    }
+
+    /// What the watches on the member heard of it.
+    pub(super) fn heard(&self) -> Arc<MemberHeard> {
+        self.member.heard.clone()
     }
 
     /// etcd answered through this member (whatever it said): it is no longer set aside.

@@ -77,6 +77,7 @@ mod config;
 mod error;
 mod keep_alive;
 mod lease;
+mod member_heard;
 mod members;
 mod proto;
 mod txn;

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rpc_core::{BoxError, Instance, SubscriptionId};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::etcd::client::EtcdClient;
@@ -30,7 +31,9 @@ use crate::remote::snapshots::{SnapshotPublisher, to_revision};
 /// How long a watch may stay quiet before its member is asked for a progress
 /// notification, which it must answer within the request timeout: a member cut off
 /// without a reset (its host gone, a partition) is left within `QUIET` + the request
-/// timeout, and the consumer reads the service again from a member that answers. Seen
+/// timeout, and the consumer reads the service again from a member that answers. One
+/// check per member, not per watch (`member_heard.rs`): an idle consumer asks each
+/// member it watches on once per `QUIET`, however many services it follows. Seen
 /// in the lab (tests/tests/lab_cluster.rs) before this check: a consumer whose watch was
 /// on a partitioned etcd leader kept a stale list until HTTP/2's keep-alive gave up
 /// (10 s + 3 s), long enough for a rolling deploy to replace every provider it knew.
@@ -126,26 +129,48 @@ impl ServiceWatch {
         self.lifetime.subscriptions.forget(id);
     }
 
-    /// The watch's next message; after [`QUIET`] without one, the member is asked for a
-    /// progress notification, and a member that does not answer within the request
-    /// timeout is an error (the watch is left).
+    /// The watch's next message. After [`QUIET`] without one, unless another watch on
+    /// the same member heard from it meanwhile, the member is checked: one quiet watch
+    /// asks it for a progress notification, and every quiet watch on it waits for the
+    /// answer (any message on any of them); a member that says nothing within the
+    /// request timeout is an error (the watch is left).
     async fn next_message(
         &self,
         watch: &mut Watch,
     ) -> Result<Result<Option<WatchResponse>, EtcdError>, BoxError> {
-        if let Ok(message) = tokio::time::timeout(QUIET, watch.message()).await {
-            return Ok(message);
+        let member = watch.member().clone();
+        let mut quiet_until = Instant::now() + QUIET;
+        loop {
+            if let Ok(message) = tokio::time::timeout_at(quiet_until, watch.message()).await {
+                return Ok(message);
+            }
+            // Another watch heard the member meanwhile: quiet only from then on.
+            let heard_until = member.last().at + QUIET;
+            if heard_until > Instant::now() {
+                quiet_until = heard_until;
+                continue;
+            }
+            let seen = member.last().messages;
+            watch.check_member();
+            let answer = async {
+                tokio::select! {
+                    message = watch.message() => Some(message),
+                    () = member.heard_beyond(seen) => None,
+                }
+            };
+            match tokio::time::timeout(self.request_timeout, answer).await {
+                Ok(Some(message)) => return Ok(message),
+                // Another watch heard the member: it answers.
+                Ok(None) => quiet_until = Instant::now() + QUIET,
+                Err(_) => {
+                    return Err(format!(
+                        "the member did not answer the watch's progress check within {:?}",
+                        self.request_timeout
+                    )
+                    .into());
+                }
+            }
         }
-        watch.request_progress();
-        tokio::time::timeout(self.request_timeout, watch.message())
-            .await
-            .map_err(|_| {
-                format!(
-                    "the member did not answer the watch's progress check within {:?}",
-                    self.request_timeout
-                )
-                .into()
-            })
     }
 
     /// Follows the watch of the prefix from `revision + 1`, publishing every change, until
