@@ -23,7 +23,7 @@ use crate::registry::SimRegistry;
 /// The port every provider listens on.
 pub const PORT: u16 = 9000;
 /// The metadata key carrying a call's id to the provider.
-const CALL_ID: &str = "sim-call-id";
+pub const CALL_ID: &str = "sim-call-id";
 /// A consumer makes a call this often, whether or not earlier ones have ended (an open
 /// load: calls stuck on a paused host do not hold back the next ones, which is what
 /// shows where those go).

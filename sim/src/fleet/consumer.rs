@@ -21,13 +21,13 @@ use tonic::Request;
 use super::FleetSpec;
 use super::plan::RollPlan;
 use super::registry::PushClient;
-use super::standin::{CALL_ID, StandInNetwork};
+use super::standin::StandInNetwork;
 use super::tally::{ConsumerTally, TallySummary};
+use crate::hosts::CALL_ID;
+use crate::schedule::LOAD_BALANCES;
 
 /// Longest a consumer hears of a push after the registry sent it.
 pub const MAX_WATCH_DELAY: Duration = Duration::from_millis(200);
-/// The consumers' load balances, one drawn per consumer.
-const LOAD_BALANCES: [&str; 4] = ["p2c", "round_robin", "random", "least_active"];
 
 /// What one consumer's run came to.
 #[derive(Debug)]
@@ -87,22 +87,32 @@ pub fn run(
             }
         };
         call_through_the_roll(plan, spec, (index, origin), &tally, channel).await;
-        // Every push has reached this consumer: its directory must hold the new generation.
+        // Once the last push has reached this consumer, its directory must hold the new
+        // generation: checked every simulated millisecond, at most one watch delay more.
         let last_push = plan.pushes.last().map_or(Duration::ZERO, |push| push.at);
-        tokio::time::sleep_until(origin + last_push + MAX_WATCH_DELAY).await;
-        let list = app.references()[0].directory().list();
+        let give_up = origin + last_push + 2 * MAX_WATCH_DELAY;
+        tokio::time::sleep_until(origin + last_push).await;
+        let wanted = plan.final_authorities();
+        let held = |app: &Application| -> Vec<String> {
+            let list = app.references()[0].directory().list();
+            list.invokers()
+                .iter()
+                .map(|invoker| invoker.instance().authority())
+                .collect()
+        };
+        let mut unconverged = compare(held(&app), &wanted);
+        while unconverged.is_some() && Instant::now() < give_up {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            unconverged = compare(held(&app), &wanted);
+        }
         let measured = measure.map(|measure| {
+            let list = app.references()[0].directory().list();
             let connected = list.invokers().iter().filter(|i| i.is_connected()).count();
             (measure(), connected)
         });
-        let held = list
-            .invokers()
-            .iter()
-            .map(|invoker| invoker.instance().authority())
-            .collect();
         ConsumerOutcome {
             tally: tally.summary(),
-            unconverged: compare(held, &plan.final_authorities()),
+            unconverged,
             start_failed: None,
             measured,
         }

@@ -28,9 +28,8 @@ use tokio::time::Instant;
 
 use super::plan::RollPlan;
 use super::tally::ConsumerTally;
+use crate::hosts::CALL_ID;
 
-/// The metadata key carrying a call's id to the provider.
-pub const CALL_ID: &str = "sim-call-id";
 /// Bytes an in-memory connection buffers each way.
 const PIPE_BUFFER: usize = 64 * 1024;
 
