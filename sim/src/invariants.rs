@@ -228,8 +228,9 @@ fn told_closing_sends_no_new_calls(
                 violations.push(Violation {
                     invariant: TOLD_CLOSING,
                     detail: format!(
-                        "call {id} of consumer-{} made at {:?} ran on {host}, which had answered it with the closing mark at {told_at:?} ({what} from {from:?})",
-                        call.consumer, call.started
+                        "call {id} of consumer-{consumer} made at {:?} ran on {host}, which had answered consumer-{consumer} with the closing mark at {told_at:?} ({what} from {from:?})",
+                        call.started,
+                        consumer = call.consumer
                     ),
                 });
             }
