@@ -30,11 +30,16 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<FleetSpec, String> {
             .map_err(|_| format!("{name} {value}: not a number from 0 to {}", u64::MAX))
     };
     let count = |name: &str, value: Option<String>| -> Result<usize, String> {
-        match number(name, value)? {
-            0 => Err(format!("{name} 0: at least 1")),
-            n => usize::try_from(n).map_err(|_| format!("{name} {n}: too large")),
+        let value = value.ok_or_else(|| format!("{name} needs a number"))?;
+        match value.parse::<usize>() {
+            Ok(n) if n >= 1 => Ok(n),
+            _ => Err(format!(
+                "{name} {value}: not a number from 1 to {}",
+                usize::MAX
+            )),
         }
     };
+    let mut batch_given = false;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--full" => {
@@ -45,13 +50,20 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<FleetSpec, String> {
             }
             "--instances" => spec.instances = count("--instances", args.next())?,
             "--consumers" => spec.consumers = count("--consumers", args.next())?,
-            "--batch" => spec.batch = count("--batch", args.next())?,
+            "--batch" => {
+                spec.batch = count("--batch", args.next())?;
+                batch_given = true;
+            }
             "--threads" => spec.threads = count("--threads", args.next())?,
             "--seed" => spec.seed = number("--seed", args.next())?,
             "--nocapture" | "--quiet" | "-q" | "--show-output" => {}
             other if other.starts_with("--test-threads") || other.starts_with("--color") => {}
             other => return Err(format!("unknown argument {other}")),
         }
+    }
+    // A smaller fleet than the batch it was given by default rolls in one batch.
+    if !batch_given {
+        spec.batch = spec.batch.min(spec.instances);
     }
     if spec.batch > spec.instances {
         return Err(format!(

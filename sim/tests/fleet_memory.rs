@@ -1,7 +1,8 @@
 //! The heap one consumer of the fleet holds after the roll, per instance it knows: the
 //! framework's real `Application` with one reference (directory, invokers, latency
 //! estimates, blacklist, connections it opened), run through the 10 000-instance roll
-//! of `bash scripts/sim.sh --fleet` with every allocation counted (dhat).
+//! of `bash scripts/sim.sh --fleet` with every allocation counted (dhat). `bash
+//! scripts/sim.sh` (without `--fleet`) prints it before the roll.
 //!
 //! Prints `sim-fleet-memory: instances=N heap_bytes=… per_instance_bytes=… connected=…`.
 //! `-- --instances N` changes the fleet's size; a bad argument is an error (exit 2).
@@ -24,9 +25,13 @@ fn main() {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--instances" => {
-                spec.instances = match args.next().and_then(|n| n.parse().ok()) {
-                    Some(n) if n > 0 => n,
-                    _ => fail("--instances needs a number from 1"),
+                let value = args.next().unwrap_or_default();
+                spec.instances = match value.parse() {
+                    Ok(n) if n > 0 => n,
+                    _ => fail(&format!(
+                        "--instances {value}: not a number from 1 to {}",
+                        usize::MAX
+                    )),
                 };
                 spec.batch = spec.batch.min(spec.instances);
             }

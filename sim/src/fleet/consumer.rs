@@ -88,7 +88,7 @@ pub fn run(
         };
         call_through_the_roll(plan, spec, (index, origin), &tally, channel).await;
         // Once the last push has reached this consumer, its directory must hold the new
-        // generation: checked every simulated millisecond, at most one watch delay more.
+        // generation: checked every simulated millisecond, for at most two watch delays.
         let last_push = plan.pushes.last().map_or(Duration::ZERO, |push| push.at);
         let give_up = origin + last_push + 2 * MAX_WATCH_DELAY;
         tokio::time::sleep_until(origin + last_push).await;
