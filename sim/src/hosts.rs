@@ -194,19 +194,7 @@ impl Echo for SimEcho {
 /// A consumer process: calls every [`CALL_INTERVAL`] until the calls end, then
 /// records its directory when the run ends.
 pub async fn consumer(world: Arc<World>, index: usize, host: String) {
-    let yaml = format!(
-        "application: {{ name: {host}, logging: false }}
-admin: {{ enabled: false }}
-upgrade: {{ enabled: false }}
-metrics: {{ enabled: false }}
-graceful_shutdown: {{ internal_signal: false }}
-consumer:
-  check: false
-  references:
-    echo.Echo: {{ cluster: failover, retries: 2, timeout: 3s, loadbalance: {load_balance} }}
-",
-        load_balance = world.load_balance
-    );
+    let yaml = consumer_yaml(&host, world.load_balance);
     let mut builder = Application::builder(config(&yaml, world.consumer_change.as_ref(), &host));
     builder.registry("default", world.client(&host));
     builder.network(Network::new(TurmoilNetwork));
@@ -233,6 +221,23 @@ consumer:
         .collect();
     world.ledger.directory(index, addresses);
     std::future::pending::<()>().await;
+}
+
+/// A simulated consumer's configuration: one echo reference, failover with 2 retries,
+/// a 3 s timeout and `load_balance`; no admin endpoint, upgrade, metrics or signals.
+pub fn consumer_yaml(name: &str, load_balance: &str) -> String {
+    format!(
+        "application: {{ name: {name}, logging: false }}
+admin: {{ enabled: false }}
+upgrade: {{ enabled: false }}
+metrics: {{ enabled: false }}
+graceful_shutdown: {{ internal_signal: false }}
+consumer:
+  check: false
+  references:
+    echo.Echo: {{ cluster: failover, retries: 2, timeout: 3s, loadbalance: {load_balance} }}
+"
+    )
 }
 
 /// One call, recorded in the ledger.

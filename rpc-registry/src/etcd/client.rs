@@ -45,14 +45,11 @@ use crate::etcd::members::Members;
 use crate::etcd::proto::etcdserverpb::auth_client::AuthClient;
 use crate::etcd::proto::etcdserverpb::kv_client::KvClient;
 use crate::etcd::proto::etcdserverpb::lease_client::LeaseClient;
-use crate::etcd::proto::etcdserverpb::watch_client::WatchClient;
 use crate::etcd::proto::etcdserverpb::{
     AuthenticateRequest, LeaseGrantRequest, LeaseKeepAliveRequest, LeaseKeepAliveResponse,
     LeaseRevokeRequest, PutRequest, RangeRequest, RangeResponse, TxnRequest, TxnResponse,
-    WatchCreateRequest, WatchRequest, watch_request,
 };
 use crate::etcd::txn::{self, Held};
-use crate::etcd::watch_stream::Watch;
 use crate::remote::NetworkSettings;
 
 /// Interval of the HTTP/2 keep-alive pings.
@@ -245,40 +242,6 @@ impl EtcdClient {
         }
     }
 
-    /// Watches the keys starting with `prefix`, from `start_revision` (inclusive) on.
-    pub(super) async fn watch_prefix(
-        &self,
-        prefix: &[u8],
-        start_revision: i64,
-    ) -> Result<Watch, EtcdError> {
-        let create = WatchRequest {
-            request_union: Some(watch_request::RequestUnion::CreateRequest(
-                WatchCreateRequest {
-                    key: prefix.to_vec(),
-                    range_end: prefix_end(prefix),
-                    start_revision,
-                    ..WatchCreateRequest::default()
-                },
-            )),
-        };
-        let ((requests, responses), member) = self
-            .authorized_on(|channel, token| {
-                // One watch per stream: the create request goes out with the call, and
-                // later only progress requests (`Watch::check_member`). The request
-                // half stays open until the watch is dropped, which resets the stream
-                // and ends the watch in etcd.
-                let (requests, queued) = mpsc::channel(1);
-                let stream = tokio_stream::once(create.clone()).chain(ReceiverStream::new(queued));
-                let request = with_token(stream, token);
-                async move {
-                    let responses = WatchClient::new(channel).watch(request).await?.into_inner();
-                    Ok((requests, responses))
-                }
-            })
-            .await?;
-        Ok(Watch::new(requests, responses, member))
-    }
-
     /// Runs `send` with the current token on a member that answers; when etcd refuses
     /// the token, authenticates again (once) and runs it again with the new one.
     async fn authorized<T, F, Fut>(&self, send: F) -> Result<T, EtcdError>
@@ -291,7 +254,10 @@ impl EtcdClient {
 
     /// [`EtcdClient::authorized`], with what the watches on the member that answered
     /// heard of it.
-    async fn authorized_on<T, F, Fut>(&self, send: F) -> Result<(T, Arc<MemberHeard>), EtcdError>
+    pub(super) async fn authorized_on<T, F, Fut>(
+        &self,
+        send: F,
+    ) -> Result<(T, Arc<MemberHeard>), EtcdError>
     where
         F: Fn(Channel, Option<Token>) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
@@ -299,7 +265,7 @@ impl EtcdClient {
         let auth = &self.shared.auth;
         let token = auth.token();
         match self
-            .to_a_member_on(|channel| send(channel, token.clone()))
+            .to_a_member(|channel| send(channel, token.clone()))
             .await
         {
             Err(status) if auth.enabled() && is_invalid_token(&status) => {
@@ -310,7 +276,7 @@ impl EtcdClient {
                 );
                 let token = auth.token();
                 Ok(self
-                    .to_a_member_on(|channel| send(channel, token.clone()))
+                    .to_a_member(|channel| send(channel, token.clone()))
                     .await?)
             }
             result => Ok(result?),
@@ -318,18 +284,9 @@ impl EtcdClient {
     }
 
     /// Runs `send` on the members in the order of [`Members::order`] until one is
-    /// reached: its answer, or the last member's failure.
-    async fn to_a_member<T, F, Fut>(&self, send: F) -> Result<T, Status>
-    where
-        F: Fn(Channel) -> Fut,
-        Fut: Future<Output = Result<T, Status>>,
-    {
-        Ok(self.to_a_member_on(send).await?.0)
-    }
-
-    /// [`EtcdClient::to_a_member`], with what the watches on the member reached heard
-    /// of it.
-    async fn to_a_member_on<T, F, Fut>(&self, send: F) -> Result<(T, Arc<MemberHeard>), Status>
+    /// reached: its answer and what the watches on that member heard of it, or the last
+    /// member's failure.
+    async fn to_a_member<T, F, Fut>(&self, send: F) -> Result<(T, Arc<MemberHeard>), Status>
     where
         F: Fn(Channel) -> Fut,
         Fut: Future<Output = Result<T, Status>>,
@@ -357,7 +314,7 @@ impl EtcdClient {
     /// A token for `credentials` (the `Authenticate` RPC, which itself carries none).
     async fn authenticate(&self, (name, password): (String, String)) -> Result<Token, EtcdError> {
         let request = AuthenticateRequest { name, password };
-        let answer = self
+        let (answer, _) = self
             .to_a_member(|channel| {
                 let request = request.clone();
                 async move { AuthClient::new(channel).authenticate(request).await }

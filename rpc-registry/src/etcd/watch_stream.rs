@@ -1,17 +1,59 @@
-//! One prefix watch of etcd: the stream of its responses and the sender of its later
-//! requests (progress checks), for `watch.rs` to follow, with what every watch on the
-//! same member heard of it.
+//! One prefix watch of etcd: opening it (`EtcdClient::watch_prefix`), the stream of its
+//! responses and the sender of its later requests (progress checks), for `watch.rs` to
+//! follow, with what every watch on the same member heard of it.
 
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
+use tokio_stream::StreamExt as _;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::Streaming;
 
+use crate::etcd::auth::with_token;
+use crate::etcd::client::EtcdClient;
+use crate::etcd::codec::prefix_end;
 use crate::etcd::error::EtcdError;
 use crate::etcd::member_heard::MemberHeard;
+use crate::etcd::proto::etcdserverpb::watch_client::WatchClient;
 use crate::etcd::proto::etcdserverpb::{
-    WatchProgressRequest, WatchRequest, WatchResponse, watch_request,
+    WatchCreateRequest, WatchProgressRequest, WatchRequest, WatchResponse, watch_request,
 };
+
+impl EtcdClient {
+    /// Watches the keys starting with `prefix`, from `start_revision` (inclusive) on.
+    pub(super) async fn watch_prefix(
+        &self,
+        prefix: &[u8],
+        start_revision: i64,
+    ) -> Result<Watch, EtcdError> {
+        let create = WatchRequest {
+            request_union: Some(watch_request::RequestUnion::CreateRequest(
+                WatchCreateRequest {
+                    key: prefix.to_vec(),
+                    range_end: prefix_end(prefix),
+                    start_revision,
+                    ..WatchCreateRequest::default()
+                },
+            )),
+        };
+        let ((requests, responses), member) = self
+            .authorized_on(|channel, token| {
+                // One watch per stream: the create request goes out with the call, and
+                // later only progress requests (`Watch::check_member`). The request
+                // half stays open until the watch is dropped, which resets the stream
+                // and ends the watch in etcd.
+                let (requests, queued) = mpsc::channel(1);
+                let stream = tokio_stream::once(create.clone()).chain(ReceiverStream::new(queued));
+                let request = with_token(stream, token);
+                async move {
+                    let responses = WatchClient::new(channel).watch(request).await?.into_inner();
+                    Ok((requests, responses))
+                }
+            })
+            .await?;
+        Ok(Watch::new(requests, responses, member))
+    }
+}
 
 /// A watch of a prefix; dropping it cancels it.
 pub(super) struct Watch {

@@ -23,7 +23,7 @@ use super::plan::RollPlan;
 use super::registry::PushClient;
 use super::standin::StandInNetwork;
 use super::tally::{ConsumerTally, TallySummary};
-use crate::hosts::CALL_ID;
+use crate::hosts::{CALL_ID, consumer_yaml};
 use crate::schedule::LOAD_BALANCES;
 
 /// Longest a consumer hears of a push after the registry sent it.
@@ -120,18 +120,7 @@ pub fn run(
 }
 
 fn config(index: usize, load_balance: &str) -> Config {
-    let yaml = format!(
-        "application: {{ name: consumer-{index}, logging: false }}
-admin: {{ enabled: false }}
-upgrade: {{ enabled: false }}
-metrics: {{ enabled: false }}
-graceful_shutdown: {{ internal_signal: false }}
-consumer:
-  check: false
-  references:
-    echo.Echo: {{ cluster: failover, retries: 2, timeout: 3s, loadbalance: {load_balance} }}
-"
-    );
+    let yaml = consumer_yaml(&format!("consumer-{index}"), load_balance);
     Config::from_str(&yaml, ConfigFormat::Yaml, "fleet consumer")
         .unwrap_or_else(|error| panic!("the fleet consumer's configuration: {error}"))
 }
@@ -180,17 +169,15 @@ fn compare(mut held: Vec<String>, wanted: &[String]) -> Option<(Vec<String>, Vec
     if held == wanted {
         return None;
     }
-    let extra = held
+    Some((first_not_in(&held, wanted), first_not_in(wanted, &held)))
+}
+
+/// The first five of `these` (sorted) that `others` (sorted) lacks.
+fn first_not_in(these: &[String], others: &[String]) -> Vec<String> {
+    these
         .iter()
-        .filter(|authority| wanted.binary_search(authority).is_err())
+        .filter(|authority| others.binary_search(authority).is_err())
         .take(5)
         .cloned()
-        .collect();
-    let missing = wanted
-        .iter()
-        .filter(|authority| held.binary_search(authority).is_err())
-        .take(5)
-        .cloned()
-        .collect();
-    Some((extra, missing))
+        .collect()
 }
