@@ -5,9 +5,12 @@
 #
 #   bash benches/instructions.sh [overhead [STACK...]]  (default: plain rpc rpc-off rpc-client rpc-server)
 #   bash benches/instructions.sh balance [CLIENT...]    (default: tonic rpc)
+#   bash benches/instructions.sh message_size [STACK...] (default: plain rpc; at
+#       MESSAGE_SIZE_BYTES, default 1048576, and MESSAGE_SIZE_COMPRESSION, default none;
+#       also prints instructions per payload byte, the request's and the reply's)
 #
-# Each stack runs twice in the bench's profile mode (OVERHEAD_PROFILE / BALANCE_PROFILE,
-# 16 concurrent calls), for 2 s and for 6 s of valgrind's slowed time; the difference of
+# Each stack runs twice in the bench's profile mode (OVERHEAD_PROFILE / BALANCE_PROFILE /
+# MESSAGE_SIZE_PROFILE, 16 concurrent calls, 8 for message_size), for 2 s and for 6 s of valgrind's slowed time; the difference of
 # the two instruction counts over the difference of their request counts is the cost of
 # one request, start-up excluded. Both sides of the call are in the process, so a
 # stack's figure is client and server together; user space only (no kernel, no
@@ -27,7 +30,8 @@ stacks=("$@")
 case $target in
 overhead) [[ ${#stacks[@]} -gt 0 ]] || stacks=(plain rpc rpc-off rpc-client rpc-server) ;;
 balance) [[ ${#stacks[@]} -gt 0 ]] || stacks=(tonic rpc) ;;
-*) echo "instructions.sh: the bench is overhead or balance, not $target" >&2; exit 2 ;;
+message_size) [[ ${#stacks[@]} -gt 0 ]] || stacks=(plain rpc) ;;
+*) echo "instructions.sh: the bench is overhead, balance or message_size, not $target" >&2; exit 2 ;;
 esac
 profile_var=${target^^}_PROFILE
 command -v valgrind >/dev/null || { echo "instructions.sh: needs valgrind" >&2; exit 2; }
@@ -63,7 +67,13 @@ for stack in "${stacks[@]}"; do
     read -r i1 r1 < <(count "$stack" 2000)
     read -r i2 r2 < <(count "$stack" 6000)
     per[$stack]=$(( (i2 - i1) / (r2 - r1) ))
-    printf '%-11s %14s\n' "$stack" "${per[$stack]}"
+    if [[ $target == message_size ]]; then
+        bytes=$(( 2 * ${MESSAGE_SIZE_BYTES:-1048576} ))
+        python3 -c "import sys; print(f'{sys.argv[1]:<11} {int(sys.argv[2]):>14} ({int(sys.argv[2]) / int(sys.argv[3]):.2f} per payload byte)')" \
+            "$stack" "${per[$stack]}" "$bytes"
+    else
+        printf '%-11s %14s\n' "$stack" "${per[$stack]}"
+    fi
 done
 base=${stacks[0]}
 for stack in "${stacks[@]:1}"; do

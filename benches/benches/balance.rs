@@ -27,10 +27,7 @@ use std::time::Duration;
 use proto::echo::echo_client::EchoClient;
 use rpc_benches::shares::ProviderShares;
 use rpc_benches::stacks::{counted_echo_calls, our_consumer_of, plain_server};
-use rpc_benches::{
-    BoxedCall, drive, env_u64, median_of, median_run, profile, ratios, trace_as_in_production,
-};
-use rpc_testkit::measure::Measured;
+use rpc_benches::{Compared, compare, drive, env_u64, profile, trace_as_in_production};
 use tonic::transport::{Channel, Endpoint};
 
 const PROVIDERS: usize = 5;
@@ -44,39 +41,6 @@ fn tonic_balanced(addrs: &[SocketAddr]) -> EchoClient<Channel> {
             .tcp_nodelay(true)
     });
     EchoClient::new(Channel::balance_list(endpoints))
-}
-
-/// `rounds` back-to-back pairs at `concurrency`: the median run of each side and the
-/// medians of the per-pair ratios (ours / tonic).
-async fn row<O, T>(
-    ours: O,
-    tonic: T,
-    concurrency: usize,
-    duration: Duration,
-    rounds: usize,
-) -> (Measured, Measured, (f64, f64, f64))
-where
-    O: Fn() -> BoxedCall + Clone + Send + 'static,
-    T: Fn() -> BoxedCall + Clone + Send + 'static,
-{
-    let (mut our_runs, mut tonic_runs, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..rounds {
-        let (o, t) = if round % 2 == 0 {
-            let o = drive(ours.clone(), concurrency, duration).await;
-            (o, drive(tonic.clone(), concurrency, duration).await)
-        } else {
-            let t = drive(tonic.clone(), concurrency, duration).await;
-            (drive(ours.clone(), concurrency, duration).await, t)
-        };
-        pairs.push(ratios(&o, &t));
-        our_runs.push(o);
-        tonic_runs.push(t);
-    }
-    (
-        median_run(&our_runs),
-        median_run(&tonic_runs),
-        median_of(&pairs),
-    )
 }
 
 #[tokio::main]
@@ -116,8 +80,11 @@ async fn main() {
     );
     let mut at_16 = None;
     for concurrency in CONCURRENCY {
-        let (o, t, (qps, p50, p99)) =
-            row(ours.clone(), tonic.clone(), concurrency, duration, rounds).await;
+        let Compared {
+            ours: o,
+            baseline: t,
+            ratios: (qps, p50, p99),
+        } = compare(ours.clone(), tonic.clone(), concurrency, duration, rounds).await;
         for (name, run) in [("rpc (p2c)", &o), ("tonic balance", &t)] {
             println!(
                 "{name:>14} {concurrency:>6} {:>10.0} {:>9} {:>9}",

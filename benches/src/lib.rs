@@ -57,6 +57,52 @@ where
     Measured::new(&all, started.elapsed())
 }
 
+/// Two stacks measured in back-to-back pairs: the median run of each and the medians of
+/// the per-pair ratios (ours / baseline: qps, p50, p99).
+#[derive(Clone, Copy, Debug)]
+pub struct Compared {
+    /// Our stack's median run.
+    pub ours: Measured,
+    /// The baseline's median run.
+    pub baseline: Measured,
+    /// Medians of the per-pair (qps, p50, p99) ratios.
+    pub ratios: (f64, f64, f64),
+}
+
+/// `rounds` back-to-back pairs of runs of `ours` and `baseline` at `concurrency` calls,
+/// `duration` each, the order alternating (a pair shares the machine's conditions, so
+/// its ratio resists noise from other tenants).
+pub async fn compare<O, B>(
+    ours: O,
+    baseline: B,
+    concurrency: usize,
+    duration: Duration,
+    rounds: usize,
+) -> Compared
+where
+    O: Fn() -> BoxedCall + Clone + Send + 'static,
+    B: Fn() -> BoxedCall + Clone + Send + 'static,
+{
+    let (mut our_runs, mut baseline_runs, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (o, b) = if round % 2 == 0 {
+            let o = drive(ours.clone(), concurrency, duration).await;
+            (o, drive(baseline.clone(), concurrency, duration).await)
+        } else {
+            let b = drive(baseline.clone(), concurrency, duration).await;
+            (drive(ours.clone(), concurrency, duration).await, b)
+        };
+        pairs.push(ratios(&o, &b));
+        our_runs.push(o);
+        baseline_runs.push(b);
+    }
+    Compared {
+        ours: median_run(&our_runs),
+        baseline: median_run(&baseline_runs),
+        ratios: median_of(&pairs),
+    }
+}
+
 /// One call of a stack, boxed so that the stacks a benchmark compares share one type.
 pub type BoxedCall = Pin<Box<dyn Future<Output = ()> + Send>>;
 

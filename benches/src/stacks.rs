@@ -9,10 +9,17 @@ use std::sync::Arc;
 use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
+use rpc::cluster::ReferenceConfig;
+use rpc::config::ServiceConfig;
+use rpc::core::Compression;
 use rpc::registry::{MemoryHub, StaticRegistry};
 use rpc::{Application, Config};
 use rpc_testkit::services::EchoProvider;
+use tonic::codec::CompressionEncoding;
 use tonic::transport::Channel;
+
+/// The echo service's gRPC name.
+const ECHO: &str = "echo.Echo";
 
 /// The request every stack echoes: `OVERHEAD_PAYLOAD` bytes of payload (default 64,
 /// at most 4 MiB less 64 bytes, under the default message limit with its framing), no
@@ -32,6 +39,12 @@ pub fn request() -> EchoRequest {
 /// A plain tonic echo server on `127.0.0.1:0` (TCP_NODELAY), serving until the
 /// runtime ends; its address.
 pub async fn plain_server() -> SocketAddr {
+    plain_server_with(None).await
+}
+
+/// As [`plain_server`], reading requests compressed with `encoding` and compressing its
+/// responses with it when the client accepts it (tonic's own compression).
+pub async fn plain_server_with(encoding: Option<CompressionEncoding>) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1:0");
@@ -39,9 +52,15 @@ pub async fn plain_server() -> SocketAddr {
         .local_addr()
         .expect("a bound listener has an address");
     let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let mut service = EchoServer::new(EchoProvider::default());
+    if let Some(encoding) = encoding {
+        service = service
+            .accept_compressed(encoding)
+            .send_compressed(encoding);
+    }
     tokio::spawn(
         tonic::transport::Server::builder()
-            .add_service(EchoServer::new(EchoProvider::default()))
+            .add_service(service)
             .serve_with_incoming(incoming),
     );
     addr
@@ -49,13 +68,26 @@ pub async fn plain_server() -> SocketAddr {
 
 /// A plain tonic client of `addr`, connected (TCP_NODELAY).
 pub async fn plain_client(addr: SocketAddr) -> EchoClient<Channel> {
+    plain_client_with(addr, None).await
+}
+
+/// As [`plain_client`], compressing its requests with `encoding` and accepting
+/// responses compressed with it.
+pub async fn plain_client_with(
+    addr: SocketAddr,
+    encoding: Option<CompressionEncoding>,
+) -> EchoClient<Channel> {
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
         .expect("an http URL")
         .tcp_nodelay(true)
         .connect()
         .await
         .expect("connect to the plain server");
-    EchoClient::new(channel)
+    let client = EchoClient::new(channel);
+    match encoding {
+        Some(encoding) => client.send_compressed(encoding).accept_compressed(encoding),
+        None => client,
+    }
 }
 
 /// A configuration for an application of the benchmarks: admin endpoint and signal
@@ -77,7 +109,13 @@ pub fn config(name: &str, observed: bool) -> Config {
 
 /// An `Application` provider of the echo service, registered in `hub`.
 pub async fn our_provider(hub: &MemoryHub, observed: bool) -> Application {
-    let mut provider = Application::builder(config("provider", observed));
+    provider_of(hub, config("provider", observed)).await
+}
+
+/// An `Application` provider of the echo service configured by `config`, registered in
+/// `hub`.
+async fn provider_of(hub: &MemoryHub, config: Config) -> Application {
+    let mut provider = Application::builder(config);
     provider.registry("default", Arc::new(hub.client()));
     provider.service(EchoServer::new(EchoProvider::default()));
     provider.start().await.expect("the provider starts")
@@ -86,13 +124,51 @@ pub async fn our_provider(hub: &MemoryHub, observed: bool) -> Application {
 /// A provider and a consumer on an in-process registry, with metrics and tracing on or
 /// off on both; the consumer's stub and both applications (consumer first).
 pub async fn ours(observed: bool) -> (EchoClient<rpc::ReferenceChannel>, Vec<Application>) {
+    ours_with(observed, Compression::None).await
+}
+
+/// As [`ours`], with the echo service's responses (`provider.services.echo.Echo.compression`)
+/// and the reference's requests (`consumer.references.echo.Echo.compression`)
+/// compressed with `compression`: rpc's own compression filters, from configuration.
+pub async fn ours_with(
+    observed: bool,
+    compression: Compression,
+) -> (EchoClient<rpc::ReferenceChannel>, Vec<Application>) {
     let hub = MemoryHub::new();
-    let provider = our_provider(&hub, observed).await;
-    let mut consumer = Application::builder(config("consumer", observed));
+    let provider = provider_of(
+        &hub,
+        compressed_service(config("provider", observed), compression),
+    )
+    .await;
+    let mut consumer = Application::builder(compressed_reference(
+        config("consumer", observed),
+        compression,
+    ));
     consumer.registry("default", Arc::new(hub.client()));
-    let client = EchoClient::new(consumer.reference("echo.Echo"));
+    let client = EchoClient::new(consumer.reference(ECHO));
     let consumer = consumer.start().await.expect("the consumer starts");
     (client, vec![consumer, provider])
+}
+
+/// A provider's `config` with the echo service's responses compressed with
+/// `compression`.
+fn compressed_service(mut config: Config, compression: Compression) -> Config {
+    let mut service = ServiceConfig::default();
+    service.compression = compression;
+    config.provider.services.insert(ECHO.to_owned(), service);
+    config
+}
+
+/// A consumer's `config` with the echo reference's requests compressed with
+/// `compression`.
+fn compressed_reference(mut config: Config, compression: Compression) -> Config {
+    let mut reference = ReferenceConfig::default();
+    reference.compression = compression;
+    config
+        .consumer
+        .references
+        .insert(ECHO.to_owned(), reference);
+    config
 }
 
 /// Our consumer (the default stack, metrics and tracing on) over the instances at
@@ -106,7 +182,7 @@ pub async fn our_consumer_of(
         .map(|addr| (addr.ip().to_string(), addr.port()))
         .collect();
     builder.registry("default", Arc::new(StaticRegistry::new(addresses)));
-    let client = EchoClient::new(builder.reference("echo.Echo"));
+    let client = EchoClient::new(builder.reference(ECHO));
     let app = builder.start().await.expect("the consumer starts");
     (client, app)
 }
@@ -124,7 +200,7 @@ where
     T::ResponseBody: tonic::codegen::Body<Data = bytes::Bytes> + Send + 'static,
     <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
 {
-    counted_echo_calls(client, name, None)
+    echo_calls_of(client, name, request(), None)
 }
 
 /// As [`echo_calls`]; each reply's provider is noted in `shares` when given.
@@ -140,14 +216,37 @@ where
     T::ResponseBody: tonic::codegen::Body<Data = bytes::Bytes> + Send + 'static,
     <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
 {
+    echo_calls_of(client, name, request(), shares)
+}
+
+/// Calls of `client`'s echo with `echoed` (its payload shared, not copied, per call),
+/// each reply's provider noted in `shares` when given; a failed echo, or a reply whose
+/// payload is not the request's length, panics naming `name`.
+pub fn echo_calls_of<T>(
+    client: EchoClient<T>,
+    name: &'static str,
+    echoed: EchoRequest,
+    shares: Option<std::sync::Arc<crate::shares::ProviderShares>>,
+) -> impl Fn() -> crate::BoxedCall + Clone + Send + 'static
+where
+    T: tonic::client::GrpcService<tonic::body::Body> + Clone + Send + 'static,
+    T::Future: Send,
+    T::Error: Into<tonic::codegen::StdError>,
+    T::ResponseBody: tonic::codegen::Body<Data = bytes::Bytes> + Send + 'static,
+    <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
+{
     move || -> crate::BoxedCall {
         let mut client = client.clone();
         let shares = shares.clone();
+        let echoed = echoed.clone();
         Box::pin(async move {
-            match client.echo(request()).await {
+            let sent = echoed.payload.len();
+            match client.echo(echoed).await {
                 Ok(reply) => {
+                    let reply = reply.into_inner();
+                    assert_eq!(reply.payload.len(), sent, "{name} echo returns the payload");
                     if let Some(shares) = shares {
-                        shares.note(&reply.into_inner().provider);
+                        shares.note(&reply.provider);
                     }
                 }
                 Err(status) => panic!("{name} echo succeeds: {status}"),
