@@ -134,7 +134,12 @@ async fn raft_metrics(at: Endpoint) -> Option<serde_json::Value> {
 }
 
 /// The whole reply (head and body) to an HTTP/1.1 request to `at`.
-async fn http_reply(at: Endpoint, method: &str, path: &str, body: &str) -> Option<String> {
+pub(super) async fn http_reply(
+    at: Endpoint,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Option<String> {
     let mut stream = TcpStream::connect((at.address, at.port)).await.ok()?;
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
@@ -149,7 +154,7 @@ async fn http_reply(at: Endpoint, method: &str, path: &str, body: &str) -> Optio
 }
 
 /// ZooKeeper's reply to the four-letter `word`.
-async fn four_letter_reply(at: Endpoint, word: &[u8]) -> Option<String> {
+pub(super) async fn four_letter_reply(at: Endpoint, word: &[u8]) -> Option<String> {
     let mut stream = TcpStream::connect((at.address, at.port)).await.ok()?;
     stream.write_all(word).await.ok()?;
     let mut reply = Vec::new();

@@ -23,6 +23,7 @@
 mod checks;
 mod cluster;
 mod command;
+mod requests;
 
 use std::future::Future;
 use std::io;
@@ -92,6 +93,9 @@ pub struct RegistryServer {
     /// Added to the server's environment.
     env: Vec<(String, String)>,
     child: Option<Child>,
+    /// The reads of rnacos's `/nacos/metrics` made by [`RegistryServer::requests_received`]
+    /// (rnacos counts each as an HTTP request).
+    metrics_reads: std::sync::atomic::AtomicU64,
 }
 
 impl RegistryServer {
@@ -198,6 +202,7 @@ impl RegistryServer {
             membership: None,
             env: Vec::new(),
             child: None,
+            metrics_reads: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -248,6 +253,8 @@ impl RegistryServer {
     /// Runs the server's process (stopping a running one first), without waiting.
     fn spawn_process(&mut self) -> io::Result<()> {
         self.stop();
+        // A new process counts from zero.
+        *self.metrics_reads.get_mut() = 0;
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
