@@ -115,6 +115,21 @@ async fn two_upgrades_lose_nothing_and_leave_one_process() {
     assert_eq!(labels, 2 * 2, "a band label per upgrade and chart");
 }
 
+/// `--message-size`: requests of 1 MiB (and greetings as large back) through two
+/// upgrades, nothing lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_upgrades_lose_nothing_at_1_mib_messages() {
+    let summary = hot_upgrade::run(Options {
+        rate: 50,
+        message_size: 1024 * 1024,
+        ..short()
+    })
+    .await
+    .expect("the run starts");
+    assert_lossless(&summary);
+    assert_eq!(summary.upgrades, 2);
+}
+
 /// Both upgrades are sent to the admin address the *first* generation printed: the
 /// second reaches the second generation only because it serves the inherited admin
 /// socket (the first has exited by then).

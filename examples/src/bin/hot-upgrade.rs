@@ -61,6 +61,10 @@ struct Args {
     /// second, each upgrade as a band.
     #[arg(long)]
     plot: Option<PathBuf>,
+    /// Bytes of each unary request (its `name`, which the greeting sends back): 0 sends
+    /// the 4-byte default; at most 4 MiB less 64 bytes.
+    #[arg(long, default_value_t = 0)]
+    message_size: usize,
     /// Print no progress line.
     #[arg(long)]
     quiet: bool,
@@ -117,6 +121,14 @@ async fn main() {
     if let Some(Mode::Provider { config, behaviour }) = &args.mode {
         std::process::exit(hot_upgrade::run_provider(config, behaviour).await);
     }
+    if args.message_size > hot_upgrade::MAX_MESSAGE_SIZE {
+        // Unusable options exit 2 (the run's own check would exit 1).
+        eprintln!(
+            "hot-upgrade: --message-size must be at most {} bytes (gRPC's default 4 MiB message limit)",
+            hot_upgrade::MAX_MESSAGE_SIZE
+        );
+        std::process::exit(2);
+    }
     let executable = match std::env::current_exe() {
         Ok(path) => path,
         Err(error) => {
@@ -150,6 +162,7 @@ async fn main() {
             StreamsArg::Mode(mode) => mode,
         },
         progress: !args.quiet,
+        message_size: args.message_size,
         ..Options::new(executable)
     };
     let summary = match hot_upgrade::run(options).await {

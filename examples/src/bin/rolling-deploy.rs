@@ -33,8 +33,9 @@ struct Args {
     /// How many full rolls of every instance; 0: steady load, no restart.
     #[arg(long, default_value_t = 1)]
     rounds: usize,
-    /// Request payload in bytes.
-    #[arg(long, default_value_t = 64)]
+    /// Request payload in bytes (echoed back, so as much each way); at most 4 MiB less
+    /// 64 bytes. Also spelled `--message-size`.
+    #[arg(long, visible_alias = "message-size", default_value_t = 64)]
     payload: usize,
     /// Provider work per request, in milliseconds.
     #[arg(long, default_value_t = 1)]

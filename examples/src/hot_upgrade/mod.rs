@@ -36,7 +36,7 @@ use rpc_testkit::load::{self, LoadOptions};
 use tokio::time::Instant;
 use upgrade::{upgrade_once, upgrade_reports};
 
-pub use options::{ChildBehaviour, Options, StreamMode, Trigger};
+pub use options::{ChildBehaviour, MAX_MESSAGE_SIZE, Options, StreamMode, Trigger};
 pub use plot::write_plot;
 pub use provider::run_provider;
 pub use summary::{GenerationRecord, Latency, RegistryPresence, Summary, UpgradeWindow};
@@ -49,8 +49,14 @@ const FEED: &str = feed::SERVICE;
 /// Runs the whole demonstration.
 ///
 /// # Errors
-/// When the provider or the consumer cannot start, or an upgrade never resolves.
+/// When `message_size` is over [`MAX_MESSAGE_SIZE`], the provider or the consumer cannot
+/// start, or an upgrade never resolves.
 pub async fn run(options: Options) -> Result<Summary, String> {
+    if options.message_size > MAX_MESSAGE_SIZE {
+        return Err(format!(
+            "--message-size must be at most {MAX_MESSAGE_SIZE} bytes (gRPC's default 4 MiB message limit)"
+        ));
+    }
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let config_path = dir.path().join("provider.yaml");
     let behaviour = dir.path().join("behaviour");
@@ -103,15 +109,17 @@ pub async fn run(options: Options) -> Result<Summary, String> {
     let interval = options.duration.saturating_sub(warmup * 2) / options.upgrades.max(1) as u32;
     let mut driver = None;
     let windows = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let name = match options.message_size {
+        0 => "load".to_owned(),
+        size => "x".repeat(size),
+    };
     let record = load::run(
         LoadOptions::new(options.rate, options.duration),
         |_| {
             let mut client = client.clone();
+            let name = name.clone();
             async move {
-                let request = HelloRequest {
-                    name: "load".into(),
-                    count: 1,
-                };
+                let request = HelloRequest { name, count: 1 };
                 client
                     .say_hello(request)
                     .await

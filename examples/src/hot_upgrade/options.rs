@@ -77,7 +77,14 @@ pub struct Options {
     pub executable: PathBuf,
     /// Print a progress line every second.
     pub progress: bool,
+    /// Bytes of each unary request's `name`, which the greeting sends back (so about as
+    /// much each way); 0 sends the 4-byte `load`. At most [`MAX_MESSAGE_SIZE`].
+    pub message_size: usize,
 }
+
+/// Largest `message_size`: gRPC's default 4 MiB message limit less the greeting's own
+/// words and the message's framing.
+pub const MAX_MESSAGE_SIZE: usize = 4 * 1024 * 1024 - 64;
 
 impl Options {
     /// The defaults of the runs in docs/hot-upgrade.md: 2 000 req/s for 15 s, 5
@@ -97,6 +104,7 @@ impl Options {
             connect_every: Duration::from_millis(10),
             executable,
             progress: false,
+            message_size: 0,
         }
     }
 }
