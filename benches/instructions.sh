@@ -33,6 +33,13 @@ balance) [[ ${#stacks[@]} -gt 0 ]] || stacks=(tonic rpc) ;;
 message_size) [[ ${#stacks[@]} -gt 0 ]] || stacks=(plain rpc) ;;
 *) echo "instructions.sh: the bench is overhead, balance or message_size, not $target" >&2; exit 2 ;;
 esac
+if [[ $target == message_size ]]; then
+    bytes=${MESSAGE_SIZE_BYTES:-1048576}
+    if ! [[ $bytes =~ ^[0-9]+$ ]] || (( bytes < 1 || bytes > 4194240 )); then
+        echo "instructions.sh: MESSAGE_SIZE_BYTES is a number of bytes from 1 to 4194240, not $bytes" >&2
+        exit 2
+    fi
+fi
 profile_var=${target^^}_PROFILE
 command -v valgrind >/dev/null || { echo "instructions.sh: needs valgrind" >&2; exit 2; }
 # Built as `cargo bench --bench X` builds it (with `-p` cargo would pick other features and
@@ -68,9 +75,8 @@ for stack in "${stacks[@]}"; do
     read -r i2 r2 < <(count "$stack" 6000)
     per[$stack]=$(( (i2 - i1) / (r2 - r1) ))
     if [[ $target == message_size ]]; then
-        bytes=$(( 2 * ${MESSAGE_SIZE_BYTES:-1048576} ))
         python3 -c "import sys; print(f'{sys.argv[1]:<11} {int(sys.argv[2]):>14} ({int(sys.argv[2]) / int(sys.argv[3]):.2f} per payload byte)')" \
-            "$stack" "${per[$stack]}" "$bytes"
+            "$stack" "${per[$stack]}" "$(( 2 * bytes ))"
     else
         printf '%-11s %14s\n' "$stack" "${per[$stack]}"
     fi

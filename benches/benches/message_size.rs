@@ -20,7 +20,9 @@
 //! qps_ratio=X p99_ratio=Y` (rpc / plain, medians of the per-pair ratios; MB/s is the
 //! payload echoed, counted once). The last line is `message_size: min_qps_ratio=X`.
 //! `MESSAGE_SIZE_SIZES=1MiB,4MiB` and `MESSAGE_SIZE_COMPRESSIONS=none,zstd` measure only
-//! those (comma-separated names as printed).
+//! those (comma-separated names as printed); a name it does not know exits 2, as does a
+//! `MESSAGE_SIZE_BYTES` that is not a size from 1 to 4 MiB less 64. Counts and durations
+//! that are 0 or not numbers fall back to their defaults.
 //!
 //! `MESSAGE_SIZE_PROFILE=plain|rpc|rpc-client|rpc-server` runs one stack alone for a profiler or
 //! `benches/instructions.sh message_size`, at `MESSAGE_SIZE_BYTES` (default 1048576) and
@@ -37,7 +39,9 @@ use rpc::core::Compression;
 use rpc_benches::stacks::{
     echo_calls_of, our_consumer_of, ours_with, plain_client_with, plain_server_with,
 };
-use rpc_benches::{BoxedCall, compare, drive, env_u64, profile, trace_as_in_production};
+use rpc_benches::{
+    BoxedCall, compare, drive, env_name, env_names, env_u64, profile, trace_as_in_production,
+};
 use tonic::codec::CompressionEncoding;
 
 /// The sizes measured, with their names.
@@ -45,8 +49,12 @@ const SIZES: [(usize, &str); 4] = [
     (1024, "1KiB"),
     (64 * 1024, "64KiB"),
     (1024 * 1024, "1MiB"),
-    (4 * 1024 * 1024 - 64, "4MiB"),
+    (LARGEST, "4MiB"),
 ];
+
+/// The largest payload: 4 MiB less 64 bytes, under the default message limit with the
+/// message's own framing.
+const LARGEST: usize = 4 * 1024 * 1024 - 64;
 
 const COMPRESSIONS: [Compression; 3] = [Compression::None, Compression::Gzip, Compression::Zstd];
 
@@ -104,6 +112,12 @@ fn compression_named(name: &str) -> Compression {
     }
 }
 
+/// Exits 2 with `error` (an environment variable this bench cannot use).
+fn usage(error: String) -> ! {
+    eprintln!("message_size: {error}");
+    std::process::exit(2)
+}
+
 /// Echo calls of each stack at one compression: (plain, rpc), and the applications that
 /// must outlive them.
 struct Stacks<P, R> {
@@ -140,13 +154,32 @@ fn request_of(size: usize) -> EchoRequest {
 #[tokio::main]
 async fn main() {
     trace_as_in_production();
-    if let Ok(stack) = std::env::var("MESSAGE_SIZE_PROFILE") {
-        let size = env_u64("MESSAGE_SIZE_BYTES", 1024 * 1024).min(4 * 1024 * 1024 - 64);
-        let compression =
-            compression_named(&std::env::var("MESSAGE_SIZE_COMPRESSION").unwrap_or_default());
+    if std::env::var_os("MESSAGE_SIZE_PROFILE").is_some() {
+        let stack = env_name(
+            "MESSAGE_SIZE_PROFILE",
+            &["rpc", "plain", "rpc-client", "rpc-server"],
+        )
+        .unwrap_or_else(|error| usage(error));
+        let size = std::env::var("MESSAGE_SIZE_BYTES").map_or(Ok(1024 * 1024), |bytes| {
+            bytes
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|bytes| (1..=LARGEST).contains(bytes))
+                .ok_or_else(|| {
+                    format!(
+                        "MESSAGE_SIZE_BYTES is a number of bytes from 1 to {LARGEST}, not `{bytes}`"
+                    )
+                })
+        });
+        let size = size.unwrap_or_else(|error| usage(error));
+        let compression = compression_named(
+            &env_name("MESSAGE_SIZE_COMPRESSION", &["none", "gzip", "zstd"])
+                .unwrap_or_else(|error| usage(error)),
+        );
         let duration = Duration::from_millis(env_u64("MESSAGE_SIZE_PROFILE_MILLIS", 3_000));
         let calls = env_u64("MESSAGE_SIZE_PROFILE_CALLS", 8) as usize;
-        let echoed = request_of(size as usize);
+        let echoed = request_of(size);
         let stacks = stacks(compression, &echoed).await;
         match stack.as_str() {
             "plain" => profile(&stack, stacks.plain, calls, duration).await,
@@ -170,18 +203,20 @@ async fn main() {
     let duration = Duration::from_millis(env_u64("MESSAGE_SIZE_MILLIS", 1_000));
     let rounds = env_u64("MESSAGE_SIZE_ROUNDS", 5) as usize;
     let calls = env_u64("MESSAGE_SIZE_CALLS", 8) as usize;
-    let picked = |variable: &str, name: &str| {
-        std::env::var(variable).map_or(true, |names| names.split(',').any(|n| n.trim() == name))
-    };
+    let size_names: Vec<&str> = SIZES.iter().map(|(_, name)| *name).collect();
+    let sizes = env_names("MESSAGE_SIZE_SIZES", &size_names).unwrap_or_else(|error| usage(error));
+    let compression_names: Vec<&str> = COMPRESSIONS.iter().map(|c| c.name()).collect();
+    let compressions = env_names("MESSAGE_SIZE_COMPRESSIONS", &compression_names)
+        .unwrap_or_else(|error| usage(error));
     let mut lowest = f64::INFINITY;
     for (size, size_name) in SIZES
         .into_iter()
-        .filter(|(_, name)| picked("MESSAGE_SIZE_SIZES", name))
+        .filter(|(_, name)| sizes.iter().any(|n| n == name))
     {
         let echoed = request_of(size);
         for compression in COMPRESSIONS
             .into_iter()
-            .filter(|c| picked("MESSAGE_SIZE_COMPRESSIONS", c.name()))
+            .filter(|c| compressions.iter().any(|n| n == c.name()))
         {
             let stacks = stacks(compression, &echoed).await;
             // Warm both: connections, windows, the allocator's pools at this size.

@@ -14,13 +14,16 @@
 //! For each shape, `STREAMING_ROUNDS` (default 5) back-to-back pairs of
 //! `STREAMING_MILLIS` (default 1000) runs at `STREAMING_CALLS` (default 4) concurrent
 //! calls; one line each:
-//! `streaming: shape=server_stream size=64KiB plain_msgs_s=… rpc_msgs_s=… rpc_mb_s=…
-//! qps_ratio=X p99_ratio=Y` (rpc / plain, medians of the per-pair ratios; messages and
-//! bytes counted in the shape's main direction). Last line:
-//! `streaming: min_qps_ratio=X`. `STREAMING_SHAPES=ping_pong,...` measures only those
-//! (names as printed). `STREAMING_SIDE=consumer` measures our consumer against tonic's
+//! `streaming: shape=server_stream size=64KiB messages_per_call=100 plain_msgs_s=…
+//! rpc_msgs_s=… rpc_mb_s=… rpc_p99_us=… qps_ratio=X p99_ratio=Y` (rpc / plain, medians of
+//! the per-pair ratios; messages and bytes counted in the shape's main direction; the
+//! p99 is a whole call's). Last line: `streaming: min_qps_ratio=X`.
+//! `STREAMING_SHAPES=ping_pong,...` measures only those shapes (`server_stream`,
+//! `client_stream`, `ping_pong`; a shape's two sizes both run); a name it does not know
+//! exits 2. `STREAMING_SIDE=consumer` measures our consumer against tonic's
 //! server, `STREAMING_SIDE=provider` tonic's client against our provider (default
-//! `both`: ours on both sides).
+//! `both`: ours on both sides). `STREAMING_ROUNDS`, `STREAMING_MILLIS` and
+//! `STREAMING_CALLS` that are 0 or not numbers fall back to their defaults.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,7 +39,9 @@ use proto::interop::{
 use rpc::registry::{MemoryHub, StaticRegistry};
 use rpc::{Application, ReferenceChannel};
 use rpc_benches::stacks::config;
-use rpc_benches::{BoxedCall, compare, drive, env_u64, trace_as_in_production};
+use rpc_benches::{
+    BoxedCall, compare, drive, env_name, env_names, env_u64, trace_as_in_production,
+};
 use rpc_testkit::interop::service::InteropService;
 use tonic::transport::Channel;
 
@@ -223,7 +228,7 @@ async fn our_consumer(
     (client, consumer.start().await.expect("the consumer starts"))
 }
 
-/// The client measured against plain tonic, as `STREAMING_SIDE` says: `both` (default,
+/// The client measured against plain tonic, as `side` says: `both` (default,
 /// our consumer and our provider), `consumer` (our consumer against tonic's server) or
 /// `provider` (tonic's client against our provider); the applications to keep.
 async fn measured_client(side: &str) -> (MeasuredClient, Vec<Application>) {
@@ -257,6 +262,12 @@ enum MeasuredClient {
     Plain(TestServiceClient<Channel>),
 }
 
+/// Exits 2 with `error` (an environment variable this bench cannot use).
+fn usage(error: String) -> ! {
+    eprintln!("streaming: {error}");
+    std::process::exit(2)
+}
+
 fn size_name(size: usize) -> String {
     if size >= 1024 {
         format!("{}KiB", size / 1024)
@@ -271,15 +282,20 @@ async fn main() {
     let duration = Duration::from_millis(env_u64("STREAMING_MILLIS", 1_000));
     let rounds = env_u64("STREAMING_ROUNDS", 5) as usize;
     let concurrency = env_u64("STREAMING_CALLS", 4) as usize;
-    let picked = |name: &str| {
-        std::env::var("STREAMING_SHAPES")
-            .map_or(true, |names| names.split(',').any(|n| n.trim() == name))
-    };
-    let side = std::env::var("STREAMING_SIDE").unwrap_or_default();
+    let shapes = env_names(
+        "STREAMING_SHAPES",
+        &["server_stream", "client_stream", "ping_pong"],
+    )
+    .unwrap_or_else(|error| usage(error));
+    let side = env_name("STREAMING_SIDE", &["both", "consumer", "provider"])
+        .unwrap_or_else(|error| usage(error));
     let baseline = plain_client(plain_server().await).await;
     let (measured, _apps) = measured_client(&side).await;
     let mut lowest = f64::INFINITY;
-    for (shape, size, messages) in SHAPES.into_iter().filter(|(s, _, _)| picked(s.name())) {
+    for (shape, size, messages) in SHAPES
+        .into_iter()
+        .filter(|(s, _, _)| shapes.iter().any(|n| n == s.name()))
+    {
         let plain = calls(baseline.clone(), "plain", shape, size, messages);
         // One type for either client: the calls behind a shared pointer.
         let rpc: Arc<dyn Fn() -> BoxedCall + Send + Sync> = match &measured {

@@ -25,6 +25,50 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The comma-separated names in environment variable `variable`, each one of `known`
+/// (as printed, case and all); every one of `known` when the variable is unset.
+///
+/// # Errors
+/// A name not in `known`, or no name at all, said with the variable and the names it
+/// takes.
+pub fn env_names(variable: &str, known: &[&str]) -> Result<Vec<String>, String> {
+    let Ok(value) = std::env::var(variable) else {
+        return Ok(known.iter().map(|name| (*name).to_owned()).collect());
+    };
+    let names: Vec<String> = value
+        .split(',')
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .collect();
+    match names.iter().find(|name| !known.contains(&name.as_str())) {
+        Some(unknown) => Err(format!(
+            "{variable}: `{unknown}` is none of {}",
+            known.join(", ")
+        )),
+        None if names.is_empty() => Err(format!(
+            "{variable} is set but names nothing; it takes {}",
+            known.join(", ")
+        )),
+        None => Ok(names),
+    }
+}
+
+/// The one name in environment variable `variable`, one of `known`; `known[0]` when it
+/// is unset.
+///
+/// # Errors
+/// As [`env_names`], and for more than one name.
+pub fn env_name(variable: &str, known: &[&str]) -> Result<String, String> {
+    if std::env::var_os(variable).is_none() {
+        return Ok(known[0].to_owned());
+    }
+    let mut names = env_names(variable, known)?;
+    if names.len() > 1 {
+        return Err(format!("{variable} takes one of {}", known.join(", ")));
+    }
+    Ok(names.remove(0))
+}
+
 /// `concurrency` tasks calling `call` in a loop (closed loop) for `duration`; the
 /// latencies of every call and the rate they were made at.
 pub async fn drive<C, F>(call: C, concurrency: usize, duration: Duration) -> Measured
