@@ -21,11 +21,11 @@ use rpc_core::BoxError;
 use tokio::sync::oneshot;
 
 /// Bytes of a body's ready frames written at once, before the rest waits for
-/// flow-control capacity: the send buffer of one stream (1 MiB). The first frame is always written whole
-/// (a unary request of up to the message limit). Without this bound, a client stream
-/// whose messages were all ready (an iterator of them) was queued in h2 whole: 6.4 MB
-/// per call of 100 messages of 64 KiB, at 0.69x tonic's throughput (the `streaming`
-/// bench, `STREAMING_SIDE=consumer`).
+/// flow-control capacity: the send buffer of one stream (1 MiB). The first frame is
+/// always written whole (a unary request of up to the message limit). Without this
+/// bound, a client stream whose messages were all ready (an iterator of them) was queued
+/// in h2 whole: 6.4 MB per call of 100 messages of 64 KiB, at 0.69x tonic's throughput
+/// (the `streaming` bench, `STREAMING_SIDE=consumer`).
 const EAGER_BYTES: usize = super::options::http2::MAX_SEND_BUFFER;
 
 /// Sends `body` on `stream`; for a body still streaming, the receiver of this returns
