@@ -9,12 +9,14 @@
 //! own (`RegistryServer`), SKIPPED when etcd cannot start unless
 //! `RPC_TEST_REQUIRE_REGISTRIES=1`.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use rpc_core::{Instance, ServiceKey, Subscription};
-use rpc_testkit::registry_server::{Backend, RegistryServer};
+use common::registry::{next_snapshot, registry};
+use rpc_core::{Instance, ServiceKey};
+use rpc_testkit::registry_server::Backend;
 
 /// Services the consumer follows, one watch each.
 const SERVICES: usize = 20;
@@ -25,16 +27,13 @@ const SNAPSHOT_WAIT: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quiet_watches_check_their_member_once_for_all() {
-    let server = match RegistryServer::start(Backend::Etcd).await {
-        Ok(server) => server,
-        Err(error) => {
-            assert!(
-                std::env::var_os("RPC_TEST_REQUIRE_REGISTRIES").is_none(),
-                "etcd cannot start but RPC_TEST_REQUIRE_REGISTRIES is set: {error}"
-            );
-            println!("SKIPPED: etcd cannot start: {error}");
-            return;
-        }
+    let Some(server) = registry(
+        "quiet_watches_check_their_member_once_for_all",
+        Backend::Etcd,
+    )
+    .await
+    else {
+        return;
     };
     let url = server.url();
     let metrics: SocketAddr = url
@@ -48,7 +47,7 @@ async fn quiet_watches_check_their_member_once_for_all() {
     let mut watches = Vec::new();
     for service in &services {
         let mut watch = consumer.subscribe(service).await.expect("subscribe");
-        next_snapshot(&mut watch).await;
+        next_snapshot(&mut watch, SNAPSHOT_WAIT).await;
         watches.push(watch);
     }
 
@@ -73,20 +72,11 @@ async fn quiet_watches_check_their_member_once_for_all() {
     for (service, watch) in services.iter().zip(&mut watches) {
         let instance = Instance::new(service.clone(), "127.0.0.1", 20_880);
         provider.register(&instance).await.expect("register");
-        let seen = next_snapshot(watch).await;
+        let seen = next_snapshot(watch, SNAPSHOT_WAIT).await;
         assert_eq!(seen.len(), 1, "{service}: {seen:?}");
     }
     provider.close().await.expect("close");
     consumer.close().await.expect("close");
-}
-
-/// The next snapshot of `watch`, within [`SNAPSHOT_WAIT`].
-async fn next_snapshot(watch: &mut Subscription) -> Vec<Instance> {
-    let snapshot = tokio::time::timeout(SNAPSHOT_WAIT, watch.next())
-        .await
-        .expect("a snapshot in time")
-        .expect("the watch goes on");
-    snapshot.instances.to_vec()
 }
 
 /// The messages etcd received on Watch streams (creations and progress requests), from

@@ -7,10 +7,12 @@
 //! (issue 39's table in docs/registries.md). Against servers of its own, SKIPPED
 //! per backend when the server cannot start unless `RPC_TEST_REQUIRE_REGISTRIES=1`.
 
+mod common;
+
 use std::time::Duration;
 
-use futures_util::StreamExt;
-use rpc_core::{Instance, ServiceKey, Subscription};
+use common::registry::{next_snapshot, registry};
+use rpc_core::{Instance, ServiceKey};
 use rpc_testkit::registry_server::{Backend, RegistryServer};
 
 /// Services the consumer follows.
@@ -43,16 +45,9 @@ async fn nacos() {
 }
 
 async fn idle_load(backend: Backend) {
-    let server = match RegistryServer::start(backend).await {
-        Ok(server) => server,
-        Err(error) => {
-            assert!(
-                std::env::var_os("RPC_TEST_REQUIRE_REGISTRIES").is_none(),
-                "{backend:?} cannot start but RPC_TEST_REQUIRE_REGISTRIES is set: {error}"
-            );
-            println!("SKIPPED: {backend:?} cannot start: {error}");
-            return;
-        }
+    let test = format!("registry_idle_load {}", backend.scheme());
+    let Some(server) = registry(&test, backend).await else {
+        return;
     };
     let url = server.url();
     // What the server counts with no client of ours (its own checks, our reads).
@@ -72,7 +67,7 @@ async fn idle_load(backend: Backend) {
     let mut watches = Vec::new();
     for service in &services {
         let mut watch = consumer.subscribe(service).await.expect("subscribe");
-        next_snapshot(&mut watch).await;
+        next_snapshot(&mut watch, SNAPSHOT_WAIT).await;
         watches.push(watch);
     }
     tokio::time::sleep(SETTLE).await;
@@ -98,7 +93,7 @@ async fn idle_load(backend: Backend) {
     // The watches still follow their services.
     let arrival = Instance::new(services[0].clone(), "127.0.0.1", 20_881);
     provider.register(&arrival).await.expect("register");
-    assert_eq!(next_snapshot(&mut watches[0]).await.len(), 1);
+    assert_eq!(next_snapshot(&mut watches[0], SNAPSHOT_WAIT).await.len(), 1);
     provider.close().await.expect("close");
     consumer.close().await.expect("close");
 }
@@ -127,13 +122,4 @@ async fn per_second(server: &RegistryServer, window: Duration) -> f64 {
         .await
         .expect("the server's count");
     after.saturating_sub(before) as f64 / window.as_secs_f64()
-}
-
-/// The next snapshot of `watch`, within [`SNAPSHOT_WAIT`].
-async fn next_snapshot(watch: &mut Subscription) -> Vec<Instance> {
-    let snapshot = tokio::time::timeout(SNAPSHOT_WAIT, watch.next())
-        .await
-        .expect("a snapshot in time")
-        .expect("the watch goes on");
-    snapshot.instances.to_vec()
 }

@@ -36,6 +36,8 @@
 //! Needs `etcd`, `java` with ZooKeeper's jar, and `rnacos`; a test whose server cannot
 //! start prints SKIPPED unless `RPC_TEST_REQUIRE_REGISTRIES=1`.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -181,16 +183,9 @@ enum Return {
 
 /// The outage on `backend`: see the module documentation.
 async fn outage_loses_nothing(backend: Backend, comes_back: Return) {
-    let mut server = match RegistryServer::start(backend).await {
-        Ok(server) => server,
-        Err(error) => {
-            assert!(
-                std::env::var_os("RPC_TEST_REQUIRE_REGISTRIES").is_none(),
-                "the {backend:?} server cannot start but RPC_TEST_REQUIRE_REGISTRIES is set: {error}"
-            );
-            println!("SKIPPED: the {backend:?} server cannot start: {error}");
-            return;
-        }
+    let test = format!("registry_outage {backend:?}");
+    let Some(mut server) = common::registry::registry(&test, backend).await else {
+        return;
     };
     let url = client_url(&server);
     let outage = outage();

@@ -19,6 +19,8 @@ use rpc_tests::lab_load::{RATE, Tally, WORK_MS, listed, phases_at};
 use tokio::sync::{oneshot, watch};
 use tokio::time::{Instant, timeout};
 
+use super::registry::or_skip;
+
 /// Bound on a provider's start and stop.
 const BOUND: Duration = Duration::from_secs(60);
 /// Bound on each wait for a consumer's directory to change.
@@ -51,20 +53,6 @@ pub async fn registry_cluster_in(
     hosts: &[Host],
 ) -> Option<Vec<RegistryServer>> {
     or_skip(test, RegistryServer::start_cluster(backend, hosts).await)
-}
-
-fn or_skip<T>(test: &str, started: std::io::Result<T>) -> Option<T> {
-    match started {
-        Ok(started) => Some(started),
-        Err(error) => {
-            assert!(
-                std::env::var_os("RPC_TEST_REQUIRE_REGISTRIES").is_none(),
-                "{test}: {error} (RPC_TEST_REQUIRE_REGISTRIES is set)"
-            );
-            println!("SKIPPED {test}: {error}");
-            None
-        }
-    }
 }
 
 /// Where the lab's programs register and discover: the in-process hub (shared by every

@@ -9,6 +9,7 @@ pub mod dubbo;
 pub mod lab;
 pub mod lab_process;
 pub mod page_server;
+pub mod registry;
 
 use std::sync::Arc;
 use std::time::Duration;
