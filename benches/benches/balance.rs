@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use proto::echo::echo_client::EchoClient;
 use rpc_benches::shares::ProviderShares;
-use rpc_benches::stacks::{counted_echo_calls, our_consumer_of, plain_server};
+use rpc_benches::stacks::{echo_calls_of, our_consumer_of, plain_server, request};
 use rpc_benches::{Compared, compare, drive, env_u64, profile, trace_as_in_production};
 use tonic::transport::{Channel, Endpoint};
 
@@ -57,8 +57,8 @@ async fn main() {
     // Each side counts which provider answered: the spread, printed per row.
     let our_shares = Arc::new(ProviderShares::new(&addrs));
     let tonic_shares = Arc::new(ProviderShares::new(&addrs));
-    let ours = counted_echo_calls(our_client, "rpc", Some(our_shares.clone()));
-    let tonic = counted_echo_calls(tonic_client, "tonic", Some(tonic_shares.clone()));
+    let ours = echo_calls_of(our_client, "rpc", request(), Some(our_shares.clone()));
+    let tonic = echo_calls_of(tonic_client, "tonic", request(), Some(tonic_shares.clone()));
     if let Ok(client) = std::env::var("BALANCE_PROFILE") {
         let duration = Duration::from_millis(env_u64("BALANCE_PROFILE_MILLIS", 3_000));
         let calls = env_u64("BALANCE_PROFILE_CALLS", 16) as usize;

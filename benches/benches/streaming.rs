@@ -38,7 +38,7 @@ use proto::interop::{
 };
 use rpc::registry::{MemoryHub, StaticRegistry};
 use rpc::{Application, ReferenceChannel};
-use rpc_benches::stacks::config;
+use rpc_benches::stacks::{config, loopback_incoming, plain_channel};
 use rpc_benches::{
     BoxedCall, compare, drive, env_name, env_names, env_u64, trace_as_in_production,
 };
@@ -185,11 +185,7 @@ where
 
 /// Plain tonic's server of the service on `127.0.0.1:0` (TCP_NODELAY); its address.
 async fn plain_server() -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind 127.0.0.1:0");
-    let addr = listener.local_addr().expect("a bound listener's address");
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let (addr, incoming) = loopback_incoming().await;
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(TestServiceServer::new(InteropService::new()))
@@ -200,13 +196,7 @@ async fn plain_server() -> SocketAddr {
 
 /// Plain tonic's client of the service at `addr`, connected (TCP_NODELAY).
 async fn plain_client(addr: SocketAddr) -> TestServiceClient<Channel> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .expect("an http URL")
-        .tcp_nodelay(true)
-        .connect()
-        .await
-        .expect("connect to the plain server");
-    TestServiceClient::new(channel)
+    TestServiceClient::new(plain_channel(addr).await)
 }
 
 /// Our provider of the service, registered in `registry` (its address from

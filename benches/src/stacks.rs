@@ -17,6 +17,7 @@ use rpc::{Application, Config};
 use rpc_testkit::services::EchoProvider;
 use tonic::codec::CompressionEncoding;
 use tonic::transport::Channel;
+use tonic::transport::server::TcpIncoming;
 
 /// The echo service's gRPC name.
 const ECHO: &str = "echo.Echo";
@@ -45,13 +46,7 @@ pub async fn plain_server() -> SocketAddr {
 /// As [`plain_server`], reading requests compressed with `encoding` and compressing its
 /// responses with it when the client accepts it (tonic's own compression).
 pub async fn plain_server_with(encoding: Option<CompressionEncoding>) -> SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind 127.0.0.1:0");
-    let addr = listener
-        .local_addr()
-        .expect("a bound listener has an address");
-    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+    let (addr, incoming) = loopback_incoming().await;
     let mut service = EchoServer::new(EchoProvider::default());
     if let Some(encoding) = encoding {
         service = service
@@ -66,6 +61,18 @@ pub async fn plain_server_with(encoding: Option<CompressionEncoding>) -> SocketA
     addr
 }
 
+/// A listener on `127.0.0.1:0` for tonic's server (TCP_NODELAY on every connection);
+/// its address.
+pub async fn loopback_incoming() -> (SocketAddr, TcpIncoming) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener
+        .local_addr()
+        .expect("a bound listener has an address");
+    (addr, TcpIncoming::from(listener).with_nodelay(Some(true)))
+}
+
 /// A plain tonic client of `addr`, connected (TCP_NODELAY).
 pub async fn plain_client(addr: SocketAddr) -> EchoClient<Channel> {
     plain_client_with(addr, None).await
@@ -77,17 +84,21 @@ pub async fn plain_client_with(
     addr: SocketAddr,
     encoding: Option<CompressionEncoding>,
 ) -> EchoClient<Channel> {
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .expect("an http URL")
-        .tcp_nodelay(true)
-        .connect()
-        .await
-        .expect("connect to the plain server");
-    let client = EchoClient::new(channel);
+    let client = EchoClient::new(plain_channel(addr).await);
     match encoding {
         Some(encoding) => client.send_compressed(encoding).accept_compressed(encoding),
         None => client,
     }
+}
+
+/// A tonic `Channel` to `addr`, connected (TCP_NODELAY).
+pub async fn plain_channel(addr: SocketAddr) -> Channel {
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("an http URL")
+        .tcp_nodelay(true)
+        .connect()
+        .await
+        .expect("connect to the plain server")
 }
 
 /// A configuration for an application of the benchmarks: admin endpoint and signal
@@ -201,22 +212,6 @@ where
     <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
 {
     echo_calls_of(client, name, request(), None)
-}
-
-/// As [`echo_calls`]; each reply's provider is noted in `shares` when given.
-pub fn counted_echo_calls<T>(
-    client: EchoClient<T>,
-    name: &'static str,
-    shares: Option<std::sync::Arc<crate::shares::ProviderShares>>,
-) -> impl Fn() -> crate::BoxedCall + Clone + Send + 'static
-where
-    T: tonic::client::GrpcService<tonic::body::Body> + Clone + Send + 'static,
-    T::Future: Send,
-    T::Error: Into<tonic::codegen::StdError>,
-    T::ResponseBody: tonic::codegen::Body<Data = bytes::Bytes> + Send + 'static,
-    <T::ResponseBody as tonic::codegen::Body>::Error: Into<tonic::codegen::StdError> + Send,
-{
-    echo_calls_of(client, name, request(), shares)
 }
 
 /// Calls of `client`'s echo with `echoed` (its payload shared, not copied, per call),
