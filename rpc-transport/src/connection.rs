@@ -94,10 +94,17 @@ pub(crate) async fn serve<IO, S, B>(
     };
     let tally = match tls {
         None => connection.serve_until_closed(stream, service).await,
-        Some(handshake) => match connection.handshake(stream, handshake).await {
-            Ok(stream) => connection.serve_until_closed(stream, service).await,
-            Err(tally) => tally,
-        },
+        // Boxed, so that a plain connection's task does not carry a TLS session's room:
+        // an async fn's state is as large as its largest branch.
+        Some(handshake) => {
+            Box::pin(async {
+                match connection.handshake(stream, handshake).await {
+                    Ok(stream) => connection.serve_until_closed(stream, service).await,
+                    Err(tally) => tally,
+                }
+            })
+            .await
+        }
     };
     tally.fetch_add(1, Ordering::Relaxed);
     signals.open.fetch_sub(1, Ordering::Relaxed);
@@ -385,3 +392,6 @@ fn log_end(result: Result<(), hyper::Error>) {
         tracing::debug!(%error, "connection ended with an error");
     }
 }
+
+#[cfg(test)]
+mod tests;
