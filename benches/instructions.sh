@@ -8,6 +8,9 @@
 #   bash benches/instructions.sh message_size [STACK...] (default: plain rpc; at
 #       MESSAGE_SIZE_BYTES, default 1048576, and MESSAGE_SIZE_COMPRESSION, default none;
 #       also prints instructions per payload byte, the request's and the reply's)
+#   bash benches/instructions.sh streaming [STACK...]   (default: plain rpc rpc-resumable;
+#       server streams of 1 000 messages of 100 B, also per message: rpc-resumable less
+#       rpc is the resume layer's cost)
 #
 # Each stack runs twice in the bench's profile mode (OVERHEAD_PROFILE / BALANCE_PROFILE /
 # MESSAGE_SIZE_PROFILE, 16 concurrent calls, 8 for message_size), for 2 s and for 6 s of valgrind's slowed time; the difference of
@@ -31,7 +34,8 @@ case $target in
 overhead) [[ ${#stacks[@]} -gt 0 ]] || stacks=(plain rpc rpc-off rpc-client rpc-server) ;;
 balance) [[ ${#stacks[@]} -gt 0 ]] || stacks=(tonic rpc) ;;
 message_size) [[ ${#stacks[@]} -gt 0 ]] || stacks=(plain rpc) ;;
-*) echo "instructions.sh: the bench is overhead, balance or message_size, not $target" >&2; exit 2 ;;
+streaming) [[ ${#stacks[@]} -gt 0 ]] || stacks=(plain rpc rpc-resumable) ;;
+*) echo "instructions.sh: the bench is overhead, balance, message_size or streaming, not $target" >&2; exit 2 ;;
 esac
 if [[ $target == message_size ]]; then
     bytes=${MESSAGE_SIZE_BYTES:-1048576}
@@ -77,6 +81,9 @@ for stack in "${stacks[@]}"; do
     if [[ $target == message_size ]]; then
         python3 -c "import sys; print(f'{sys.argv[1]:<11} {int(sys.argv[2]):>14} ({int(sys.argv[2]) / int(sys.argv[3]):.2f} per payload byte)')" \
             "$stack" "${per[$stack]}" "$(( 2 * bytes ))"
+    elif [[ $target == streaming ]]; then
+        python3 -c "import sys; print(f'{sys.argv[1]:<11} {int(sys.argv[2]):>14} ({int(sys.argv[2]) / 1000:.0f} per message)')" \
+            "$stack" "${per[$stack]}"
     else
         printf '%-11s %14s\n' "$stack" "${per[$stack]}"
     fi

@@ -24,6 +24,12 @@
 //! server, `STREAMING_SIDE=provider` tonic's client against our provider (default
 //! `both`: ours on both sides). `STREAMING_ROUNDS`, `STREAMING_MILLIS` and
 //! `STREAMING_CALLS` that are 0 or not numbers fall back to their defaults.
+//!
+//! `STREAMING_PROFILE=plain|rpc|rpc-resumable` runs one stack alone for
+//! `STREAMING_PROFILE_MILLIS` (default 5000) on server streams of 1 000 messages of
+//! 100 B, for a profiler or `bash benches/instructions.sh streaming`: `rpc-resumable` is
+//! ours with the method declared resumable (`methods.StreamingOutputCall.resumable`),
+//! so the two `rpc` rows differ by the resume layer's cost.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -36,11 +42,12 @@ use proto::interop::test_service_server::TestServiceServer;
 use proto::interop::{
     Payload, ResponseParameters, StreamingInputCallRequest, StreamingOutputCallRequest,
 };
+use rpc::cluster::{MethodConfig, ReferenceConfig};
 use rpc::registry::{MemoryHub, StaticRegistry};
 use rpc::{Application, ReferenceChannel};
 use rpc_benches::stacks::{config, loopback_incoming, plain_channel};
 use rpc_benches::{
-    BoxedCall, compare, drive, env_name, env_names, env_u64, trace_as_in_production,
+    BoxedCall, compare, drive, env_name, env_names, env_u64, profile, trace_as_in_production,
 };
 use rpc_testkit::interop::service::InteropService;
 use tonic::transport::Channel;
@@ -208,11 +215,26 @@ async fn our_provider(registry: Arc<dyn rpc::core::Registry>) -> Application {
     provider.start().await.expect("the provider starts")
 }
 
-/// Our consumer of the service, finding it in `registry`; its stub and application.
+/// Our consumer of the service, finding it in `registry`, its server stream resumable
+/// when `resumable` says; its stub and application.
 async fn our_consumer(
     registry: Arc<dyn rpc::core::Registry>,
+    resumable: bool,
 ) -> (TestServiceClient<ReferenceChannel>, Application) {
-    let mut consumer = Application::builder(config("consumer", true));
+    let mut config = config("consumer", true);
+    if resumable {
+        let mut method = MethodConfig::default();
+        method.resumable = true;
+        let mut reference = ReferenceConfig::default();
+        reference
+            .methods
+            .insert("StreamingOutputCall".to_owned(), method);
+        config
+            .consumer
+            .references
+            .insert(TEST_SERVICE.to_owned(), reference);
+    }
+    let mut consumer = Application::builder(config);
     consumer.registry("default", registry);
     let client = TestServiceClient::new(consumer.reference(TEST_SERVICE));
     (client, consumer.start().await.expect("the consumer starts"))
@@ -227,7 +249,7 @@ async fn measured_client(side: &str) -> (MeasuredClient, Vec<Application>) {
         "consumer" => {
             let addr = plain_server().await;
             let registry = StaticRegistry::new(vec![(addr.ip().to_string(), addr.port())]);
-            let (client, app) = our_consumer(Arc::new(registry)).await;
+            let (client, app) = our_consumer(Arc::new(registry), false).await;
             (MeasuredClient::Ours(client), vec![app])
         }
         "provider" => {
@@ -240,7 +262,7 @@ async fn measured_client(side: &str) -> (MeasuredClient, Vec<Application>) {
         }
         _ => {
             let provider = our_provider(Arc::new(hub.client())).await;
-            let (client, consumer) = our_consumer(Arc::new(hub.client())).await;
+            let (client, consumer) = our_consumer(Arc::new(hub.client()), false).await;
             (MeasuredClient::Ours(client), vec![consumer, provider])
         }
     }
@@ -250,6 +272,23 @@ async fn measured_client(side: &str) -> (MeasuredClient, Vec<Application>) {
 enum MeasuredClient {
     Ours(TestServiceClient<ReferenceChannel>),
     Plain(TestServiceClient<Channel>),
+}
+
+/// Runs `stack` alone on server streams of 1 000 messages of 100 B (see the module's
+/// documentation) and prints its requests as `rpc_benches::profile` does.
+async fn profiled(stack: &str, concurrency: usize, duration: Duration) {
+    let (shape, size, messages) = SHAPES[0];
+    if stack == "plain" {
+        let client = plain_client(plain_server().await).await;
+        let calls = calls(client, "plain", shape, size, messages);
+        return profile("plain", calls, concurrency, duration).await;
+    }
+    let hub = MemoryHub::new();
+    let _provider = our_provider(Arc::new(hub.client())).await;
+    let resumable = stack == "rpc-resumable";
+    let (client, _consumer) = our_consumer(Arc::new(hub.client()), resumable).await;
+    let calls = calls(client, "rpc", shape, size, messages);
+    profile(stack, calls, concurrency, duration).await;
 }
 
 /// Exits 2 with `error` (an environment variable this bench cannot use).
@@ -279,6 +318,12 @@ async fn main() {
     .unwrap_or_else(|error| usage(error));
     let side = env_name("STREAMING_SIDE", &["both", "consumer", "provider"])
         .unwrap_or_else(|error| usage(error));
+    if std::env::var_os("STREAMING_PROFILE").is_some() {
+        let stack = env_name("STREAMING_PROFILE", &["plain", "rpc", "rpc-resumable"])
+            .unwrap_or_else(|error| usage(error));
+        let millis = env_u64("STREAMING_PROFILE_MILLIS", 5_000);
+        return profiled(&stack, concurrency, Duration::from_millis(millis)).await;
+    }
     let baseline = plain_client(plain_server().await).await;
     let (measured, _apps) = measured_client(&side).await;
     let mut lowest = f64::INFINITY;

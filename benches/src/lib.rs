@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod idle_peer;
 pub mod plain_h2;
 pub mod shares;
 pub mod stacks;
