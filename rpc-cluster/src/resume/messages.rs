@@ -11,8 +11,8 @@ const PREFIX: usize = 5;
 /// No byte is copied as messages pass: a message's body is kept as the slices of the
 /// frames it came in (sharing their buffers), and joined into one only when a moved
 /// stream asks for it. Copying every frame into a buffer of its own, as this did first,
-/// cost a resumable stream 243–264 instructions per 100-byte message (now 79–129) and a copy of all it
-/// carried (`bash benches/instructions.sh streaming`).
+/// cost a resumable stream 243–264 instructions per 100-byte message (now 79–129) and
+/// a copy of all it carried (`bash benches/instructions.sh streaming`).
 #[derive(Debug, Default)]
 pub(crate) struct MessageTracker {
     /// The prefix of the message being read, as far as it came (`prefix_len` bytes).
