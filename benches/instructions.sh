@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Instructions per request of each stack of the `overhead` or `balance` bench, counted
-# by valgrind's callgrind: a figure that does not move with the machine's other tenants,
-# unlike requests per second on a shared 2-core machine.
+# Instructions per request of each stack of the `overhead`, `balance`, `message_size` or
+# `streaming` bench, counted by valgrind's callgrind: a figure that does not move with the
+# machine's other tenants, unlike requests per second on a shared 2-core machine.
 #
 #   bash benches/instructions.sh [overhead [STACK...]]  (default: plain rpc rpc-off rpc-client rpc-server)
 #   bash benches/instructions.sh balance [CLIENT...]    (default: tonic rpc)
@@ -13,7 +13,8 @@
 #       rpc is the resume layer's cost)
 #
 # Each stack runs twice in the bench's profile mode (OVERHEAD_PROFILE / BALANCE_PROFILE /
-# MESSAGE_SIZE_PROFILE, 16 concurrent calls, 8 for message_size), for 2 s and for 6 s of valgrind's slowed time; the difference of
+# MESSAGE_SIZE_PROFILE / STREAMING_PROFILE, 16 concurrent calls, 8 for message_size, 4
+# for streaming), for 2 s and for 6 s of valgrind's slowed time; the difference of
 # the two instruction counts over the difference of their request counts is the cost of
 # one request, start-up excluded. Both sides of the call are in the process, so a
 # stack's figure is client and server together; user space only (no kernel, no

@@ -27,11 +27,14 @@
 //! connections=N heap_bytes_per_connection=… cpu_us_per_connection_s=…`, then per side
 //! `idle_connections: side=… heap_ratio=… cpu_ratio_to_keepalive=…` (ours / plain, ours /
 //! plain-keepalive).
-//! `IDLE_CONNECTIONS` (default 500), `IDLE_SECONDS` (default 65),
-//! `IDLE_CONNECTIONS_SIDES` (`provider`, `consumer`; default both);
-//! `IDLE_CONNECTIONS_PROFILE=plain|rpc` runs that stack's case of the first side alone and
-//! writes `dhat-heap.json` while its connections are open (every allocation site and the
-//! bytes it holds "at t-end", for dhat's viewer).
+//! `IDLE_CONNECTIONS` (default 500, at least 100), `IDLE_SECONDS` (default 65; under 61
+//! the window holds no PING of some stack, and a ratio over nothing measured prints
+//! `n/a`), `IDLE_CONNECTIONS_SIDES` (`provider`, `consumer`; default both);
+//! `IDLE_CONNECTIONS_PROFILE=plain|rpc` runs that stack's case of the first side alone
+//! and writes `dhat-heap.json` (in `benches/` under `cargo bench`) while its connections
+//! are open (every allocation site and the bytes it holds "at t-end", for dhat's viewer).
+//! CPU figures move with the machine's other tenants (3× on a loaded 2-core machine);
+//! compare the stacks within one run.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -48,7 +51,7 @@ use rpc::transport::{
 use rpc::{Application, ReferenceChannel};
 use rpc_benches::idle_peer::{Peer, ROLE, called, role};
 use rpc_benches::stacks;
-use rpc_benches::{cpu_time, env_name, env_names, env_u64};
+use rpc_benches::{cpu_time, env_at_least, env_name, env_names};
 use rpc_testkit::services::EchoProvider;
 use tonic::transport::Channel;
 
@@ -61,6 +64,9 @@ static PROFILER: std::sync::Mutex<Option<dhat::Profiler>> = std::sync::Mutex::ne
 
 /// Connections opened before the first count, so one-time costs are not per connection.
 const WARM: usize = 10;
+/// Fewest connections a run takes (`IDLE_CONNECTIONS`): with fewer measured, the CPU
+/// figure is the noise of the process's own timers.
+const LEAST_CONNECTIONS: u64 = 100;
 /// How long the rate of CPU with only `WARM` connections is measured.
 const BASE_WINDOW: Duration = Duration::from_secs(5);
 /// From the last connection's call to the heap's count: what the calls left in flight
@@ -91,8 +97,23 @@ async fn main() {
             std::process::exit(2)
         }
     };
-    let connections = (env_u64("IDLE_CONNECTIONS", 500) as usize).max(WARM + 1);
-    let window = Duration::from_secs(env_u64("IDLE_SECONDS", 65).max(1));
+    let (connections, seconds) = match (
+        env_at_least("IDLE_CONNECTIONS", 500, LEAST_CONNECTIONS),
+        env_at_least("IDLE_SECONDS", 65, 1),
+    ) {
+        (Ok(connections), Ok(seconds)) => (connections as usize, seconds),
+        (Err(error), _) | (_, Err(error)) => {
+            eprintln!("{error}");
+            std::process::exit(2)
+        }
+    };
+    if seconds < 61 {
+        eprintln!(
+            "idle_connections: an idle window of {seconds} s holds no keep-alive PING of a \
+             consumer (every 60 s), and under 31 s none of a provider: CPU is then timers only"
+        );
+    }
+    let window = Duration::from_secs(seconds);
     if let Some(stack) = profiled {
         // One case, its heap written by dhat while every connection is still open.
         let stack = if stack == "rpc" {
@@ -112,10 +133,15 @@ async fn main() {
         print_case(&side, "rpc", connections, &ours);
         // CPU against tonic with the same keep-alive: an idle connection's CPU is its
         // PINGs, and plain tonic sends none unless asked.
+        // No CPU measured for tonic's connections (a window without a PING): no ratio.
+        let cpu_ratio = if pinging.cpu_us_per_s > 0.0 {
+            format!("{:.2}", ours.cpu_us_per_s / pinging.cpu_us_per_s)
+        } else {
+            "n/a".to_owned()
+        };
         println!(
-            "idle_connections: side={side} heap_ratio={:.2} cpu_ratio_to_keepalive={:.2}",
+            "idle_connections: side={side} heap_ratio={:.2} cpu_ratio_to_keepalive={cpu_ratio}",
             ours.heap_bytes / plain.heap_bytes,
-            ours.cpu_us_per_s / pinging.cpu_us_per_s
         );
     }
 }

@@ -26,6 +26,23 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The whole number in environment variable `variable`, `default` when it is unset.
+///
+/// # Errors
+/// A value that is not a whole number, or is below `least`, said with the variable and
+/// what it takes.
+pub fn env_at_least(variable: &str, default: u64, least: u64) -> Result<u64, String> {
+    let Ok(value) = std::env::var(variable) else {
+        return Ok(default);
+    };
+    match value.trim().parse::<u64>() {
+        Ok(number) if number >= least => Ok(number),
+        _ => Err(format!(
+            "{variable} takes a whole number from {least} (default {default}), not `{value}`"
+        )),
+    }
+}
+
 /// The comma-separated names in environment variable `variable`, each one of `known`
 /// (as printed, case and all); every one of `known` when the variable is unset.
 ///
