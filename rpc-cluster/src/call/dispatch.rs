@@ -79,10 +79,13 @@ pub(super) async fn dispatch(
     wait: Wait,
 ) -> Dispatched {
     let started = Instant::now();
+    // In flight before counted dispatched: whoever reads the count of attempts and then
+    // the calls in flight (what was in flight on an instance at a moment) never misses
+    // an attempt between the two.
+    let in_flight = invoker.start_call();
     let stamp = invoker.note_dispatch(started);
     let probe = invoker.health().availability(started) == Availability::Probe
         && invoker.health().begin_probe(started);
-    let in_flight = invoker.start_call();
     let report = SendReport::default();
     let outcome = match invoker.channel() {
         None => Outcome::Failure(Failure::status(

@@ -37,7 +37,7 @@ impl Invoker {
     /// What this consumer sent to the instance so far.
     pub fn stats(&self) -> InvokerStats {
         InvokerStats {
-            dispatched: self.dispatched.load(Ordering::Relaxed),
+            dispatched: self.dispatched.load(Ordering::Acquire),
             sent: self.sent.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
             last_dispatch: self.instant(&self.last_dispatch),
@@ -60,7 +60,9 @@ impl Invoker {
     /// Counts an attempt made at `at`; its time stamp, for the attempt's other notes.
     pub(crate) fn note_dispatch(&self, at: Instant) -> DispatchStamp {
         let stamp = self.stamp(at);
-        self.dispatched.fetch_add(1, Ordering::Relaxed);
+        // Release, read with Acquire: a reader that sees this attempt counted sees it in
+        // flight too (`Invoker::start_call` comes first).
+        self.dispatched.fetch_add(1, Ordering::Release);
         self.last_dispatch.store(stamp, Ordering::Relaxed);
         DispatchStamp(stamp)
     }
