@@ -37,13 +37,12 @@
 //! compare the stacks within one run.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
 use rpc::cluster::{LoadBalanceKind, ReferenceConfig};
-use rpc::registry::{MemoryHub, StaticRegistry};
+use rpc::registry::MemoryHub;
 use rpc::transport::{
     DEFAULT_CLIENT_IDLE_KEEPALIVE_INTERVAL, DEFAULT_CLIENT_KEEPALIVE_TIMEOUT,
     DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_TIMEOUT,
@@ -217,7 +216,6 @@ async fn consumer_side(stack: Stack, connections: usize, window: Duration) -> Id
                 for addr in &addrs[WARM..] {
                     channels.push(called(plain_client(*addr, pinging).await).await);
                 }
-                String::new()
             };
             measure(window, connections - WARM, open_rest).await
         }
@@ -230,7 +228,6 @@ async fn consumer_side(stack: Stack, connections: usize, window: Duration) -> Id
                 for _ in WARM..connections {
                     called(client.clone()).await;
                 }
-                String::new()
             };
             let idle = measure(window, connections - WARM, open_rest).await;
             app.abort().await;
@@ -261,9 +258,7 @@ async fn plain_client(addr: SocketAddr, pinging: bool) -> EchoClient<Channel> {
     if !pinging {
         return stacks::plain_client(addr).await;
     }
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .expect("an http URL")
-        .tcp_nodelay(true)
+    let channel = stacks::plain_endpoint(addr)
         .http2_keep_alive_interval(DEFAULT_CLIENT_IDLE_KEEPALIVE_INTERVAL)
         .keep_alive_timeout(DEFAULT_CLIENT_KEEPALIVE_TIMEOUT)
         .keep_alive_while_idle(true)
@@ -283,15 +278,7 @@ async fn round_robin_consumer(addrs: &[SocketAddr]) -> (EchoClient<ReferenceChan
         .consumer
         .references
         .insert(ECHO.to_owned(), reference);
-    let mut builder = Application::builder(config);
-    let addresses = addrs
-        .iter()
-        .map(|addr| (addr.ip().to_string(), addr.port()))
-        .collect();
-    builder.registry("default", Arc::new(StaticRegistry::new(addresses)));
-    let client = EchoClient::new(builder.reference(ECHO));
-    let app = builder.start().await.expect("the consumer starts");
-    (client, app)
+    stacks::our_consumer_with(config, addrs).await
 }
 
 /// The steps every case shares, with `WARM` connections open: the CPU rate with those;
@@ -299,7 +286,7 @@ async fn round_robin_consumer(addrs: &[SocketAddr]) -> (EchoClient<ReferenceChan
 /// as many) and the heap its connections hold a moment later; then, dhat stopped (it
 /// takes a global lock and records a call stack at each allocation, which would be
 /// counted as the connections' CPU), the CPU rate over `window`; per-connection figures.
-async fn measure(window: Duration, more: usize, open: impl Future<Output = String>) -> Idle {
+async fn measure(window: Duration, more: usize, open: impl Future) -> Idle {
     let base_rate = cpu_rate(BASE_WINDOW).await;
     *PROFILER.lock().unwrap() = Some(match std::env::var_os("IDLE_CONNECTIONS_PROFILE") {
         // Written when dropped below, every connection open: its bytes "at t-end".

@@ -93,12 +93,17 @@ pub async fn plain_client_with(
 
 /// A tonic `Channel` to `addr`, connected (TCP_NODELAY).
 pub async fn plain_channel(addr: SocketAddr) -> Channel {
-    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
-        .expect("an http URL")
-        .tcp_nodelay(true)
+    plain_endpoint(addr)
         .connect()
         .await
         .expect("connect to the plain server")
+}
+
+/// Tonic's `Endpoint` of `addr` (TCP_NODELAY), for a bench to set more on.
+pub fn plain_endpoint(addr: SocketAddr) -> tonic::transport::Endpoint {
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("an http URL")
+        .tcp_nodelay(true)
 }
 
 /// A configuration for an application of the benchmarks: admin endpoint and signal
@@ -187,7 +192,16 @@ fn compressed_reference(mut config: Config, compression: Compression) -> Config 
 pub async fn our_consumer_of(
     addrs: &[SocketAddr],
 ) -> (EchoClient<rpc::ReferenceChannel>, Application) {
-    let mut builder = Application::builder(config("consumer", true));
+    our_consumer_with(config("consumer", true), addrs).await
+}
+
+/// As [`our_consumer_of`], configured by `config` (the echo reference's settings under
+/// `consumer.references.echo.Echo`).
+pub async fn our_consumer_with(
+    config: Config,
+    addrs: &[SocketAddr],
+) -> (EchoClient<rpc::ReferenceChannel>, Application) {
+    let mut builder = Application::builder(config);
     let addresses = addrs
         .iter()
         .map(|addr| (addr.ip().to_string(), addr.port()))
