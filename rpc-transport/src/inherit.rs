@@ -143,6 +143,15 @@ impl ListenFds {
         LISTEN_FDS_START + (self.listeners.len() + self.extra.len() - 1) as RawFd
     }
 
+    /// Takes back the listener called `name`, for a new generation started in this
+    /// same process (`ApplicationBuilder::take_over`), which serves on it instead of a
+    /// child. `None` when there is none of that name (one of a custom network stack,
+    /// which has no descriptor: its successor binds through the stack).
+    pub fn take(&mut self, name: &str) -> Option<OwnedFd> {
+        let at = self.listeners.iter().position(|(n, _)| n == name)?;
+        Some(self.listeners.remove(at).1)
+    }
+
     /// How many listeners there are.
     pub fn listener_count(&self) -> usize {
         self.listeners.len()

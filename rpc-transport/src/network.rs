@@ -31,9 +31,15 @@ pub type BoxStream = Box<dyn NetworkStream>;
 /// with `ApplicationBuilder::network` (lossless-rpc) after any `channel_options` or
 /// `server_options`, which replace it.
 ///
-/// Socket options (`TCP_NODELAY`, `TCP_USER_TIMEOUT`) and the listening socket's
-/// hand-over to a hot upgrade's successor have no meaning here and are skipped; every
-/// HTTP/2 setting, timeout and limit applies as on TCP.
+/// Socket options (`TCP_NODELAY`, `TCP_USER_TIMEOUT`) have no meaning here and are
+/// skipped; every HTTP/2 setting, timeout and limit applies as on TCP.
+///
+/// A hot upgrade hands over no descriptor of a custom stack's listener: the new
+/// generation (started in the same process, `ApplicationBuilder::take_over`) binds the
+/// same address through its stack. For no dial to be refused in between, the stack's
+/// `bind` of an address a live listener of the same host holds must return a listener
+/// that shares its accept queue (as two processes holding one socket do), not an error;
+/// the old generation stops accepting from it at the hand-over.
 pub trait NetworkStack: Send + Sync + 'static {
     /// A connection to `authority` (`host:port`, as the registry advertised it).
     ///

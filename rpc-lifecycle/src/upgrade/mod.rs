@@ -304,12 +304,19 @@ impl Lifecycle {
     fn handoff(&self) -> Result<Handoff, String> {
         let mut listeners = ListenFds::new();
         for (index, server) in self.servers().iter().enumerate() {
-            let fd = server.listener_fd().map_err(|error| {
-                format!(
-                    "cannot hand over the listener {}: {error}",
-                    server.local_addr()
-                )
-            })?;
+            let fd = match server.listener_fd() {
+                Ok(fd) => fd,
+                // A custom network stack's listener has no descriptor: the new
+                // generation binds the same address through the stack, which shares
+                // the listener (see `transport::NetworkStack`).
+                Err(error) if error.kind() == std::io::ErrorKind::Unsupported => continue,
+                Err(error) => {
+                    return Err(format!(
+                        "cannot hand over the listener {}: {error}",
+                        server.local_addr()
+                    ));
+                }
+            };
             let name = match index {
                 0 => GRPC_LISTENER.to_owned(),
                 n => format!("{GRPC_LISTENER}-{n}"),

@@ -354,7 +354,9 @@ impl ApplicationBuilder {
     /// way on simulated hosts; see [`rpc_transport::NetworkStack`]). Call it after
     /// [`channel_options`](Self::channel_options) and
     /// [`server_options`](Self::server_options), which replace it. A provider on a
-    /// custom network cannot be hot-upgraded (its listener has no descriptor).
+    /// custom network is hot-upgraded only to a generation in the same process
+    /// ([`upgrade_spawner`](Self::upgrade_spawner), [`take_over`](Self::take_over)):
+    /// its listener has no descriptor to hand to another process.
     pub fn network(&mut self, network: rpc_transport::Network) -> &mut Self {
         self.channel_options.network = Some(network.clone());
         self.server_options.network = Some(network);

@@ -12,6 +12,7 @@ mod builder;
 mod descriptors;
 mod error;
 mod exported;
+mod generations;
 mod logging;
 mod provider_layers;
 mod provider_stack;

@@ -128,8 +128,12 @@ impl ApplicationBuilder {
         let reference_registry = self.reference_registry(&registries)?;
         let references = self.managed_references(&reference_registry);
         let mut exports = self.export().await?;
+        let taken = self
+            .upgrade
+            .taken_over(predecessor.as_ref())
+            .map_err(ApplicationError::Upgrade)?;
         if let Some(export) = exports.first_mut() {
-            crate::upgrade::inherit(export, predecessor.as_ref());
+            crate::upgrade::inherit(export, taken);
         }
         let plan = StartPlan {
             references,

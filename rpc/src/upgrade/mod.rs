@@ -32,12 +32,13 @@ mod spawner;
 
 use std::sync::Arc;
 
+use rpc_core::Instance;
 use rpc_lifecycle::Lifecycle;
 use rpc_lifecycle::process::check_report::CheckReport;
 use rpc_lifecycle::process::predecessor::Predecessor;
 use rpc_lifecycle::process::successor::ProcessSpawner;
 use rpc_lifecycle::process::{Program, Role};
-use rpc_lifecycle::{Export, UpgradeConfig};
+use rpc_lifecycle::{Export, Handoff, Spawner, UpgradeConfig};
 use rpc_transport::{GRPC_LISTENER, InheritedListeners};
 
 use crate::ApplicationError;
@@ -46,11 +47,26 @@ use crate::systemd::UpgradeNotifier;
 use spawner::ApplicationSpawner;
 
 /// What start-up needs of the upgrade machinery, read when the builder is made.
-#[derive(Debug)]
 pub(crate) struct UpgradeStart {
     role: Role,
     /// This process's own program, read at start-up (see [`Program::current`]).
     program: Option<Program>,
+    /// What starts the next generation instead of a new process of `program`
+    /// (`ApplicationBuilder::upgrade_spawner`).
+    spawner: Option<Arc<dyn Spawner>>,
+    /// The hand-over of a previous generation in this same process
+    /// (`ApplicationBuilder::take_over`).
+    handoff: Option<Handoff>,
+}
+
+/// What a new generation takes over from the previous one: the gRPC listening socket
+/// (none for a custom network stack's, which the stack shares), and the instances
+/// registered and manually offline, whose ids it registers under.
+#[derive(Debug, Default)]
+pub(crate) struct TakenOver {
+    listener: Option<std::net::TcpListener>,
+    instances: Vec<Instance>,
+    offline: Vec<Instance>,
 }
 
 impl UpgradeStart {
@@ -62,7 +78,20 @@ impl UpgradeStart {
         Self {
             role: Role::current(),
             program,
+            spawner: None,
+            handoff: None,
         }
+    }
+
+    /// Starts the next generation with `spawner` instead of a new process.
+    pub(crate) fn set_spawner(&mut self, spawner: Arc<dyn Spawner>) {
+        self.spawner = Some(spawner);
+    }
+
+    /// Makes this application the next generation of the one that handed over
+    /// `handoff` in this process.
+    pub(crate) fn set_handoff(&mut self, handoff: Handoff) {
+        self.handoff = Some(handoff);
     }
 
     /// Whether this process only checks its configuration.
@@ -82,6 +111,42 @@ impl UpgradeStart {
         Predecessor::from_env().map_err(|error| format!("hand-over: {error}"))
     }
 
+    /// What this application takes over: from the previous generation in this process
+    /// (`take_over`), else from the `predecessor` process, else the listener systemd
+    /// passed (socket activation), if any.
+    ///
+    /// # Errors
+    /// When the gRPC listener handed over in this process is not a usable listening
+    /// socket.
+    pub(crate) fn taken_over(
+        &mut self,
+        predecessor: Option<&Predecessor>,
+    ) -> Result<TakenOver, String> {
+        if let Some(mut handoff) = self.handoff.take() {
+            let listener = handoff
+                .listeners
+                .take(GRPC_LISTENER)
+                .map(std::net::TcpListener::from)
+                .map(|listener| listener.set_nonblocking(true).map(|()| listener))
+                .transpose()
+                .map_err(|error| format!("hand-over: the gRPC listener: {error}"))?;
+            return Ok(TakenOver {
+                listener,
+                instances: handoff.instances,
+                offline: handoff.offline,
+            });
+        }
+        let listener = InheritedListeners::global().take(GRPC_LISTENER);
+        let (instances, offline) = predecessor
+            .map(|p| (p.instances().to_vec(), p.offline().to_vec()))
+            .unwrap_or_default();
+        Ok(TakenOver {
+            listener,
+            instances,
+            offline,
+        })
+    }
+
     /// Makes upgrades of `lifecycle` possible, starting `config.binary` or this
     /// process's own program with the same arguments, handing over the gRPC listener
     /// and the `admin` endpoint's, when it serves.
@@ -91,6 +156,10 @@ impl UpgradeStart {
         config: &UpgradeConfig,
         admin: Option<AdminListener>,
     ) {
+        if let Some(spawner) = &self.spawner {
+            lifecycle.configure_upgrade(config.clone(), spawner.clone(), None);
+            return;
+        }
         let program = match (&config.binary, &self.program) {
             (Some(binary), program) => Program {
                 binary: binary.clone(),
@@ -122,11 +191,11 @@ pub(crate) fn report_check(checked: Result<(), ApplicationError>) -> Application
     error
 }
 
-/// Serves `export` on an inherited listening socket when this process has one (socket
-/// activation, or a successor), and registers its services under the predecessor's
-/// instance ids.
-pub(crate) fn inherit(export: &mut Export, predecessor: Option<&Predecessor>) {
-    if let Some(listener) = InheritedListeners::global().take(GRPC_LISTENER) {
+/// Serves `export` on the listening socket `taken` holds, if any (socket activation,
+/// a successor), and registers its services under the previous generation's instance
+/// ids.
+pub(crate) fn inherit(export: &mut Export, taken: TakenOver) {
+    if let Some(listener) = taken.listener {
         if let Ok(addr) = listener.local_addr()
             && addr != export.bind
             && export.bind.port() != 0
@@ -135,18 +204,15 @@ pub(crate) fn inherit(export: &mut Export, predecessor: Option<&Predecessor>) {
         }
         export.listener = Some(listener);
     }
-    let Some(predecessor) = predecessor else {
-        return;
-    };
     for service in &mut export.services {
-        if let Some(instance) = predecessor
-            .instances()
+        if let Some(instance) = taken
+            .instances
             .iter()
             .find(|instance| instance.service == service.key)
         {
             service.instance_id = Some(instance.id.clone());
-        } else if let Some(instance) = predecessor
-            .offline()
+        } else if let Some(instance) = taken
+            .offline
             .iter()
             .find(|instance| instance.service == service.key)
         {
