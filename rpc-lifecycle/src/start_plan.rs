@@ -30,7 +30,9 @@ pub struct ExportedService {
     /// Register this long after the service is ready (Dubbo's delay export). Default 0.
     pub delay: Duration,
     /// The instance id to register under. Default `None`: a fresh one. A hot upgrade's
-    /// new process passes its predecessor's, so that it registers the *same* instance.
+    /// new generation passes its predecessor's, so that it registers the *same*
+    /// instance; its listener then accepts only once it is ready, as on an inherited
+    /// socket (the predecessor still accepts on the address until then).
     pub instance_id: Option<InstanceId>,
     /// Start it manually offline: not registered, health NOT_SERVING, the closing mark
     /// on its responses, until `Lifecycle::online` registers it. Default false. A hot

@@ -44,8 +44,10 @@ impl Lifecycle {
         self.inner.protocols.set_registries(registries.clone());
         // One span per step, as the shutdown's steps have.
         let steps = async {
-            let handled =
-                signals::Handled::at_start(self.config().internal_signal, self.upgrade_enabled());
+            let handled = signals::Handled::at_start(
+                self.config().internal_signal,
+                self.upgrade_by_signal_enabled(),
+            );
             signals::install(self.clone(), handled).map_err(StartError::Signals)?;
             self.start_references(references, check_timeout)
                 .instrument(info_span!("references"))
@@ -126,7 +128,14 @@ impl Lifecycle {
         let mut pending = Vec::new();
         let mut held = Vec::new();
         for export in exports {
-            let inherited = export.listener.is_some();
+            // A previous generation still accepts on this address (an inherited socket,
+            // or a custom stack's listener shared with a successor that takes its
+            // instance ids over): this one accepts only once it is ready.
+            let inherited = export.listener.is_some()
+                || export
+                    .services
+                    .iter()
+                    .any(|service| service.instance_id.is_some());
             let server = match export.listener {
                 Some(listener) => Server::from_std(listener, export.options)?,
                 None => Server::bind(export.bind, export.options).await?,

@@ -199,6 +199,9 @@ impl Driver {
                 self.world.command(&host, Command::Offline);
             }
             Kind::RegistryOutage => self.world.registry.set_reachable(&host, false),
+            Kind::Upgrade => {
+                self.world.command(&host, Command::Upgrade);
+            }
         }
     }
 
@@ -221,6 +224,8 @@ impl Driver {
                 self.world.command(&host, Command::Online);
             }
             Kind::RegistryOutage => self.world.registry.set_reachable(&host, true),
+            // It ends by itself: the old generation drains and ends.
+            Kind::Upgrade => {}
         }
         true
     }

@@ -11,11 +11,13 @@ use parking_lot::Mutex;
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::{Echo, EchoServer};
 use proto::echo::{EchoReply, EchoRequest};
+use rpc::lifecycle::UpgradeResult;
 use rpc::transport::Network;
 use rpc::{Application, Config, ConfigFormat};
 use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
+use crate::generations::Generations;
 use crate::ledger::{CallEnd, Ledger, now};
 use crate::network::TurmoilNetwork;
 use crate::registry::SimRegistry;
@@ -41,6 +43,8 @@ pub enum Command {
     Offline,
     /// `POST /online`.
     Online,
+    /// A hot upgrade (as `POST /upgrade`): the next generation on the same host.
+    Upgrade,
 }
 
 /// What every host's software shares with the driver.
@@ -112,32 +116,14 @@ fn config(yaml: &str, change: Option<&ConfigChange>, host: &str) -> Config {
     config
 }
 
-/// A provider process on `host` (reachable at `ip`): serves until told to stop.
+/// A provider process on `host` (reachable at `ip`): serves until told to stop; an
+/// upgrade replaces it by its next generation on the same host.
 pub async fn provider(world: Arc<World>, host: String, ip: String) {
-    let yaml = format!(
-        "application: {{ name: {host}, logging: false }}
-protocol: {{ host: \"{ip}\", port: {PORT} }}
-admin: {{ enabled: false }}
-upgrade: {{ enabled: false }}
-metrics: {{ enabled: false }}
-graceful_shutdown:
-  internal_signal: false
-  timeout: 5s
-  step_timeout: 1s
-  consumer_update_wait_time: 300ms
-  offline_request_window_timeout: 100ms
-"
-    );
-    let mut builder = Application::builder(config(&yaml, world.provider_change.as_ref(), &host));
-    builder.registry("default", world.client(&host));
-    builder.network(Network::new(TurmoilNetwork));
-    builder.service(EchoServer::new(SimEcho {
-        world: world.clone(),
-        host: host.clone(),
-    }));
+    let (sender, mut started) = mpsc::unbounded_channel();
+    let generations = generations(world.clone(), host.clone(), ip, sender);
     let (sender, mut commands) = mpsc::unbounded_channel();
     world.commands.lock().insert(host.clone(), sender);
-    let app = match builder.start().await {
+    let mut app = match generations.builder().start().await {
         Ok(app) => app,
         Err(error) => return world.ledger.start_failed(&host, error.to_string()),
     };
@@ -160,8 +146,93 @@ graceful_shutdown:
                 world.ledger.online(&host);
                 drop(lifecycle.online(|_| true).await);
             }
+            Command::Upgrade => {
+                if let Some(next) = upgrade(&world, &host, &app, &mut started).await {
+                    let previous = std::mem::replace(&mut app, next);
+                    record_drain(&world, &host, previous, app.lifecycle());
+                }
+            }
         }
     }
+}
+
+/// The generations of the provider on `host`: the echo, the host's registry client
+/// and network; each started by an upgrade goes to `started`.
+fn generations(
+    world: Arc<World>,
+    host: String,
+    ip: String,
+    started: mpsc::UnboundedSender<Application>,
+) -> Generations {
+    // One network per process lineage: its generations share its listener.
+    let network = TurmoilNetwork::default();
+    let build = move || {
+        let yaml = provider_yaml(&host, &ip);
+        let config = config(&yaml, world.provider_change.as_ref(), &host);
+        let mut builder = Application::builder(config);
+        builder.registry("default", world.client(&host));
+        builder.network(Network::new(network.clone()));
+        builder.service(EchoServer::new(SimEcho {
+            world: world.clone(),
+            host: host.clone(),
+        }));
+        builder
+    };
+    Generations::new(build, started)
+}
+
+/// A simulated provider's configuration: bounds of a few seconds, no admin endpoint,
+/// metrics or signals; upgrades by the simulator's spawner.
+fn provider_yaml(host: &str, ip: &str) -> String {
+    format!(
+        "application: {{ name: {host}, logging: false }}
+protocol: {{ host: \"{ip}\", port: {PORT} }}
+admin: {{ enabled: false }}
+upgrade: {{ signal: false }}
+metrics: {{ enabled: false }}
+graceful_shutdown:
+  internal_signal: false
+  timeout: 5s
+  step_timeout: 1s
+  consumer_update_wait_time: 300ms
+  offline_request_window_timeout: 100ms
+"
+    )
+}
+
+/// Upgrades `app`: its next generation once it took over, `None` (recorded) when the
+/// upgrade did not succeed.
+async fn upgrade(
+    world: &World,
+    host: &str,
+    app: &Application,
+    started: &mut mpsc::UnboundedReceiver<Application>,
+) -> Option<Application> {
+    let report = app.upgrade().await;
+    if report.result != UpgradeResult::Succeeded {
+        world.ledger.upgrade_failed(host, report.to_string());
+        return None;
+    }
+    // The spawner sent the generation before it said ready.
+    started.recv().await
+}
+
+/// Records the drain of a generation that handed over, once it ends; the next
+/// generation (`next`) refuses upgrades until then.
+fn record_drain(world: &Arc<World>, host: &str, previous: Application, next: &rpc::Lifecycle) {
+    let (ended, gone) = tokio::sync::oneshot::channel::<()>();
+    next.predecessor_alive(async move {
+        let _ = gone.await;
+    });
+    let (world, host) = (world.clone(), host.to_owned());
+    tokio::spawn(async move {
+        let report = previous.wait().await;
+        let text = format!("{report:?}");
+        world
+            .ledger
+            .drained(&host, report.total, report.forced(), text);
+        drop(ended);
+    });
 }
 
 /// The echo a provider serves: records the execution, works a few milliseconds.
@@ -197,7 +268,7 @@ pub async fn consumer(world: Arc<World>, index: usize, host: String) {
     let yaml = consumer_yaml(&host, world.load_balance);
     let mut builder = Application::builder(config(&yaml, world.consumer_change.as_ref(), &host));
     builder.registry("default", world.client(&host));
-    builder.network(Network::new(TurmoilNetwork));
+    builder.network(Network::new(TurmoilNetwork::default()));
     let channel = builder.reference("echo.Echo");
     let app = match builder.start().await {
         Ok(app) => app,

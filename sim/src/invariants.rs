@@ -7,7 +7,8 @@
 //!    offline, a registry outage fail nothing;
 //! 3. **no call runs twice** (the echo is not idempotent: nothing may re-send a call
 //!    that reached a handler);
-//! 4. **every graceful stop reports clean** (`ShutdownReport::forced()` is false);
+//! 4. **every graceful stop reports clean** (`ShutdownReport::forced()` is false), and
+//!    so does the drain of every generation that handed over to the next (an upgrade);
 //! 5. **directories converge**: when the run ends, every consumer's directory holds
 //!    exactly the providers serving then (every event has ended by then);
 //! 6. **every process starts**;
@@ -19,7 +20,8 @@
 //!    answer from a provider that had begun a graceful stop or an offline (every such
 //!    answer carries the closing mark), none of its later calls runs on that provider
 //!    until the stop or offline ends — the mark, not the registry, is what moves
-//!    consumers first (and the only thing that does for one cut off from the registry).
+//!    consumers first (and the only thing that does for one cut off from the registry);
+//! 9. **every upgrade takes over**: its next generation serves, the old one drained.
 //!
 //! To add an invariant: a function from the schedule and the entries to violations,
 //! called from [`check`].
@@ -40,6 +42,9 @@ pub const DETECTION_BOUND: Duration = Duration::from_millis(500);
 
 /// The name of invariant 7.
 pub const LATE_CALLS: &str = "a paused host gets no new call";
+
+/// The name of invariant 9.
+pub const UPGRADES_TAKE_OVER: &str = "every upgrade takes over";
 
 /// The name of invariant 8.
 pub const TOLD_CLOSING: &str = "a consumer told closing sends no new call there";
@@ -250,12 +255,19 @@ fn no_call_runs_twice(entries: &Entries, violations: &mut Vec<Violation>) {
     }
 }
 
-/// Invariant 4.
+/// Invariant 4, and 9 (every upgrade takes over).
 fn graceful_stops_are_clean(entries: &Entries, violations: &mut Vec<Violation>) {
-    for stop in entries.stops.iter().filter(|stop| stop.forced) {
+    let stops = entries.stops.iter().chain(&entries.drains);
+    for stop in stops.filter(|stop| stop.forced) {
         violations.push(Violation {
             invariant: "every graceful stop reports clean",
             detail: format!("{} at {:?}: {}", stop.provider, stop.at, stop.report),
+        });
+    }
+    for (host, report) in &entries.upgrade_failures {
+        violations.push(Violation {
+            invariant: UPGRADES_TAKE_OVER,
+            detail: format!("{host}: {report}"),
         });
     }
 }

@@ -81,6 +81,11 @@ pub struct Entries {
     pub executions: BTreeMap<u64, Vec<Execution>>,
     /// Graceful stops, in the order they ended.
     pub stops: Vec<StopRecord>,
+    /// The drains of generations that handed over to the next (a hot upgrade), in the
+    /// order they ended.
+    pub drains: Vec<StopRecord>,
+    /// Upgrades that did not take over, and their reports.
+    pub upgrade_failures: Vec<(String, String)>,
     /// Manual offlines that took effect: the provider, when the offline had taken
     /// effect, and when the online was asked for (`None`: never).
     pub offlines: Vec<(String, Duration, Option<Duration>)>,
@@ -140,6 +145,26 @@ impl Ledger {
             forced,
             report,
         });
+    }
+
+    /// The drain of a generation of `provider` that handed over, which took `took`,
+    /// ended.
+    pub fn drained(&self, provider: &str, took: Duration, forced: bool, report: String) {
+        self.inner.lock().drains.push(StopRecord {
+            provider: provider.to_owned(),
+            began: now().saturating_sub(took),
+            at: now(),
+            forced,
+            report,
+        });
+    }
+
+    /// An upgrade of `provider` did not take over.
+    pub fn upgrade_failed(&self, provider: &str, report: String) {
+        self.inner
+            .lock()
+            .upgrade_failures
+            .push((provider.to_owned(), report));
     }
 
     /// `provider`'s manual offline has taken effect.

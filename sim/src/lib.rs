@@ -16,6 +16,7 @@
 
 pub mod driver;
 pub mod fleet;
+pub mod generations;
 pub mod hosts;
 pub mod invariants;
 pub mod ledger;

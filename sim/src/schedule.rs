@@ -42,6 +42,9 @@ pub enum Kind {
     RegistryOutage,
     /// A consumer's process killed and started again after `lasts`.
     ConsumerKill,
+    /// A provider's hot upgrade: its next generation starts on the same host, takes
+    /// over its address and instance ids, and the old one drains and ends.
+    Upgrade,
 }
 
 impl Kind {
@@ -122,6 +125,23 @@ impl Schedule {
     /// one provider faulty at once (with none left, failing is the right answer, and
     /// checks nothing), none overlapping another on the same host.
     pub fn draw(seed: u64) -> Self {
+        let mut schedule = Self::draw_without_upgrades(seed);
+        // Upgrades from a stream of their own: the other events of a seed are those it
+        // drew before upgrades were simulated.
+        let mut upgrades = SmallRng::seed_from_u64(seed ^ UPGRADE_STREAM);
+        for _ in 0..upgrades.random_range(1..=3) {
+            let event = draw_upgrade(&mut upgrades);
+            if fits(&schedule.events, &event) {
+                schedule.events.push(event);
+            }
+        }
+        schedule.events.sort_by_key(|event| event.at);
+        schedule
+    }
+
+    /// The schedule `seed` drew before upgrades were simulated: [`Schedule::draw`]'s
+    /// without its upgrades (the seeds kept as regressions from then replay it).
+    pub fn draw_without_upgrades(seed: u64) -> Self {
         let mut rng = SmallRng::seed_from_u64(seed);
         let watch_delays = (0..PROVIDERS + CONSUMERS)
             .map(|_| Duration::from_millis(rng.random_range(0..200)))
@@ -195,14 +215,32 @@ fn draw_event(rng: &mut SmallRng) -> Event {
     }
 }
 
+/// Mixed into the seed for the stream upgrades are drawn from.
+const UPGRADE_STREAM: u64 = 0x7570_6772_6164_6573;
+
+/// A hot upgrade of a random provider at a random time.
+fn draw_upgrade(rng: &mut SmallRng) -> Event {
+    Event {
+        at: Duration::from_millis(
+            rng.random_range(FIRST_EVENT.as_millis() as u64..LAST_EVENT.as_millis() as u64),
+        ),
+        kind: Kind::Upgrade,
+        target: Target::Provider(rng.random_range(0..PROVIDERS)),
+        // Nothing ends it (the old generation drains by itself): the time over which a
+        // run's description counts the calls made during it.
+        lasts: Duration::from_secs(1),
+    }
+}
+
 /// A restart's stop takes up to the shutdown's bound beyond `lasts`: it counts as
-/// lasting that much longer when events are placed.
+/// lasting that much longer when events are placed; an upgrade's hand-over and drain
+/// as long.
 const RESTART_STOP_BOUND: Duration = Duration::from_secs(3);
 
 /// How long `event` may keep its host out of service.
 fn span(event: &Event) -> Duration {
     match event.kind {
-        Kind::Restart => event.lasts + RESTART_STOP_BOUND,
+        Kind::Restart | Kind::Upgrade => event.lasts + RESTART_STOP_BOUND,
         _ => event.lasts,
     }
 }
@@ -285,5 +323,33 @@ impl fmt::Display for Schedule {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A seed's events other than upgrades are those it drew before upgrades were
+    /// simulated; and enough seeds upgrade a provider for 1 000 of them to search the
+    /// upgrade's interleavings.
+    #[test]
+    fn upgrades_join_the_events_a_seed_drew_before() {
+        let mut with_upgrades = 0;
+        for seed in 0..200 {
+            let schedule = Schedule::draw(seed);
+            let others: Vec<Event> = schedule
+                .events
+                .iter()
+                .filter(|event| event.kind != Kind::Upgrade)
+                .copied()
+                .collect();
+            let before = Schedule::draw_without_upgrades(seed);
+            assert_eq!(others, before.events, "seed {seed}");
+            assert_eq!(schedule.watch_delays, before.watch_delays);
+            with_upgrades += usize::from(others.len() < schedule.events.len());
+        }
+        assert!(with_upgrades >= 60, "{with_upgrades} of 200 seeds upgrade");
+        println!("{with_upgrades} of 200 seeds upgrade a provider");
     }
 }

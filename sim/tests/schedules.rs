@@ -157,8 +157,8 @@ fn main() {
     }
 }
 
-/// What one run came to, beyond its violations: start failures, graceful stops, the
-/// directories at the end, and for each event the calls made during it.
+/// What one run came to, beyond its violations: start failures, graceful stops,
+/// upgrades, the directories at the end, and for each event the calls made during it.
 fn describe(outcome: &RunOutcome) {
     let entries = &outcome.entries;
     println!("  start failures: {:?}", entries.start_failures);
@@ -168,6 +168,16 @@ fn describe(outcome: &RunOutcome) {
         .map(|stop| (&stop.provider, stop.at, stop.forced))
         .collect();
     println!("  graceful stops: {stops:?}");
+    let drains: Vec<_> = entries
+        .drains
+        .iter()
+        .map(|drain| (&drain.provider, drain.began, drain.at, drain.forced))
+        .collect();
+    println!("  upgrades' drains (began, ended, forced): {drains:?}");
+    println!(
+        "  upgrades that did not take over: {:?}",
+        entries.upgrade_failures
+    );
     println!("  directories at the end: {:?}", entries.directories);
     for event in &outcome.schedule.events {
         let host = event.target.host();

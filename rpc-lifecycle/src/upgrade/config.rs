@@ -22,6 +22,12 @@ pub struct UpgradeConfig {
     /// runs, not whether its exit ends its container, and a setting written in the
     /// configuration is one an operator and a test can read.
     pub enabled: bool,
+    /// Whether SIGUSR2 starts an upgrade. Default true. When false the upgrade is
+    /// started only by `POST /upgrade` and `Application::upgrade` (for a process whose
+    /// SIGUSR2 means something else, or one that runs applications without a signal
+    /// driver: the fleet simulator's hosts); with `graceful_shutdown.internal_signal`
+    /// on, SIGUSR2 is still read, and refused.
+    pub signal: bool,
     /// The binary to start. Default: the path of this process's executable, read at
     /// start-up, so that installing a new build over that file and triggering runs the
     /// new build (see `process::Program::current`). Set it when deploys switch a
@@ -43,6 +49,7 @@ impl Default for UpgradeConfig {
     fn default() -> Self {
         Self {
             enabled: true,
+            signal: true,
             binary: None,
             ready_timeout: Duration::from_secs(30),
             pid_file: None,

@@ -141,16 +141,15 @@ impl Lifecycle {
         self.trigger_upgrade(Trigger::Signal)
     }
 
-    /// Whether a trigger could start an upgrade, as far as configuration goes:
-    /// [`Lifecycle::configure_upgrade`] was called with `enabled: true`. Start-up
-    /// handles SIGUSR2 then, whatever `internal_signal` says.
-    pub(crate) fn upgrade_enabled(&self) -> bool {
+    /// Whether SIGUSR2 starts an upgrade: it is enabled and `upgrade.signal` is on.
+    /// Start-up handles SIGUSR2 then, whatever `internal_signal` says.
+    pub(crate) fn upgrade_by_signal_enabled(&self) -> bool {
         self.inner
             .upgrade
             .setup
             .lock()
             .as_ref()
-            .is_some_and(|setup| setup.config.enabled)
+            .is_some_and(|setup| setup.config.enabled && setup.config.signal)
     }
 
     fn trigger_upgrade(

@@ -441,7 +441,7 @@ async fn turned_off_every_trigger_is_refused_and_a_signal_s_refusal_is_told() {
     };
     f.lifecycle
         .configure_upgrade(off, f.spawner.clone(), Some(heard.clone()));
-    assert!(!f.lifecycle.upgrade_enabled());
+    assert!(!f.lifecycle.upgrade_by_signal_enabled());
 
     let called = f.lifecycle.upgrade().await;
     assert_eq!(called.result, UpgradeResult::Refused);
@@ -466,10 +466,19 @@ async fn turned_off_every_trigger_is_refused_and_a_signal_s_refusal_is_told() {
     assert_eq!(f.lifecycle.upgrade_counts().refused, 2);
     assert_eq!(f.lifecycle.phase(), Phase::Serving);
 
+    // On without SIGUSR2 (`upgrade.signal: false`): start-up installs no handler for it.
+    let no_signal = UpgradeConfig {
+        signal: false,
+        ..UpgradeConfig::default()
+    };
+    f.lifecycle
+        .configure_upgrade(no_signal, f.spawner.clone(), None);
+    assert!(!f.lifecycle.upgrade_by_signal_enabled());
+
     // Turned on again, the same lifecycle upgrades.
     f.lifecycle
         .configure_upgrade(UpgradeConfig::default(), f.spawner.clone(), None);
-    assert!(f.lifecycle.upgrade_enabled());
+    assert!(f.lifecycle.upgrade_by_signal_enabled());
     assert!(f.lifecycle.upgrade().await.succeeded());
 }
 
