@@ -9,7 +9,8 @@
 //! phase is checked under the same lock the registrations are taken with.
 //!
 //! After a failed upgrade every registration is registered again (the killed new process
-//! may have taken them over). One that fails is *pending*: it is retried, with a capped
+//! may have taken them over), and a manual online registers the withdrawn ones again.
+//! One that fails is *pending*: it is retried, with a capped
 //! and jittered backoff (`backoff.rs`: 100 ms doubling to 5 s), until it holds, until
 //! shutdown step 1, an abort or a hand-over takes it, or until a manual offline withdraws
 //! it. Each attempt holds the one-change-at-a-time lock, so shutdown step 1 waits for an
@@ -51,8 +52,8 @@ pub struct Registration {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Pending {
-    /// Registering it again (after a failed upgrade) failed: it is retried with a capped
-    /// backoff until it holds.
+    /// Registering it again (after a failed upgrade, or at a manual online) failed: it is
+    /// retried with a capped backoff until it holds.
     Retrying {
         /// When the first attempt failed (tokio's clock).
         since: Instant,
@@ -245,15 +246,28 @@ impl Registrations {
         self.shared.lists.lock().withdrawn.extend(withdrawn);
     }
 
-    /// Puts registrations a manual online tried back: those registered again on the
-    /// registered list, the others on the withdrawn list (a later online tries again).
-    pub(crate) fn restore<E>(&self, tried: Vec<Registered>, results: &[Result<(), E>]) {
-        let mut lists = self.shared.lists.lock();
-        for (registration, result) in tried.into_iter().zip(results) {
-            match result {
-                Ok(()) => lists.registered.push(registration),
-                Err(_) => lists.withdrawn.push(registration),
+    /// Puts registrations a manual online tried back on the registered list: the
+    /// operator's online holds whatever the registry said. Those whose registration
+    /// failed are pending, retried in the background (each attempt bounded by `bound`)
+    /// until they hold.
+    pub(crate) fn restore<E: ToString>(
+        &self,
+        tried: Vec<Registered>,
+        results: &[Result<(), E>],
+        bound: Duration,
+    ) {
+        let start = {
+            let mut lists = self.shared.lists.lock();
+            for (registration, result) in tried.into_iter().zip(results) {
+                if let Err(error) = result {
+                    lists.pend(registration.clone(), error.to_string());
+                }
+                lists.registered.push(registration);
             }
+            lists.start_retrying(&self.shared.taken)
+        };
+        if start {
+            tokio::spawn(retry_until_held(self.shared.clone(), bound));
         }
     }
 
@@ -291,25 +305,37 @@ impl Registrations {
                     }
                     (Ok(()), None) => {}
                     (Err(error), Some(index)) => lists.pending[index].failed(error),
-                    (Err(error), None) => {
-                        tracing::warn!(instance = %instance.id, registry = registry.url(), %error, "registering again failed; retrying until it holds");
-                        lists.pending.push(Retried {
-                            registration,
-                            since: Instant::now(),
-                            attempts: 1,
-                            last_error: error,
-                        });
-                    }
+                    (Err(error), None) => lists.pend(registration, error),
                 }
             }
-            let start =
-                !lists.pending.is_empty() && !lists.retrying && !self.shared.taken.is_cancelled();
-            lists.retrying |= start;
-            start
+            lists.start_retrying(&self.shared.taken)
         };
         if start {
             tokio::spawn(retry_until_held(self.shared.clone(), bound));
         }
+    }
+}
+
+impl Lists {
+    /// Makes `registration` pending: registering it failed with `error` (logged here,
+    /// once: not at every attempt).
+    fn pend(&mut self, registration: Registered, error: String) {
+        let (registry, instance) = &registration;
+        tracing::warn!(instance = %instance.id, registry = registry.url(), %error, "registering failed; retrying until it holds");
+        self.pending.push(Retried {
+            registration,
+            since: Instant::now(),
+            attempts: 1,
+            last_error: error,
+        });
+    }
+
+    /// Whether a task must start retrying the pending registrations now (none does
+    /// yet, and they are not taken for good); it is counted as started.
+    fn start_retrying(&mut self, taken: &CancellationToken) -> bool {
+        let start = !self.pending.is_empty() && !self.retrying && !taken.is_cancelled();
+        self.retrying |= start;
+        start
     }
 }
 

@@ -38,7 +38,11 @@ pub struct TrafficChange {
     /// The registries where that failed, with the registry's error. After a failed
     /// withdrawal the service is offline all the same (closing mark, NOT_SERVING) and its
     /// registration expires with the registry session; after a failed registration the
-    /// service stays offline, and a later online tries again.
+    /// service is online all the same (the mark cleared, SERVING), and the registration
+    /// is retried in the background until it holds (pending in
+    /// [`Registration::pending`](crate::Registration::pending) meanwhile), unless an
+    /// offline or the shutdown takes it first: a registry that does not answer at the
+    /// moment of an online does not undo the operator's word.
     pub failed: Vec<(String, String)>,
 }
 
@@ -141,14 +145,8 @@ impl Lifecycle {
         )
         .await;
         let changes = changes(&affected, &taken, &results);
-        registrations.restore(taken, &results);
-        // A service comes back only once every one of its registrations is back.
-        let back: Vec<ServiceKey> = changes
-            .iter()
-            .filter(|change| change.failed.is_empty())
-            .map(|change| change.service.clone())
-            .collect();
-        self.mark_offline(&back, false).await;
+        registrations.restore(taken, &results, self.config().step_timeout);
+        self.mark_offline(&affected, false).await;
         for change in &changes {
             tracing::info!(app = %self.name(), service = %change.service, registries = ?change.registries, failed = ?change.failed, "manually online");
         }

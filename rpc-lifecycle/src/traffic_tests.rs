@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
@@ -198,22 +199,42 @@ async fn before_start_up_and_during_shutdown_changes_are_refused() {
     assert_eq!(unregistered, 2);
 }
 
+/// A registry that does not answer at the moment of an online does not undo it: the
+/// service is back at once, and its registrations are retried until they hold (the
+/// fleet simulator found the old behaviour — the service left offline until someone
+/// asked again — when the registry lost its leader during an online).
 #[tokio::test(start_paused = true)]
-async fn a_failed_registration_keeps_the_service_offline_and_a_later_online_retries() {
+async fn a_failed_registration_at_an_online_is_retried_until_it_holds() {
     let registry = Arc::new(TestRegistry::default());
     let lifecycle = serving(registry.clone()).await;
+    let filter = lifecycle.provider_handles();
     lifecycle.offline(|_| true).await.unwrap();
     registry.refuse_register.store(true, Ordering::SeqCst);
     let changes = lifecycle.online(|_| true).await.unwrap();
     assert_eq!(changes.len(), 2);
     assert_eq!(changes[0].failed[0].0, "recording://");
     assert!(changes[0].registries.is_empty());
-    assert_eq!(lifecycle.offline_services().len(), 2);
+    assert!(
+        lifecycle.offline_services().is_empty(),
+        "online all the same"
+    );
+    assert!(!filter.offline.any(), "no closing mark");
+    let pending = |lifecycle: &Lifecycle| {
+        lifecycle
+            .registrations_by_registry()
+            .iter()
+            .filter(|registration| registration.pending.is_some())
+            .count()
+    };
+    assert_eq!(pending(&lifecycle), 2);
 
+    // The registry answers again: the next attempts hold (backoff: 100 ms doubling).
+    tokio::time::sleep(Duration::from_secs(1)).await;
     registry.refuse_register.store(false, Ordering::SeqCst);
-    let changes = lifecycle.online(|_| true).await.unwrap();
-    assert!(changes.iter().all(|c| c.failed.is_empty()));
-    assert!(lifecycle.offline_services().is_empty());
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(pending(&lifecycle), 0);
+    assert_eq!(lifecycle.registrations().len(), 2);
+    assert!(lifecycle.online(|_| true).await.unwrap().is_empty());
 }
 
 /// An offline under way when shutdown begins finishes first; the shutdown then
