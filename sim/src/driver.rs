@@ -202,6 +202,18 @@ impl Driver {
             Kind::Upgrade => {
                 self.world.command(&host, Command::Upgrade);
             }
+            Kind::LinkDelay { delay } => {
+                for consumer in (0..CONSUMERS).map(consumer_host) {
+                    sim.set_link_latency(host.as_str(), consumer.as_str(), delay);
+                }
+            }
+            Kind::OneWayPartition { from_provider } => {
+                for consumer in (0..CONSUMERS).map(consumer_host) {
+                    let (from, to) = one_way(&host, &consumer, from_provider);
+                    sim.partition_oneway(from, to);
+                }
+            }
+            Kind::RegistryLeaderLoss => self.world.registry.set_leader(false),
         }
     }
 
@@ -226,7 +238,34 @@ impl Driver {
             Kind::RegistryOutage => self.world.registry.set_reachable(&host, true),
             // It ends by itself: the old generation drains and ends.
             Kind::Upgrade => {}
+            Kind::LinkDelay { .. } => {
+                for consumer in (0..CONSUMERS).map(consumer_host) {
+                    // Back to 0 to MAX_MESSAGE_LATENCY.
+                    sim.set_link_latency(host.as_str(), consumer.as_str(), Duration::ZERO);
+                    sim.set_link_max_message_latency(
+                        host.as_str(),
+                        consumer.as_str(),
+                        MAX_MESSAGE_LATENCY,
+                    );
+                }
+            }
+            Kind::OneWayPartition { from_provider } => {
+                for consumer in (0..CONSUMERS).map(consumer_host) {
+                    let (from, to) = one_way(&host, &consumer, from_provider);
+                    sim.repair_oneway(from, to);
+                }
+            }
+            Kind::RegistryLeaderLoss => self.world.registry.set_leader(true),
         }
         true
+    }
+}
+
+/// The direction a one-way partition between `provider` and `consumer` cuts.
+fn one_way<'a>(provider: &'a str, consumer: &'a str, from_provider: bool) -> (&'a str, &'a str) {
+    if from_provider {
+        (provider, consumer)
+    } else {
+        (consumer, provider)
     }
 }

@@ -13,7 +13,7 @@ use proto::echo::echo_server::{Echo, EchoServer};
 use proto::echo::{EchoReply, EchoRequest};
 use rpc::lifecycle::UpgradeResult;
 use rpc::transport::Network;
-use rpc::{Application, Config, ConfigFormat};
+use rpc::{Application, ApplicationError, Config, ConfigFormat, RegistryError, StartError};
 use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 
@@ -123,9 +123,9 @@ pub async fn provider(world: Arc<World>, host: String, ip: String) {
     let generations = generations(world.clone(), host.clone(), ip, sender);
     let (sender, mut commands) = mpsc::unbounded_channel();
     world.commands.lock().insert(host.clone(), sender);
-    let mut app = match generations.builder().start().await {
-        Ok(app) => app,
-        Err(error) => return world.ledger.start_failed(&host, error.to_string()),
+    let start = || generations.builder().start();
+    let Some(mut app) = start_supervised(&world, &host, start).await else {
+        return;
     };
     while let Some(command) = commands.recv().await {
         let lifecycle = app.lifecycle();
@@ -235,6 +235,50 @@ fn record_drain(world: &Arc<World>, host: &str, previous: Application, next: &rp
     });
 }
 
+/// How long a supervisor waits before it starts a process that failed again
+/// (systemd's `RestartSec`).
+const RESTART_DELAY: Duration = Duration::from_secs(1);
+
+/// Starts a process with `start`, and as a supervisor does, again after
+/// [`RESTART_DELAY`] while it fails because the registry cannot be reached (the
+/// framework's start-up fails then, as Dubbo's does with `registry.check`); `None`,
+/// recorded, when it fails otherwise.
+async fn start_supervised<T, F, Fut>(world: &World, host: &str, start: F) -> Option<T>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, ApplicationError>>,
+{
+    loop {
+        match start().await {
+            Ok(started) => return Some(started),
+            Err(error) if registry_unreachable(&error) => {
+                world.ledger.start_retried(host, error.to_string());
+                tokio::time::sleep(RESTART_DELAY).await;
+            }
+            Err(error) => {
+                world.ledger.start_failed(host, error.to_string());
+                return None;
+            }
+        }
+    }
+}
+
+/// Whether start-up failed because a registry did not answer.
+fn registry_unreachable(error: &ApplicationError) -> bool {
+    matches!(
+        error,
+        ApplicationError::Start(
+            StartError::Register {
+                source: RegistryError::Unreachable { .. },
+                ..
+            } | StartError::Subscribe {
+                source: RegistryError::Unreachable { .. },
+                ..
+            }
+        )
+    )
+}
+
 /// The echo a provider serves: records the execution, works a few milliseconds.
 struct SimEcho {
     world: Arc<World>,
@@ -266,14 +310,18 @@ impl Echo for SimEcho {
 /// records its directory when the run ends.
 pub async fn consumer(world: Arc<World>, index: usize, host: String) {
     let yaml = consumer_yaml(&host, world.load_balance);
-    let mut builder = Application::builder(config(&yaml, world.consumer_change.as_ref(), &host));
-    builder.registry("default", world.client(&host));
-    builder.network(Network::new(TurmoilNetwork::default()));
-    let channel = builder.reference("echo.Echo");
-    let app = match builder.start().await {
-        Ok(app) => app,
-        Err(error) => return world.ledger.start_failed(&host, error.to_string()),
+    let start = || {
+        let mut builder =
+            Application::builder(config(&yaml, world.consumer_change.as_ref(), &host));
+        builder.registry("default", world.client(&host));
+        builder.network(Network::new(TurmoilNetwork::default()));
+        let channel = builder.reference("echo.Echo");
+        async move { Ok((builder.start().await?, channel)) }
     };
+    let Some((app, channel)) = start_supervised(&world, &host, start).await else {
+        return;
+    };
+    world.ledger.consumer_started(index);
     let client = EchoClient::new(channel.clone());
     let mut calls = tokio::task::JoinSet::new();
     let mut ticks = tokio::time::interval(CALL_INTERVAL);

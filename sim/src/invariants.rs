@@ -2,7 +2,7 @@
 //!
 //! 1. **every call is answered**, once — unless its own consumer was killed meanwhile;
 //! 2. **a call fails only because of a hard fault it met**: it was in flight when a
-//!    provider was killed or paused, or began within [`DETECTION_BOUND`] of it (the
+//!    provider was killed, paused or cut off one way, or began within [`DETECTION_BOUND`] of it (the
 //!    time the consumer may take to stop choosing that instance). A graceful stop, an
 //!    offline, a registry outage fail nothing;
 //! 3. **no call runs twice** (the echo is not idempotent: nothing may re-send a call
@@ -13,7 +13,9 @@
 //!    exactly the providers serving then (every event has ended by then);
 //! 6. **every process starts**;
 //! 7. **a paused host gets no new call** once the consumers had [`DETECTION_BOUND`]
-//!    to notice (from the pause, or from a consumer's start during it): a call made later in the pause and answered by that host (after it
+//!    to notice (from the pause, or from a consumer's start or its watch's news of the
+//!    host during it — a new instance has no latency to be late against; after a slow
+//!    link to that host, 4 × its answers' time then, the framework's rule): a call made later in the pause and answered by that host (after it
 //!    resumed) waited out the pause — the latency users are paged for, though the call
 //!    succeeds;
 //! 8. **a consumer told "closing" sends no new call there**: once a consumer had an
@@ -21,7 +23,9 @@
 //!    answer carries the closing mark), none of its later calls runs on that provider
 //!    until the stop or offline ends — the mark, not the registry, is what moves
 //!    consumers first (and the only thing that does for one cut off from the registry);
-//! 9. **every upgrade takes over**: its next generation serves, the old one drained.
+//! 9. **every upgrade takes over**: its next generation serves, the old one drained —
+//!    unless the registry had no leader meanwhile (the new generation cannot register;
+//!    the old one serves on).
 //!
 //! To add an invariant: a function from the schedule and the entries to violations,
 //! called from [`check`].
@@ -42,6 +46,10 @@ pub const DETECTION_BOUND: Duration = Duration::from_millis(500);
 
 /// The name of invariant 7.
 pub const LATE_CALLS: &str = "a paused host gets no new call";
+
+/// How long a registry call may take before it fails as unreachable (the registry
+/// client's bound, 3 s), and a margin.
+const REGISTRY_CALL_BOUND: Duration = Duration::from_secs(4);
 
 /// The name of invariant 9.
 pub const UPGRADES_TAKE_OVER: &str = "every upgrade takes over";
@@ -75,8 +83,8 @@ pub fn check(schedule: &Schedule, entries: &Entries, providers: &[String]) -> Ve
     let mut violations = Vec::new();
     calls_end_as_allowed(schedule, entries, &mut violations);
     no_call_runs_twice(entries, &mut violations);
-    graceful_stops_are_clean(entries, &mut violations);
-    paused_hosts_get_no_new_calls(schedule, entries, &mut violations);
+    graceful_stops_are_clean(schedule, entries, &mut violations);
+    paused_hosts_get_no_new_calls(schedule, entries, providers, &mut violations);
     told_closing_sends_no_new_calls(schedule, entries, providers, &mut violations);
     directories_converge(entries, providers, &mut violations);
     for (host, error) in &entries.start_failures {
@@ -133,6 +141,7 @@ fn calls_end_as_allowed(schedule: &Schedule, entries: &Entries, violations: &mut
 fn paused_hosts_get_no_new_calls(
     schedule: &Schedule,
     entries: &Entries,
+    providers: &[String],
     violations: &mut Vec<Violation>,
 ) {
     for pause in schedule
@@ -141,18 +150,34 @@ fn paused_hosts_get_no_new_calls(
         .filter(|event| event.kind == Kind::Pause)
     {
         let host = pause.target.host();
+        let Target::Provider(index) = pause.target else {
+            continue;
+        };
+        let address = &providers[index];
+        let bound = DETECTION_BOUND.max(4 * slow_link_answer(schedule, pause));
         for (id, call) in &entries.calls {
             // A consumer started during the pause has had the bound from its start.
-            let started = schedule
-                .events
+            let started = entries
+                .consumer_starts
                 .iter()
-                .filter(|event| event.kind == Kind::ConsumerKill)
-                .filter(|event| event.target == Target::Consumer(call.consumer))
-                .map(|event| event.end())
-                .filter(|start| *start > pause.at && *start < pause.end())
+                .filter(|(consumer, at)| {
+                    *consumer == call.consumer && *at > pause.at && *at < pause.end()
+                })
+                .map(|(_, at)| *at)
                 .max()
                 .unwrap_or(pause.at);
-            let noticed = started + DETECTION_BOUND;
+            // So has one whose watch delivered the host's registration (again) during it:
+            // an instance new to a consumer has no latency to be late against yet.
+            let consumer_host = crate::schedule::consumer_host(call.consumer);
+            let listed = entries
+                .arrivals
+                .iter()
+                .filter(|arrival| arrival.host == consumer_host && arrival.authority == *address)
+                .map(|arrival| arrival.at)
+                .filter(|at| *at > pause.at && *at <= call.started)
+                .max()
+                .unwrap_or(pause.at);
+            let noticed = started.max(listed) + bound;
             let sent_to_it = matches!(&call.ended, Some((_, CallEnd::Answered(by))) if *by == host);
             if sent_to_it && call.started > noticed && call.started < pause.end() {
                 violations.push(Violation {
@@ -168,6 +193,29 @@ fn paused_hosts_get_no_new_calls(
         }
     }
 }
+
+/// How long an answer of `pause`'s host took over a slow link that ended within the
+/// consumers' latency memory before the pause (zero without one): a call is overdue
+/// after 4 × its instance's latency estimate, a peak EWMA that forgets over
+/// `ewma_decay` (10 s), so after a slow spell the consumers take that much longer to
+/// notice a pause (docs/cluster.md, "Stalled instances").
+fn slow_link_answer(schedule: &Schedule, pause: &crate::schedule::Event) -> Duration {
+    schedule
+        .events
+        .iter()
+        .filter(|event| event.target == pause.target && event.end() <= pause.at)
+        .filter(|event| pause.at - event.end() < EWMA_DECAY)
+        .filter_map(|event| match event.kind {
+            // Both ways, and the echo's work (at most 20 ms).
+            Kind::LinkDelay { delay } => Some(2 * delay + Duration::from_millis(20)),
+            _ => None,
+        })
+        .max()
+        .unwrap_or_default()
+}
+
+/// The consumers' `ewma_decay` (its default).
+const EWMA_DECAY: Duration = Duration::from_secs(10);
 
 /// Invariant 8.
 fn told_closing_sends_no_new_calls(
@@ -255,8 +303,14 @@ fn no_call_runs_twice(entries: &Entries, violations: &mut Vec<Violation>) {
     }
 }
 
-/// Invariant 4, and 9 (every upgrade takes over).
-fn graceful_stops_are_clean(entries: &Entries, violations: &mut Vec<Violation>) {
+/// Invariant 4, and 9 (every upgrade takes over, unless the registry had no leader
+/// while the new generation registered: it cannot register then, and the old one
+/// serves on).
+fn graceful_stops_are_clean(
+    schedule: &Schedule,
+    entries: &Entries,
+    violations: &mut Vec<Violation>,
+) {
     let stops = entries.stops.iter().chain(&entries.drains);
     for stop in stops.filter(|stop| stop.forced) {
         violations.push(Violation {
@@ -264,7 +318,15 @@ fn graceful_stops_are_clean(entries: &Entries, violations: &mut Vec<Violation>) 
             detail: format!("{} at {:?}: {}", stop.provider, stop.at, stop.report),
         });
     }
-    for (host, report) in &entries.upgrade_failures {
+    for (host, at, report) in &entries.upgrade_failures {
+        let leaderless = schedule.events.iter().any(|event| {
+            event.kind == Kind::RegistryLeaderLoss
+                && event.at <= *at
+                && *at <= event.end() + REGISTRY_CALL_BOUND
+        });
+        if leaderless {
+            continue;
+        }
         violations.push(Violation {
             invariant: UPGRADES_TAKE_OVER,
             detail: format!("{host}: {report}"),

@@ -55,7 +55,8 @@ pub struct StopRecord {
     pub report: String,
 }
 
-/// A registration a host's watch delivered for the first time.
+/// A registration a host's watch delivered that its previous snapshot did not list
+/// (the first time, or again after it had been withdrawn).
 #[derive(Clone, Debug)]
 pub struct Arrival {
     /// The host that watched.
@@ -84,8 +85,11 @@ pub struct Entries {
     /// The drains of generations that handed over to the next (a hot upgrade), in the
     /// order they ended.
     pub drains: Vec<StopRecord>,
-    /// Upgrades that did not take over, and their reports.
-    pub upgrade_failures: Vec<(String, String)>,
+    /// Upgrades that did not take over: the provider, when, and the report.
+    pub upgrade_failures: Vec<(String, Duration, String)>,
+    /// Starts that failed because the registry could not be reached, each started
+    /// again a second later (as a supervisor restarts a process): the host, when, why.
+    pub start_retries: Vec<(String, Duration, String)>,
     /// Manual offlines that took effect: the provider, when the offline had taken
     /// effect, and when the online was asked for (`None`: never).
     pub offlines: Vec<(String, Duration, Option<Duration>)>,
@@ -93,8 +97,10 @@ pub struct Entries {
     pub directories: BTreeMap<usize, Vec<String>>,
     /// Processes that failed to start, and why.
     pub start_failures: Vec<(String, String)>,
-    /// Registrations each host's watches delivered, when first (from the registry, at
-    /// the end of the run).
+    /// When each consumer (by index) started, each time it did.
+    pub consumer_starts: Vec<(usize, Duration)>,
+    /// Registrations each host's watches delivered, each time one arrived that the
+    /// previous snapshot did not list (from the registry, at the end of the run).
     pub arrivals: Vec<Arrival>,
 }
 
@@ -164,7 +170,16 @@ impl Ledger {
         self.inner
             .lock()
             .upgrade_failures
-            .push((provider.to_owned(), report));
+            .push((provider.to_owned(), now(), report));
+    }
+
+    /// A process on `host` could not start because the registry could not be reached;
+    /// it is started again.
+    pub fn start_retried(&self, host: &str, error: String) {
+        self.inner
+            .lock()
+            .start_retries
+            .push((host.to_owned(), now(), error));
     }
 
     /// `provider`'s manual offline has taken effect.
@@ -191,6 +206,11 @@ impl Ledger {
     /// What `consumer`'s directory held at the end.
     pub fn directory(&self, consumer: usize, addresses: Vec<String>) {
         self.inner.lock().directories.insert(consumer, addresses);
+    }
+
+    /// Consumer `index` started now.
+    pub fn consumer_started(&self, index: usize) {
+        self.inner.lock().consumer_starts.push((index, now()));
     }
 
     /// A process on `host` could not start.

@@ -10,7 +10,10 @@
 //!   from the schedule's seed), so consumers learn of a change at different times;
 //! - **lease expiry**: a host's registrations outlive its process until the lease's TTL
 //!   passes (the driver calls [`SimRegistry::expire`]), as a crashed provider's
-//!   ephemeral entries do.
+//!   ephemeral entries do;
+//! - **leader loss**: while the registry has no leader ([`SimRegistry::set_leader`]),
+//!   every host is as if partitioned from it; leases live on (etcd extends them across
+//!   an election).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -27,9 +30,11 @@ use tokio::sync::watch;
 use crate::ledger::{Arrival, now};
 
 /// The registry every simulated host shares.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct SimRegistry {
     hub: MemoryHub,
+    /// Whether the registry has a leader (answers anyone).
+    leader: watch::Sender<bool>,
     hosts: Arc<Mutex<HashMap<String, HostLink>>>,
     arrivals: Arc<Mutex<Vec<Arrival>>>,
 }
@@ -57,10 +62,26 @@ impl Default for HostLink {
     }
 }
 
+impl Default for SimRegistry {
+    fn default() -> Self {
+        Self {
+            hub: MemoryHub::default(),
+            leader: watch::Sender::new(true),
+            hosts: Arc::default(),
+            arrivals: Arc::default(),
+        }
+    }
+}
+
 impl SimRegistry {
     /// A new, empty registry.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Whether the registry has a leader from now on.
+    pub fn set_leader(&self, elected: bool) {
+        self.leader.send_replace(elected);
     }
 
     /// The registry client of a process on `host`, whose watches see each change
@@ -80,12 +101,14 @@ impl SimRegistry {
             inner,
             host: host.to_owned(),
             reachable: link.reachable.subscribe(),
+            leader: self.leader.subscribe(),
             watch_delay,
             arrivals: self.arrivals.clone(),
         })
     }
 
-    /// Every registration each host's watches delivered, when they first did.
+    /// Every registration each host's watches delivered, each time one arrived that
+    /// the previous snapshot did not list.
     pub fn arrivals(&self) -> Vec<Arrival> {
         self.arrivals.lock().clone()
     }
@@ -135,13 +158,14 @@ struct SimClient {
     inner: MemoryRegistry,
     host: String,
     reachable: watch::Receiver<bool>,
+    leader: watch::Receiver<bool>,
     watch_delay: Duration,
     arrivals: Arc<Mutex<Vec<Arrival>>>,
 }
 
 impl SimClient {
     fn check_reachable(&self) -> Result<(), RegistryError> {
-        if *self.reachable.borrow() {
+        if *self.reachable.borrow() && *self.leader.borrow() {
             return Ok(());
         }
         Err(RegistryError::Unreachable {
@@ -173,21 +197,24 @@ impl Registry for SimClient {
         self.check_reachable()?;
         let subscription = self.inner.subscribe(service).await?;
         let id = subscription.id();
-        let reachable = self.reachable.clone();
+        let (reachable, leader) = (self.reachable.clone(), self.leader.clone());
         let delay = self.watch_delay;
         let (host, arrivals) = (self.host.clone(), self.arrivals.clone());
-        let seen = Arc::new(Mutex::new(HashSet::new()));
+        // The registrations the last delivered snapshot listed.
+        let listed = Arc::new(Mutex::new(HashSet::new()));
         // `then` takes one snapshot at a time: held-back snapshots keep their order.
         let stream = subscription.then(move |snapshot| {
-            let mut reachable = reachable.clone();
-            let (host, arrivals, seen) = (host.clone(), arrivals.clone(), seen.clone());
+            let (reachable, leader) = (reachable.clone(), leader.clone());
+            let (host, arrivals, listed) = (host.clone(), arrivals.clone(), listed.clone());
             async move {
-                let _ = reachable.wait_for(|reachable| *reachable).await;
+                answering(reachable, leader).await;
                 tokio::time::sleep(delay).await;
                 let at = now();
-                let mut seen = seen.lock();
+                let now_listed: HashSet<_> =
+                    snapshot.instances.iter().map(|i| i.id.clone()).collect();
+                let mut listed = listed.lock();
                 for instance in snapshot.instances.iter() {
-                    if seen.insert(instance.id.clone()) {
+                    if !listed.contains(&instance.id) {
                         arrivals.lock().push(Arrival {
                             host: host.clone(),
                             authority: instance.authority(),
@@ -195,6 +222,7 @@ impl Registry for SimClient {
                         });
                     }
                 }
+                *listed = now_listed;
                 snapshot
             }
         });
@@ -208,5 +236,16 @@ impl Registry for SimClient {
     async fn close(&self) -> Result<(), RegistryError> {
         self.check_reachable()?;
         self.inner.close().await
+    }
+}
+
+/// Resolves once the host can reach the registry and it has a leader, both at once.
+async fn answering(mut reachable: watch::Receiver<bool>, mut leader: watch::Receiver<bool>) {
+    loop {
+        let _ = reachable.wait_for(|reachable| *reachable).await;
+        let _ = leader.wait_for(|elected| *elected).await;
+        if *reachable.borrow() {
+            return;
+        }
     }
 }

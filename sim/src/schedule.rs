@@ -45,12 +45,42 @@ pub enum Kind {
     /// A provider's hot upgrade: its next generation starts on the same host, takes
     /// over its address and instance ids, and the old one drains and ends.
     Upgrade,
+    /// Every message between a provider's host and the consumers takes `delay` (50–400
+    /// ms each way, instead of 0–2 ms) for `lasts`: a congested or distant link.
+    LinkDelay {
+        /// Each message's latency meanwhile.
+        delay: Duration,
+    },
+    /// Messages in one direction between a provider's host and the consumers are lost
+    /// for `lasts`; the other direction flows. Segments lost on a connection are never
+    /// sent again (turmoil's TCP does not retransmit): that direction of every
+    /// connection open across it stays silent after it heals, as behind a middlebox
+    /// that lost its state — a host gone without a reset, for those connections.
+    OneWayPartition {
+        /// Lost: the provider's messages to the consumers (else theirs to it).
+        from_provider: bool,
+    },
+    /// The registry has no leader for `lasts`: every host's writes fail and every
+    /// watch is silent, then what changed meanwhile arrives (leases live on, as etcd
+    /// extends them across an election).
+    RegistryLeaderLoss,
 }
 
 impl Kind {
     /// Whether calls in flight at the fault may fail because of it.
     pub fn is_hard(self) -> bool {
-        matches!(self, Self::Kill | Self::Pause)
+        matches!(
+            self,
+            Self::Kill | Self::Pause | Self::OneWayPartition { .. }
+        )
+    }
+
+    /// Whether the consumers may take its provider out of their picks meanwhile: a
+    /// hard fault, or a link so slow that calls look overdue (their blacklist holds at
+    /// most half the instances out, so two such providers among three at once leave
+    /// one of them picked on purpose).
+    pub fn suspends(self) -> bool {
+        self.is_hard() || matches!(self, Self::LinkDelay { .. })
     }
 }
 
@@ -61,6 +91,8 @@ pub enum Target {
     Provider(usize),
     /// Consumer number `0`.
     Consumer(usize),
+    /// The registry itself.
+    Registry,
 }
 
 impl Target {
@@ -69,6 +101,7 @@ impl Target {
         match self {
             Self::Provider(index) => provider_host(index),
             Self::Consumer(index) => consumer_host(index),
+            Self::Registry => "registry".to_owned(),
         }
     }
 }
@@ -131,6 +164,14 @@ impl Schedule {
         let mut upgrades = SmallRng::seed_from_u64(seed ^ UPGRADE_STREAM);
         for _ in 0..upgrades.random_range(1..=3) {
             let event = draw_upgrade(&mut upgrades);
+            if fits(&schedule.events, &event) {
+                schedule.events.push(event);
+            }
+        }
+        // Network faults and registry leader losses from a third stream.
+        let mut network = SmallRng::seed_from_u64(seed ^ NETWORK_STREAM);
+        for _ in 0..network.random_range(0..=2) {
+            let event = draw_network_fault(&mut network);
             if fits(&schedule.events, &event) {
                 schedule.events.push(event);
             }
@@ -218,6 +259,47 @@ fn draw_event(rng: &mut SmallRng) -> Event {
 /// Mixed into the seed for the stream upgrades are drawn from.
 const UPGRADE_STREAM: u64 = 0x7570_6772_6164_6573;
 
+/// Mixed into the seed for the stream network faults are drawn from.
+const NETWORK_STREAM: u64 = 0x6e65_7477_6f72_6b73;
+
+/// A link delay, a one-way partition or a registry leader loss at a random time.
+fn draw_network_fault(rng: &mut SmallRng) -> Event {
+    let millis = |rng: &mut SmallRng, range: std::ops::Range<u64>| {
+        Duration::from_millis(rng.random_range(range))
+    };
+    let at = millis(
+        rng,
+        FIRST_EVENT.as_millis() as u64..LAST_EVENT.as_millis() as u64,
+    );
+    let provider = Target::Provider(rng.random_range(0..PROVIDERS));
+    let (kind, target, lasts) = match rng.random_range(0..3) {
+        0 => {
+            let delay = millis(rng, 50..400);
+            (
+                Kind::LinkDelay { delay },
+                provider,
+                millis(rng, 1_000..3_000),
+            )
+        }
+        1 => {
+            let from_provider = rng.random_bool(0.5);
+            let kind = Kind::OneWayPartition { from_provider };
+            (kind, provider, millis(rng, 500..2_000))
+        }
+        _ => (
+            Kind::RegistryLeaderLoss,
+            Target::Registry,
+            millis(rng, 300..2_000),
+        ),
+    };
+    Event {
+        at,
+        kind,
+        target,
+        lasts,
+    }
+}
+
 /// A hot upgrade of a random provider at a random time.
 fn draw_upgrade(rng: &mut SmallRng) -> Event {
     Event {
@@ -275,7 +357,7 @@ const EJECTION: Duration = Duration::from_secs(30);
 
 /// Whether `event` can join `events`: not on a host already in an event then, leaving
 /// at least one provider untouched throughout, and no more than [`MAX_HARD_FAULTS`]
-/// providers killed or paused at once.
+/// providers the consumers may take out of their picks at once ([`Kind::suspends`]).
 fn fits(events: &[Event], event: &Event) -> bool {
     let concurrent: Vec<&Event> = events
         .iter()
@@ -300,9 +382,9 @@ fn fits(events: &[Event], event: &Event) -> bool {
     let providers_out = out_with_ejection.len();
     let hard = out_with_ejection
         .iter()
-        .filter(|other| other.kind.is_hard())
+        .filter(|other| other.kind.suspends())
         .count();
-    providers_out + 1 < PROVIDERS && (!event.kind.is_hard() || hard < MAX_HARD_FAULTS)
+    providers_out + 1 < PROVIDERS && (!event.kind.suspends() || hard < MAX_HARD_FAULTS)
 }
 
 impl fmt::Display for Schedule {
@@ -330,26 +412,44 @@ impl fmt::Display for Schedule {
 mod tests {
     use super::*;
 
-    /// A seed's events other than upgrades are those it drew before upgrades were
-    /// simulated; and enough seeds upgrade a provider for 1 000 of them to search the
-    /// upgrade's interleavings.
+    /// Drawn from streams of their own since.
+    fn added_later(kind: Kind) -> bool {
+        matches!(
+            kind,
+            Kind::Upgrade
+                | Kind::LinkDelay { .. }
+                | Kind::OneWayPartition { .. }
+                | Kind::RegistryLeaderLoss
+        )
+    }
+
+    /// A seed's other events are those it drew before upgrades and network faults
+    /// were simulated; and enough seeds have each for 1 000 of them to search their
+    /// interleavings.
     #[test]
-    fn upgrades_join_the_events_a_seed_drew_before() {
-        let mut with_upgrades = 0;
+    fn later_events_join_those_a_seed_drew_before() {
+        let (mut upgrades, mut network) = (0, 0);
         for seed in 0..200 {
             let schedule = Schedule::draw(seed);
             let others: Vec<Event> = schedule
                 .events
                 .iter()
-                .filter(|event| event.kind != Kind::Upgrade)
+                .filter(|event| !added_later(event.kind))
                 .copied()
                 .collect();
             let before = Schedule::draw_without_upgrades(seed);
             assert_eq!(others, before.events, "seed {seed}");
             assert_eq!(schedule.watch_delays, before.watch_delays);
-            with_upgrades += usize::from(others.len() < schedule.events.len());
+            let has = |wanted: fn(Kind) -> bool| {
+                usize::from(schedule.events.iter().any(|event| wanted(event.kind)))
+            };
+            upgrades += has(|kind| kind == Kind::Upgrade);
+            network += has(|kind| added_later(kind) && kind != Kind::Upgrade);
         }
-        assert!(with_upgrades >= 60, "{with_upgrades} of 200 seeds upgrade");
-        println!("{with_upgrades} of 200 seeds upgrade a provider");
+        println!(
+            "of 200 seeds, {upgrades} upgrade a provider, {network} have a network or registry fault"
+        );
+        assert!(upgrades >= 60, "{upgrades} of 200 seeds upgrade");
+        assert!(network >= 60, "{network} of 200 seeds have a network fault");
     }
 }

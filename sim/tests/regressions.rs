@@ -7,8 +7,10 @@ use lossless_rpc_sim::{Overrides, Schedule, run};
 /// timeout: the PING check of an overdue call had no connection to ping, and lifted
 /// the instance's suspicion at once (`rpc-cluster/src/call/dispatch.rs`,
 /// `probe_or_await_connection`). With that check put back, these 15 of seeds 0..1000
-/// break "a paused host gets no new call"; a consumer restarted while a provider's host
-/// is paused (seeds 14, 20, 82) is the common shape.
+/// broke "a paused host gets no new call" when it was found; a consumer restarted while
+/// a provider's host is paused (seeds 14, 20, 82) is the common shape. Since invariant 7
+/// counts the consumers' time to notice from the moment a watch (re)delivers the host,
+/// 13 of them still do (not 108 and 845).
 const DIAL_TO_A_PAUSED_HOST: [u64; 15] = [
     14, 20, 82, 108, 117, 155, 160, 311, 321, 392, 555, 569, 654, 845, 859,
 ];
@@ -26,9 +28,21 @@ const CLOSING_AT_A_SHARED_ADDRESS: [u64; 5] = [1, 266, 363, 398, 992];
 /// the entry its successor had registered under the same instance id when the memory
 /// registry kept the first writer of an id as its owner (`register` in
 /// `rpc-registry/src/memory/hub.rs`): the upgraded provider, serving, vanished from
-/// every consumer's directory. These are the first seeds that upgrade a provider;
-/// with that defect put back each breaks "directories converge".
-const UPGRADE_KEEPS_ITS_ENTRY: [u64; 2] = [4, 6];
+/// every consumer's directory. With that defect put back, 300 of seeds 0..1000 break
+/// "directories converge"; these are the first two.
+const UPGRADE_KEEPS_ITS_ENTRY: [u64; 2] = [6, 11];
+
+/// A manual online whose registration failed (the registry had no leader at that
+/// moment) left the service offline until someone asked again; now it is online and
+/// the registration is retried until it holds (`Registrations::restore`,
+/// `rpc-lifecycle/src/registrations.rs`). With the old behaviour put back each of
+/// these breaks "directories converge".
+const ONLINE_DURING_A_LEADER_LOSS: [u64; 3] = [96, 100, 154];
+
+#[test]
+fn an_online_during_a_leader_loss_holds() {
+    all_pass(&ONLINE_DURING_A_LEADER_LOSS, Schedule::draw);
+}
 
 #[test]
 fn an_upgraded_provider_keeps_its_entry() {
@@ -48,16 +62,23 @@ fn a_closing_mark_stops_every_registration_of_its_address() {
     );
 }
 
-/// Runs each seed's schedule as it was drawn when the defect was found: without
-/// upgrades for the seeds found before upgrades were simulated.
+/// Runs each seed's schedule as it was drawn when the defect was found (without
+/// upgrades for the seeds found before upgrades were simulated); fails naming every
+/// seed that broke an invariant.
 fn all_pass(seeds: &[u64], draw: fn(u64) -> Schedule) {
+    let mut failed = Vec::new();
     for &seed in seeds {
         let outcome = run(draw(seed), &Overrides::default()).expect("the simulation runs");
-        assert!(
-            outcome.violations.is_empty(),
-            "seed {seed}:\n{}{:#?}",
-            outcome.schedule,
-            outcome.violations
-        );
+        if !outcome.violations.is_empty() {
+            println!(
+                "seed {seed}:\n{}{:#?}",
+                outcome.schedule, outcome.violations
+            );
+            failed.push(seed);
+        }
     }
+    assert!(
+        failed.is_empty(),
+        "seeds that broke an invariant: {failed:?}"
+    );
 }

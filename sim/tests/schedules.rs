@@ -162,6 +162,10 @@ fn main() {
 fn describe(outcome: &RunOutcome) {
     let entries = &outcome.entries;
     println!("  start failures: {:?}", entries.start_failures);
+    println!(
+        "  starts retried (the registry unreachable): {:?}",
+        entries.start_retries
+    );
     let stops: Vec<_> = entries
         .stops
         .iter()
@@ -196,7 +200,7 @@ fn describe(outcome: &RunOutcome) {
             .count();
         let answered_by_it = match event.target {
             Target::Provider(_) => format!("{by_it} answered by {host}, "),
-            Target::Consumer(_) => String::new(),
+            Target::Consumer(_) | Target::Registry => String::new(),
         };
         println!(
             "  calls made during {:?} of {host}: {}, {answered_by_it}{failed} failed (on any provider)",
