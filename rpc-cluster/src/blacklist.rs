@@ -152,16 +152,18 @@ impl Blacklist {
         self.eject(invoker, record, now, rng, reason);
     }
 
-    /// The connection of `invoker` did not answer the PING of an overdue call: the
-    /// instance is ejected at once (within `max_ejection_percent`), without waiting for
-    /// a streak of failures — its calls are failing anyway, and a new connection to a
-    /// host that vanished would only hang until the connect timeout.
+    /// `invoker` did not answer at all (`reason`: the PING of an overdue call, or a
+    /// dial within the connect timeout): the instance is ejected at once (within
+    /// `max_ejection_percent`), without waiting for a streak of failures — its calls
+    /// are failing anyway, and a new connection to a host that vanished would only hang
+    /// until the connect timeout.
     pub(crate) fn on_unresponsive(
         &self,
         invoker: &Invoker,
         peers: &[Arc<Invoker>],
         now: Instant,
         rng: &mut SmallRng,
+        reason: &'static str,
     ) {
         if !self.config.enabled {
             return;
@@ -170,7 +172,7 @@ impl Blacklist {
         if record.ejected || !(record.probing || self.may_eject(invoker, peers, now)) {
             return;
         }
-        if self.eject(invoker, record, now, rng, "PING unanswered") {
+        if self.eject(invoker, record, now, rng, reason) {
             self.stats.unresponsive.fetch_add(1, Ordering::Relaxed);
         }
     }

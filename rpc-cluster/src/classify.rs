@@ -111,6 +111,18 @@ impl Failure {
         }
     }
 
+    /// Whether no connection could be made within the connect timeout: the host did not
+    /// answer at all (vanished, paused, or a network dropping everything in between),
+    /// as opposed to refusing.
+    pub(crate) fn dial_timed_out(&self) -> bool {
+        self.kind == FailureKind::NotSent
+            && self.response.as_ref().err().is_some_and(|error| {
+                sources(&**error)
+                    .filter_map(|e| e.downcast_ref::<std::io::Error>())
+                    .any(|io| io.kind() == std::io::ErrorKind::TimedOut)
+            })
+    }
+
     pub(crate) fn status(kind: FailureKind, status: tonic::Status) -> Self {
         Self {
             kind,
@@ -360,5 +372,17 @@ mod tests {
         assert!(!FailureKind::Overloaded.maybe_executed());
         assert!(!FailureKind::Overloaded.counts_against_instance());
         assert!(FailureKind::NotSent.counts_against_instance());
+    }
+
+    #[test]
+    fn only_a_dial_that_got_no_answer_timed_out() {
+        let no_answer = || std::io::Error::new(std::io::ErrorKind::TimedOut, "connect_timeout");
+        let wrapped: BoxError = Box::new(tonic::Status::from_error(Box::new(no_answer())));
+        assert!(classify_error(Box::new(no_answer()), false).dial_timed_out());
+        assert!(classify_error(wrapped, false).dial_timed_out());
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert!(!classify_error(Box::new(refused), false).dial_timed_out());
+        // After the request left, no answer is the attempt's timeout, not the dial's.
+        assert!(!classify_error(Box::new(no_answer()), true).dial_timed_out());
     }
 }

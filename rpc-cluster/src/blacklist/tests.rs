@@ -81,13 +81,31 @@ async fn probe_decides_after_ejection_and_failure_doubles_the_time() {
 async fn an_unresponsive_connection_ejects_at_once_within_the_percentage() {
     let peers: Vec<_> = (0..4).map(invoker).collect();
     let blacklist = Blacklist::new(config(), Duration::from_secs(30));
-    blacklist.on_unresponsive(&peers[0], &peers, Instant::now(), &mut rng());
+    blacklist.on_unresponsive(
+        &peers[0],
+        &peers,
+        Instant::now(),
+        &mut rng(),
+        "PING unanswered",
+    );
     assert!(
         peers[0].health().ejected(Instant::now()),
         "no streak needed"
     );
-    blacklist.on_unresponsive(&peers[1], &peers, Instant::now(), &mut rng());
-    blacklist.on_unresponsive(&peers[2], &peers, Instant::now(), &mut rng());
+    blacklist.on_unresponsive(
+        &peers[1],
+        &peers,
+        Instant::now(),
+        &mut rng(),
+        "PING unanswered",
+    );
+    blacklist.on_unresponsive(
+        &peers[2],
+        &peers,
+        Instant::now(),
+        &mut rng(),
+        "PING unanswered",
+    );
     let ejected = peers
         .iter()
         .filter(|p| p.health().ejected(Instant::now()))

@@ -22,8 +22,11 @@ use crate::invoker::Invoker;
 /// connection) also ends the instance's use as the directory's last resort. Any other failure counts
 /// toward ejection and enters the latency estimate as at least the failure penalty, so
 /// an instance that fails fast does not look fast to P2C. A connection that did not
-/// answer the PING of an overdue call ejects the instance at once: that is proof, not
-/// a streak of doubtful failures.
+/// answer the PING of an overdue call, or a dial that got no answer within the connect
+/// timeout, ejects the instance at once: that is proof, not a streak of doubtful
+/// failures (otherwise every call picked after a dial to a paused host timed out
+/// dialled it again and waited the connect timeout once more; the fleet simulator
+/// found it, seed 20).
 ///
 /// Returns how long the attempt took, from its start to its result.
 pub(super) fn learn(
@@ -36,9 +39,15 @@ pub(super) fn learn(
     let now = Instant::now();
     let rtt = now - dispatched.started;
     let outcome = &dispatched.outcome;
-    if dispatched.unresponsive {
+    let dial_timed_out = matches!(outcome, Outcome::Failure(failure) if failure.dial_timed_out());
+    if dispatched.unresponsive || dial_timed_out {
         let peers = directory.current();
-        blacklist.on_unresponsive(invoker, peers.invokers(), now, rng);
+        let reason = if dial_timed_out {
+            "no connection within the connect timeout"
+        } else {
+            "PING unanswered"
+        };
+        blacklist.on_unresponsive(invoker, peers.invokers(), now, rng, reason);
     }
     let response = match outcome {
         Outcome::Success(response) | Outcome::AppError(response) => {
