@@ -6,8 +6,10 @@
 //!   writes fail with `Unreachable` and its watches deliver nothing (what an etcd watch
 //!   or a ZooKeeper session does across a partition); the snapshots held back arrive,
 //!   in order, once it can again;
-//! - **watch delay**: each host sees every change some milliseconds late (drawn per host
-//!   from the schedule's seed), so consumers learn of a change at different times;
+//! - **watch delay and reorder**: each host sees every change some milliseconds late
+//!   (drawn per host from the schedule's seed), so consumers learn of a change at
+//!   different times, and each change 0–49 ms later again (fixed by its revision), so a
+//!   later change may arrive before an earlier one;
 //! - **lease expiry**: a host's registrations outlive its process until the lease's TTL
 //!   passes (the driver calls [`SimRegistry::expire`]), as a crashed provider's
 //!   ephemeral entries do;
@@ -200,19 +202,28 @@ impl Registry for SimClient {
         let (reachable, leader) = (self.reachable.clone(), self.leader.clone());
         let delay = self.watch_delay;
         let (host, arrivals) = (self.host.clone(), self.arrivals.clone());
-        // The registrations the last delivered snapshot listed.
-        let listed = Arc::new(Mutex::new(HashSet::new()));
-        // `then` takes one snapshot at a time: held-back snapshots keep their order.
-        let stream = subscription.then(move |snapshot| {
+        // The newest revision delivered, and the registrations it listed.
+        let listed = Arc::new(Mutex::new((0, HashSet::new())));
+        // Up to REORDERED snapshots are under way at once, each delayed by the host's
+        // watch delay and a jitter of its own: a later one may overtake an earlier one,
+        // as pushes of a registry cluster's members may (the consumer applies only a
+        // revision newer than the last it applied).
+        let stream = subscription.map(move |snapshot| {
             let (reachable, leader) = (reachable.clone(), leader.clone());
             let (host, arrivals, listed) = (host.clone(), arrivals.clone(), listed.clone());
             async move {
                 answering(reachable, leader).await;
-                tokio::time::sleep(delay).await;
+                tokio::time::sleep(delay + jitter(&host, snapshot.revision)).await;
                 let at = now();
                 let now_listed: HashSet<_> =
                     snapshot.instances.iter().map(|i| i.id.clone()).collect();
                 let mut listed = listed.lock();
+                let (newest, listed) = &mut *listed;
+                // A snapshot older than one delivered changes nothing for the consumer.
+                if snapshot.revision <= *newest {
+                    return snapshot;
+                }
+                *newest = snapshot.revision;
                 for instance in snapshot.instances.iter() {
                     if !listed.contains(&instance.id) {
                         arrivals.lock().push(Arrival {
@@ -226,6 +237,7 @@ impl Registry for SimClient {
                 snapshot
             }
         });
+        let stream = stream.buffer_unordered(REORDERED);
         Ok(Subscription::new(id, stream))
     }
 
@@ -237,6 +249,19 @@ impl Registry for SimClient {
         self.check_reachable()?;
         self.inner.close().await
     }
+}
+
+/// How many of a watch's snapshots may be under way at once (so overtake each other).
+const REORDERED: usize = 4;
+
+/// The extra delay of snapshot `revision` on `host`'s watch: 0–49 ms, fixed by both
+/// (the same seed replays the same order).
+fn jitter(host: &str, revision: u64) -> Duration {
+    let mut hash = revision.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for byte in host.bytes() {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    Duration::from_millis(hash % 50)
 }
 
 /// Resolves once the host can reach the registry and it has a leader, both at once.
