@@ -9,7 +9,7 @@ use crate::hosts::{self, Command, ConfigChange, World};
 use crate::invariants::{self, Violation};
 use crate::ledger::Entries;
 use crate::schedule::{
-    CONSUMERS, Event, Kind, PROVIDERS, Schedule, Target, consumer_host, provider_host,
+    CONSUMERS, Event, Kind, Lost, PROVIDERS, Schedule, Target, consumer_host, provider_host,
 };
 
 /// How long a killed process's registrations outlive it (its lease's TTL).
@@ -207,10 +207,11 @@ impl Driver {
                     sim.set_link_latency(host.as_str(), consumer.as_str(), delay);
                 }
             }
-            Kind::OneWayPartition { from_provider } => {
+            Kind::Partition { lost } => {
                 for consumer in (0..CONSUMERS).map(consumer_host) {
-                    let (from, to) = one_way(&host, &consumer, from_provider);
-                    sim.partition_oneway(from, to);
+                    for (from, to) in directions(&host, &consumer, lost) {
+                        sim.partition_oneway(from, to);
+                    }
                 }
             }
             Kind::RegistryLeaderLoss => self.world.registry.set_leader(false),
@@ -249,10 +250,11 @@ impl Driver {
                     );
                 }
             }
-            Kind::OneWayPartition { from_provider } => {
+            Kind::Partition { lost } => {
                 for consumer in (0..CONSUMERS).map(consumer_host) {
-                    let (from, to) = one_way(&host, &consumer, from_provider);
-                    sim.repair_oneway(from, to);
+                    for (from, to) in directions(&host, &consumer, lost) {
+                        sim.repair_oneway(from, to);
+                    }
                 }
             }
             Kind::RegistryLeaderLoss => self.world.registry.set_leader(true),
@@ -261,11 +263,11 @@ impl Driver {
     }
 }
 
-/// The direction a one-way partition between `provider` and `consumer` cuts.
-fn one_way<'a>(provider: &'a str, consumer: &'a str, from_provider: bool) -> (&'a str, &'a str) {
-    if from_provider {
-        (provider, consumer)
-    } else {
-        (consumer, provider)
+/// The directions (from, to) a partition between `provider` and `consumer` cuts.
+fn directions<'a>(provider: &'a str, consumer: &'a str, lost: Lost) -> Vec<(&'a str, &'a str)> {
+    match lost {
+        Lost::FromProvider => vec![(provider, consumer)],
+        Lost::ToProvider => vec![(consumer, provider)],
+        Lost::Both => vec![(provider, consumer), (consumer, provider)],
     }
 }

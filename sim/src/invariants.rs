@@ -2,7 +2,7 @@
 //!
 //! 1. **every call is answered**, once — unless its own consumer was killed meanwhile;
 //! 2. **a call fails only because of a hard fault it met**: it was in flight when a
-//!    provider was killed, paused or cut off one way, or began within [`DETECTION_BOUND`] of it (the
+//!    provider was killed, paused or partitioned, or began within [`DETECTION_BOUND`] of it (the
 //!    time the consumer may take to stop choosing that instance). A graceful stop, an
 //!    offline, a registry outage fail nothing;
 //! 3. **no call runs twice** (the echo is not idempotent: nothing may re-send a call

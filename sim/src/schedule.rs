@@ -51,14 +51,14 @@ pub enum Kind {
         /// Each message's latency meanwhile.
         delay: Duration,
     },
-    /// Messages in one direction between a provider's host and the consumers are lost
-    /// for `lasts`; the other direction flows. Segments lost on a connection are never
-    /// sent again (turmoil's TCP does not retransmit): that direction of every
-    /// connection open across it stays silent after it heals, as behind a middlebox
-    /// that lost its state — a host gone without a reset, for those connections.
-    OneWayPartition {
-        /// Lost: the provider's messages to the consumers (else theirs to it).
-        from_provider: bool,
+    /// Messages between a provider's host and the consumers are lost for `lasts`, one
+    /// way or both. Segments lost on a connection are never sent again (turmoil's TCP
+    /// does not retransmit): that direction of every connection open across it stays
+    /// silent after it heals, as behind a middlebox that lost its state — a host gone
+    /// without a reset, for those connections. New connections work once it heals.
+    Partition {
+        /// Which messages are lost.
+        lost: Lost,
     },
     /// The registry has no leader for `lasts`: every host's writes fail and every
     /// watch is silent, then what changed meanwhile arrives (leases live on, as etcd
@@ -66,13 +66,21 @@ pub enum Kind {
     RegistryLeaderLoss,
 }
 
+/// Which messages a [`Kind::Partition`] loses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lost {
+    /// The provider's to the consumers (its answers): one way.
+    FromProvider,
+    /// The consumers' to the provider (their requests): one way.
+    ToProvider,
+    /// Both ways: a symmetric partition.
+    Both,
+}
+
 impl Kind {
     /// Whether calls in flight at the fault may fail because of it.
     pub fn is_hard(self) -> bool {
-        matches!(
-            self,
-            Self::Kill | Self::Pause | Self::OneWayPartition { .. }
-        )
+        matches!(self, Self::Kill | Self::Pause | Self::Partition { .. })
     }
 
     /// Whether the consumers may take its provider out of their picks meanwhile: a
@@ -262,7 +270,7 @@ const UPGRADE_STREAM: u64 = 0x7570_6772_6164_6573;
 /// Mixed into the seed for the stream network faults are drawn from.
 const NETWORK_STREAM: u64 = 0x6e65_7477_6f72_6b73;
 
-/// A link delay, a one-way partition or a registry leader loss at a random time.
+/// A link delay, a partition or a registry leader loss at a random time.
 fn draw_network_fault(rng: &mut SmallRng) -> Event {
     let millis = |rng: &mut SmallRng, range: std::ops::Range<u64>| {
         Duration::from_millis(rng.random_range(range))
@@ -282,8 +290,8 @@ fn draw_network_fault(rng: &mut SmallRng) -> Event {
             )
         }
         1 => {
-            let from_provider = rng.random_bool(0.5);
-            let kind = Kind::OneWayPartition { from_provider };
+            let lost = [Lost::FromProvider, Lost::ToProvider, Lost::Both][rng.random_range(0..3)];
+            let kind = Kind::Partition { lost };
             (kind, provider, millis(rng, 500..2_000))
         }
         _ => (
@@ -418,7 +426,7 @@ mod tests {
             kind,
             Kind::Upgrade
                 | Kind::LinkDelay { .. }
-                | Kind::OneWayPartition { .. }
+                | Kind::Partition { .. }
                 | Kind::RegistryLeaderLoss
         )
     }
