@@ -4,7 +4,7 @@
 //! framework's real `Application` — cluster, filters, transport, lifecycle and
 //! shutdown — on turmoil's network (through the transport's `NetworkStack` seam) and a
 //! simulated registry (`registry.rs`). A seed draws a schedule of deploys and faults
-//! (`schedule.rs`), the driver carries it out at simulated times (`driver.rs`), the
+//! (`schedule/`), the driver carries it out at simulated times (`driver.rs`), the
 //! hosts record every call and execution in a ledger (`ledger.rs`), and the invariants
 //! are checked on it (`invariants.rs`). At fleet scale (`fleet/`), consumers — real
 //! `Application`s — run one after another through a roll of thousands of stand-in

@@ -2,15 +2,24 @@
 //! gives the same schedule, and (turmoil running every host on one thread, the
 //! framework's random draws seeded from it) the same run.
 //!
-//! To add an operation or a fault: a variant of [`Kind`], its weight in
-//! [`Schedule::draw`], whether it is a hard fault ([`Kind::is_hard`]: one that may fail
-//! calls in flight), and its actions in `driver.rs` (`Driver::begin` / `Driver::end`).
+//! To add an operation or a fault: a variant of [`Kind`], its draw (`draw.rs`, in a
+//! stream of its own so that every seed's other events stay as they were), whether it
+//! is a hard fault ([`Kind::is_hard`]: one that may fail calls in flight) or may take
+//! its provider out of the picks ([`Kind::suspends`]), and its actions in `driver.rs`
+//! (`Driver::begin` / `Driver::end`).
 
 use std::fmt;
 use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
+
+mod draw;
+mod fits;
+
+use draw::{NETWORK_STREAM, UPGRADE_STREAM, draw_event, draw_network_fault, draw_upgrade};
+pub use fits::MAX_HARD_FAULTS;
+use fits::fits;
 
 /// Providers in each run.
 pub const PROVIDERS: usize = 3;
@@ -227,172 +236,6 @@ impl Schedule {
     pub fn end(&self) -> Duration {
         self.calls_end() + SETTLE
     }
-}
-
-fn draw_event(rng: &mut SmallRng) -> Event {
-    let millis = |rng: &mut SmallRng, range: std::ops::Range<u64>| {
-        Duration::from_millis(rng.random_range(range))
-    };
-    let at = millis(
-        rng,
-        FIRST_EVENT.as_millis() as u64..LAST_EVENT.as_millis() as u64,
-    );
-    let provider = Target::Provider(rng.random_range(0..PROVIDERS));
-    let (kind, target, lasts) = match rng.random_range(0..100) {
-        0..25 => (Kind::Restart, provider, millis(rng, 100..1_000)),
-        25..45 => (Kind::Kill, provider, millis(rng, 300..1_500)),
-        45..65 => (Kind::Pause, provider, millis(rng, 1_000..2_500)),
-        65..80 => (Kind::Offline, provider, millis(rng, 300..1_500)),
-        80..90 => {
-            let target = if rng.random_bool(0.5) {
-                provider
-            } else {
-                Target::Consumer(rng.random_range(0..CONSUMERS))
-            };
-            (Kind::RegistryOutage, target, millis(rng, 300..2_000))
-        }
-        _ => {
-            let consumer = Target::Consumer(rng.random_range(0..CONSUMERS));
-            (Kind::ConsumerKill, consumer, millis(rng, 100..1_000))
-        }
-    };
-    Event {
-        at,
-        kind,
-        target,
-        lasts,
-    }
-}
-
-/// Mixed into the seed for the stream upgrades are drawn from.
-const UPGRADE_STREAM: u64 = 0x7570_6772_6164_6573;
-
-/// Mixed into the seed for the stream network faults are drawn from.
-const NETWORK_STREAM: u64 = 0x6e65_7477_6f72_6b73;
-
-/// A link delay, a partition or a registry leader loss at a random time.
-fn draw_network_fault(rng: &mut SmallRng) -> Event {
-    let millis = |rng: &mut SmallRng, range: std::ops::Range<u64>| {
-        Duration::from_millis(rng.random_range(range))
-    };
-    let at = millis(
-        rng,
-        FIRST_EVENT.as_millis() as u64..LAST_EVENT.as_millis() as u64,
-    );
-    let provider = Target::Provider(rng.random_range(0..PROVIDERS));
-    let (kind, target, lasts) = match rng.random_range(0..3) {
-        0 => {
-            let delay = millis(rng, 50..400);
-            (
-                Kind::LinkDelay { delay },
-                provider,
-                millis(rng, 1_000..3_000),
-            )
-        }
-        1 => {
-            let lost = [Lost::FromProvider, Lost::ToProvider, Lost::Both][rng.random_range(0..3)];
-            let kind = Kind::Partition { lost };
-            (kind, provider, millis(rng, 500..2_000))
-        }
-        _ => (
-            Kind::RegistryLeaderLoss,
-            Target::Registry,
-            millis(rng, 300..2_000),
-        ),
-    };
-    Event {
-        at,
-        kind,
-        target,
-        lasts,
-    }
-}
-
-/// A hot upgrade of a random provider at a random time.
-fn draw_upgrade(rng: &mut SmallRng) -> Event {
-    Event {
-        at: Duration::from_millis(
-            rng.random_range(FIRST_EVENT.as_millis() as u64..LAST_EVENT.as_millis() as u64),
-        ),
-        kind: Kind::Upgrade,
-        target: Target::Provider(rng.random_range(0..PROVIDERS)),
-        // Nothing ends it (the old generation drains by itself): the time over which a
-        // run's description counts the calls made during it.
-        lasts: Duration::from_secs(1),
-    }
-}
-
-/// A restart's stop takes up to the shutdown's bound beyond `lasts`: it counts as
-/// lasting that much longer when events are placed; an upgrade's hand-over and drain
-/// as long.
-const RESTART_STOP_BOUND: Duration = Duration::from_secs(3);
-
-/// How long `event` may keep its host out of service.
-fn span(event: &Event) -> Duration {
-    match event.kind {
-        Kind::Restart | Kind::Upgrade => event.lasts + RESTART_STOP_BOUND,
-        _ => event.lasts,
-    }
-}
-
-fn overlaps(a: &Event, b: &Event) -> bool {
-    a.at < b.at + span(b) && b.at < a.at + span(a)
-}
-
-/// Most providers killed or paused at once, counting one as out until its ejection
-/// ends (30 s after it recovered): the consumers' blacklist ejects at most
-/// `max_ejection_percent` (50 %) of the instances, by design (a consumer whose own
-/// network fails must not eject every provider), so beyond it calls go to an
-/// unresponsive host on purpose (docs/limitations.md).
-pub const MAX_HARD_FAULTS: usize = PROVIDERS / 2;
-
-/// When `event` takes its provider out of the consumers' picks, and until when: a
-/// killed or paused one stays ejected for [`EJECTION`] after it recovered.
-fn out_of_service(event: &Event) -> (Duration, Duration) {
-    let ejected = if event.kind.is_hard() {
-        EJECTION
-    } else {
-        Duration::ZERO
-    };
-    (
-        event.at,
-        (event.at + span(event)).max(event.end() + ejected),
-    )
-}
-
-/// The consumers' blacklist's base ejection time (its default).
-const EJECTION: Duration = Duration::from_secs(30);
-
-/// Whether `event` can join `events`: not on a host already in an event then, leaving
-/// at least one provider untouched throughout, and no more than [`MAX_HARD_FAULTS`]
-/// providers the consumers may take out of their picks at once ([`Kind::suspends`]).
-fn fits(events: &[Event], event: &Event) -> bool {
-    let concurrent: Vec<&Event> = events
-        .iter()
-        .filter(|other| overlaps(other, event))
-        .collect();
-    if concurrent.iter().any(|other| other.target == event.target) {
-        return false;
-    }
-    let Target::Provider(_) = event.target else {
-        return true;
-    };
-    // A provider killed or paused is ejected by the consumers for the blacklist's base
-    // ejection time (30 s) after it recovered: it counts as out that long.
-    let out_with_ejection: Vec<&Event> = events
-        .iter()
-        .filter(|other| matches!(other.target, Target::Provider(_)))
-        .filter(|other| {
-            let (a, b) = (out_of_service(other), out_of_service(event));
-            a.0 < b.1 && b.0 < a.1
-        })
-        .collect();
-    let providers_out = out_with_ejection.len();
-    let hard = out_with_ejection
-        .iter()
-        .filter(|other| other.kind.suspends())
-        .count();
-    providers_out + 1 < PROVIDERS && (!event.kind.suspends() || hard < MAX_HARD_FAULTS)
 }
 
 impl fmt::Display for Schedule {

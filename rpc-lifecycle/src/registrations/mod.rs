@@ -23,13 +23,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use rpc_core::{Instance, OfflineServices, Registry, ServiceKey};
+use rpc_core::{Instance, OfflineServices, ServiceKey};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::backoff::RetryDelays;
 pub(crate) use crate::registry_calls::{Registered, unregister_each};
 use crate::registry_calls::{attempt_each, release_each};
+
+mod retry;
+
+use retry::{Retried, log_held, retry_until_held, same};
 
 /// One registration of this application, as observers (the admin endpoint's status)
 /// see it.
@@ -65,14 +68,6 @@ pub enum Pending {
     /// Its registry client lost its session, lease or connection and is writing its
     /// registrations again by itself ([`Registry::reregistering`]).
     Reregistering,
-}
-
-/// A registration being retried, and how it went so far.
-struct Retried {
-    registration: Registered,
-    since: Instant,
-    attempts: u32,
-    last_error: String,
 }
 
 /// Which list of registrations an operation takes from.
@@ -314,107 +309,4 @@ impl Registrations {
             tokio::spawn(retry_until_held(self.shared.clone(), bound));
         }
     }
-}
-
-impl Lists {
-    /// Makes `registration` pending: registering it failed with `error` (logged here,
-    /// once: not at every attempt).
-    fn pend(&mut self, registration: Registered, error: String) {
-        let (registry, instance) = &registration;
-        tracing::warn!(instance = %instance.id, registry = registry.url(), %error, "registering failed; retrying until it holds");
-        self.pending.push(Retried {
-            registration,
-            since: Instant::now(),
-            attempts: 1,
-            last_error: error,
-        });
-    }
-
-    /// Whether a task must start retrying the pending registrations now (none does
-    /// yet, and they are not taken for good); it is counted as started.
-    fn start_retrying(&mut self, taken: &CancellationToken) -> bool {
-        let start = !self.pending.is_empty() && !self.retrying && !taken.is_cancelled();
-        self.retrying |= start;
-        start
-    }
-}
-
-impl Retried {
-    fn failed(&mut self, error: String) {
-        self.attempts += 1;
-        self.last_error = error;
-    }
-}
-
-/// Whether `registration` is `instance` in `registry` (the same client, not merely the
-/// same URL).
-fn same(registration: &Registered, registry: &Arc<dyn Registry>, instance: &Instance) -> bool {
-    Arc::ptr_eq(&registration.0, registry) && registration.1.id == instance.id
-}
-
-/// The task that retries the pending registrations until none is left: each round
-/// waits for the next delay, then, holding the one-change-at-a-time lock, drops those
-/// no longer registered (taken by a manual offline) and tries the others again, each
-/// bounded by `bound`. Ends when the registrations are taken for good.
-async fn retry_until_held(shared: Arc<Shared>, bound: Duration) {
-    let mut delays = RetryDelays::new();
-    loop {
-        tokio::select! {
-            () = shared.taken.cancelled() => return,
-            () = tokio::time::sleep(delays.next_delay()) => {}
-        }
-        let _one_change = tokio::select! {
-            () = shared.taken.cancelled() => return,
-            guard = shared.changes.lock() => guard,
-        };
-        let tried: Vec<Registered> = {
-            let mut lists = shared.lists.lock();
-            let Lists {
-                registered,
-                pending,
-                ..
-            } = &mut *lists;
-            pending.retain(|retried| {
-                let (registry, instance) = &retried.registration;
-                registered
-                    .iter()
-                    .any(|(r, i)| Arc::ptr_eq(r, registry) && i.id == instance.id)
-            });
-            pending
-                .iter()
-                .map(|retried| retried.registration.clone())
-                .collect()
-        };
-        // Cancelled by a shutdown that did not wait for it: its registrations are taken.
-        let results = tokio::select! {
-            () = shared.taken.cancelled() => return,
-            results = attempt_each(&tried, bound) => results,
-        };
-        let mut lists = shared.lists.lock();
-        for ((registry, instance), result) in tried.iter().zip(results) {
-            let Some(index) = lists
-                .pending
-                .iter()
-                .position(|retried| same(&retried.registration, registry, instance))
-            else {
-                continue;
-            };
-            match result {
-                Ok(()) => {
-                    let retried = lists.pending.remove(index);
-                    log_held(&retried.registration, retried.attempts + 1);
-                }
-                Err(error) => lists.pending[index].failed(error),
-            }
-        }
-        if lists.pending.is_empty() {
-            lists.retrying = false;
-            return;
-        }
-    }
-}
-
-/// The one line that says a pending registration holds again.
-fn log_held((registry, instance): &Registered, attempts: u32) {
-    tracing::info!(instance = %instance.id, registry = registry.url(), attempts, "registered again; the registration holds");
 }
