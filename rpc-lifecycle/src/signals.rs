@@ -67,6 +67,10 @@ pub(crate) fn install(lifecycle: Lifecycle, handled: Handled) -> std::io::Result
                     continue;
                 }
                 Some(()) = recv(&mut upgrade) => {
+                    if lifecycle.upgrade_signal_ignored() {
+                        tracing::info!(app = %lifecycle.name(), "SIGUSR2 received; upgrade.signal is false: no upgrade");
+                        continue;
+                    }
                     tracing::info!(app = %lifecycle.name(), "SIGUSR2 received: a hot upgrade is asked for");
                     // The run logs its outcome (and a refusal with its reason: turned
                     // off, one under way, ...); nothing waits for it here.

@@ -228,6 +228,17 @@ async fn a_failed_registration_at_an_online_is_retried_until_it_holds() {
     };
     assert_eq!(pending(&lifecycle), 2);
 
+    // Taken offline and brought back while the registry answers: nothing is left
+    // pending from the failed online.
+    registry.refuse_register.store(false, Ordering::SeqCst);
+    lifecycle.offline(|_| true).await.unwrap();
+    lifecycle.online(|_| true).await.unwrap();
+    assert_eq!(pending(&lifecycle), 0);
+    lifecycle.offline(|_| true).await.unwrap();
+    registry.refuse_register.store(true, Ordering::SeqCst);
+    lifecycle.online(|_| true).await.unwrap();
+    assert_eq!(pending(&lifecycle), 2);
+
     // The registry answers again: the next attempts hold (backoff: 100 ms doubling).
     tokio::time::sleep(Duration::from_secs(1)).await;
     registry.refuse_register.store(false, Ordering::SeqCst);

@@ -101,14 +101,32 @@ impl InheritedListeners {
 
 /// Adopts `fd`, checks it is a listening TCP socket, and makes it non-blocking.
 fn adopt_listener(fd: RawFd) -> io::Result<TcpListener> {
-    let listener = TcpListener::from(adopt(fd, Expect::Socket)?);
-    // A connected socket or a UDP socket has no use here; accept() on it would fail
-    // later and far from the cause.
+    listener_from(adopt(fd, Expect::Socket)?)
+        .map_err(|error| io::Error::new(error.kind(), format!("fd {fd}: {error}")))
+}
+
+/// The listening TCP socket `fd` holds — one handed over within this process (a hot
+/// upgrade's next generation started by `ApplicationBuilder::take_over`) — made
+/// non-blocking.
+///
+/// # Errors
+/// When `fd` is not a socket, or not a listening stream socket: a connected socket or
+/// a UDP socket has no use here, and `accept` on it would fail later and far from the
+/// cause.
+pub fn listener_from(fd: OwnedFd) -> io::Result<TcpListener> {
+    let listener = TcpListener::from(fd);
     let kind = socket2::SockRef::from(&listener);
-    if !kind.is_listener()? || kind.r#type()? != socket2::Type::STREAM {
+    let listening = kind.is_listener().unwrap_or(false)
+        && kind
+            .r#type()
+            .is_ok_and(|kind| kind == socket2::Type::STREAM)
+        && kind
+            .domain()
+            .is_ok_and(|domain| domain == socket2::Domain::IPV4 || domain == socket2::Domain::IPV6);
+    if !listening {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("fd {fd} is not a listening stream socket"),
+            "not a listening TCP socket (a listening stream socket of IPv4 or IPv6)",
         ));
     }
     listener.set_nonblocking(true)?;
@@ -227,6 +245,28 @@ mod tests {
         let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         let error = adopt_listener(std::os::fd::IntoRawFd::into_raw_fd(udp)).unwrap_err();
         assert!(error.to_string().contains("not a listening"), "{error}");
+    }
+
+    /// What a hand-over within one process may hold by mistake is refused by name,
+    /// before anything is served on it.
+    #[test]
+    fn a_listener_handed_over_in_process_must_be_one() {
+        let refused = |fd: OwnedFd| listener_from(fd).unwrap_err().to_string();
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(refused(OwnedFd::from(udp)).contains("not a listening TCP socket"));
+        let listening = TcpListener::bind("127.0.0.1:0").unwrap();
+        let connected = std::net::TcpStream::connect(listening.local_addr().unwrap()).unwrap();
+        assert!(refused(OwnedFd::from(connected)).contains("not a listening"));
+        let (unix, _other) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert!(refused(OwnedFd::from(unix)).contains("not a listening"));
+        let dir = std::env::temp_dir().join(format!("rpc-listener-from-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        let unix_listening = std::os::unix::net::UnixListener::bind(&dir).unwrap();
+        let _ = std::fs::remove_file(&dir);
+        assert!(refused(OwnedFd::from(unix_listening)).contains("not a listening"));
+        let file = std::fs::File::open("/proc/self/status").unwrap();
+        assert!(refused(OwnedFd::from(file)).contains("not a listening"));
+        assert!(listener_from(OwnedFd::from(listening)).is_ok());
     }
 
     #[test]

@@ -77,7 +77,9 @@ pub use client::{
 };
 pub use counts::{ConnectionCounts, ServerShutdown};
 pub use error::TransportError;
-pub use inherit::{ADMIN_LISTENER, GRPC_LISTENER, InheritedListeners, LISTEN_FDS_START, ListenFds};
+pub use inherit::{
+    ADMIN_LISTENER, GRPC_LISTENER, InheritedListeners, LISTEN_FDS_START, ListenFds, listener_from,
+};
 pub use message_limits::{
     DEFAULT_MAX_MESSAGE_SIZE, MessageLimit, MessageLimitFuture, MessageLimitLayer, MessageLimits,
 };

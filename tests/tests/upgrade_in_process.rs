@@ -42,7 +42,7 @@ impl Spawner for InProcess {
         builder.take_over(handoff);
         let started = self.started.lock().take().ok_or("spawned twice")?;
         let (ready, is_ready) = oneshot::channel();
-        tokio::spawn(async move {
+        let start = tokio::spawn(async move {
             match builder.start().await {
                 Ok(app) => {
                     let _ = ready.send(Ok(()));
@@ -51,12 +51,15 @@ impl Spawner for InProcess {
                 Err(error) => drop(ready.send(Err(error.to_string()))),
             }
         });
-        Ok(Box::new(InProcessSuccessor { is_ready }))
+        Ok(Box::new(InProcessSuccessor { is_ready, start }))
     }
 }
 
 struct InProcessSuccessor {
     is_ready: oneshot::Receiver<Result<(), String>>,
+    /// The new generation's start-up: stopped if the upgrade gives up on it (not ready
+    /// within `ready_timeout`), or it would serve on beside the old one.
+    start: tokio::task::JoinHandle<()>,
 }
 
 #[async_trait]
@@ -72,6 +75,7 @@ impl Successor for InProcessSuccessor {
     }
 
     async fn abandon(self: Box<Self>) -> String {
+        self.start.abort();
         String::new()
     }
 

@@ -66,7 +66,8 @@ pub enum Pending {
         last_error: String,
     },
     /// Its registry client lost its session, lease or connection and is writing its
-    /// registrations again by itself ([`Registry::reregistering`]).
+    /// registrations again by itself
+    /// ([`Registry::reregistering`](rpc_core::Registry::reregistering)).
     Reregistering,
 }
 
@@ -254,6 +255,11 @@ impl Registrations {
         let start = {
             let mut lists = self.shared.lists.lock();
             for (registration, result) in tried.into_iter().zip(results) {
+                // An earlier online's pending attempt at it is settled by this one.
+                let (registry, instance) = &registration;
+                lists
+                    .pending
+                    .retain(|retried| !same(&retried.registration, registry, instance));
                 if let Err(error) = result {
                     lists.pend(registration.clone(), error.to_string());
                 }

@@ -26,7 +26,8 @@ pub struct UpgradeConfig {
     /// started only by `POST /upgrade` and `Application::upgrade` (for a process whose
     /// SIGUSR2 means something else, or one that runs applications without a signal
     /// driver: the fleet simulator's hosts); with `graceful_shutdown.internal_signal`
-    /// on, SIGUSR2 is still read, and refused.
+    /// on, SIGUSR2 is still read (so that its default action does not end the process),
+    /// and only logged; with both off no handler is installed (do not send it).
     pub signal: bool,
     /// The binary to start. Default: the path of this process's executable, read at
     /// start-up, so that installing a new build over that file and triggering runs the

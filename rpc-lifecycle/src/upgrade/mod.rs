@@ -141,6 +141,18 @@ impl Lifecycle {
         self.trigger_upgrade(Trigger::Signal)
     }
 
+    /// Whether SIGUSR2 is to be ignored: the upgrade is on but `upgrade.signal` is off
+    /// (read, with `internal_signal` on, only so that its default action does not end
+    /// the process).
+    pub(crate) fn upgrade_signal_ignored(&self) -> bool {
+        self.inner
+            .upgrade
+            .setup
+            .lock()
+            .as_ref()
+            .is_some_and(|setup| setup.config.enabled && !setup.config.signal)
+    }
+
     /// Whether SIGUSR2 starts an upgrade: it is enabled and `upgrade.signal` is on.
     /// Start-up handles SIGUSR2 then, whatever `internal_signal` says.
     pub(crate) fn upgrade_by_signal_enabled(&self) -> bool {

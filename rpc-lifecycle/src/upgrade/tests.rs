@@ -474,6 +474,10 @@ async fn turned_off_every_trigger_is_refused_and_a_signal_s_refusal_is_told() {
     f.lifecycle
         .configure_upgrade(no_signal, f.spawner.clone(), None);
     assert!(!f.lifecycle.upgrade_by_signal_enabled());
+    assert!(
+        f.lifecycle.upgrade_signal_ignored(),
+        "a SIGUSR2 read for internal_signal starts nothing"
+    );
 
     // Turned on again, the same lifecycle upgrades.
     f.lifecycle

@@ -126,8 +126,7 @@ impl UpgradeStart {
             let listener = handoff
                 .listeners
                 .take(GRPC_LISTENER)
-                .map(std::net::TcpListener::from)
-                .map(|listener| listener.set_nonblocking(true).map(|()| listener))
+                .map(rpc_transport::listener_from)
                 .transpose()
                 .map_err(|error| format!("hand-over: the gRPC listener: {error}"))?;
             return Ok(TakenOver {
