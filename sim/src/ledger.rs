@@ -55,6 +55,19 @@ pub struct StopRecord {
     pub report: String,
 }
 
+impl StopRecord {
+    /// A stop (or drain) of `provider` that took `took` and ends now.
+    fn ending_now(provider: &str, took: Duration, forced: bool, report: String) -> Self {
+        Self {
+            provider: provider.to_owned(),
+            began: now().saturating_sub(took),
+            at: now(),
+            forced,
+            report,
+        }
+    }
+}
+
 /// A registration a host's watch delivered that its previous snapshot did not list
 /// (the first time, or again after it had been withdrawn).
 #[derive(Clone, Debug)]
@@ -144,25 +157,15 @@ impl Ledger {
 
     /// A graceful stop that took `took` from its step 1 ended.
     pub fn stopped(&self, provider: &str, took: Duration, forced: bool, report: String) {
-        self.inner.lock().stops.push(StopRecord {
-            provider: provider.to_owned(),
-            began: now().saturating_sub(took),
-            at: now(),
-            forced,
-            report,
-        });
+        let record = StopRecord::ending_now(provider, took, forced, report);
+        self.inner.lock().stops.push(record);
     }
 
     /// The drain of a generation of `provider` that handed over, which took `took`,
     /// ended.
     pub fn drained(&self, provider: &str, took: Duration, forced: bool, report: String) {
-        self.inner.lock().drains.push(StopRecord {
-            provider: provider.to_owned(),
-            began: now().saturating_sub(took),
-            at: now(),
-            forced,
-            report,
-        });
+        let record = StopRecord::ending_now(provider, took, forced, report);
+        self.inner.lock().drains.push(record);
     }
 
     /// An upgrade of `provider` did not take over.

@@ -10,14 +10,21 @@ use rand::rngs::SmallRng;
 
 use super::{CONSUMERS, Event, FIRST_EVENT, Kind, LAST_EVENT, Lost, PROVIDERS, Target};
 
-pub(super) fn draw_event(rng: &mut SmallRng) -> Event {
-    let millis = |rng: &mut SmallRng, range: std::ops::Range<u64>| {
-        Duration::from_millis(rng.random_range(range))
-    };
-    let at = millis(
+/// A duration of `range` milliseconds.
+fn millis(rng: &mut SmallRng, range: std::ops::Range<u64>) -> Duration {
+    Duration::from_millis(rng.random_range(range))
+}
+
+/// When an event begins: between [`FIRST_EVENT`] and [`LAST_EVENT`].
+fn start(rng: &mut SmallRng) -> Duration {
+    millis(
         rng,
         FIRST_EVENT.as_millis() as u64..LAST_EVENT.as_millis() as u64,
-    );
+    )
+}
+
+pub(super) fn draw_event(rng: &mut SmallRng) -> Event {
+    let at = start(rng);
     let provider = Target::Provider(rng.random_range(0..PROVIDERS));
     let (kind, target, lasts) = match rng.random_range(0..100) {
         0..25 => (Kind::Restart, provider, millis(rng, 100..1_000)),
@@ -53,13 +60,7 @@ pub(super) const NETWORK_STREAM: u64 = 0x6e65_7477_6f72_6b73;
 
 /// A link delay, a partition or a registry leader loss at a random time.
 pub(super) fn draw_network_fault(rng: &mut SmallRng) -> Event {
-    let millis = |rng: &mut SmallRng, range: std::ops::Range<u64>| {
-        Duration::from_millis(rng.random_range(range))
-    };
-    let at = millis(
-        rng,
-        FIRST_EVENT.as_millis() as u64..LAST_EVENT.as_millis() as u64,
-    );
+    let at = start(rng);
     let provider = Target::Provider(rng.random_range(0..PROVIDERS));
     let (kind, target, lasts) = match rng.random_range(0..3) {
         0 => {
@@ -92,9 +93,7 @@ pub(super) fn draw_network_fault(rng: &mut SmallRng) -> Event {
 /// A hot upgrade of a random provider at a random time.
 pub(super) fn draw_upgrade(rng: &mut SmallRng) -> Event {
     Event {
-        at: Duration::from_millis(
-            rng.random_range(FIRST_EVENT.as_millis() as u64..LAST_EVENT.as_millis() as u64),
-        ),
+        at: start(rng),
         kind: Kind::Upgrade,
         target: Target::Provider(rng.random_range(0..PROVIDERS)),
         // Nothing ends it (the old generation drains by itself): the time over which a
