@@ -75,8 +75,18 @@ pub fn print_tallies(test: &str, tallies: &[Tally]) {
 
 /// `RATE` calls a second for `length`, each awaited; how they ended.
 pub async fn phase(client: &EchoClient<rpc::ReferenceChannel>, length: Duration) -> Tally {
+    phase_seen(client, length, &watch::Sender::default()).await
+}
+
+/// As [`phase`], each provider that answered added to `seen` as its first answer
+/// arrives, so that a test's script can wait for it rather than for a fixed time.
+pub async fn phase_seen(
+    client: &EchoClient<rpc::ReferenceChannel>,
+    length: Duration,
+    seen: &watch::Sender<BTreeSet<String>>,
+) -> Tally {
     let end = Instant::now() + length;
-    let mut tallies = load(client, RATE, || (Instant::now() < end).then_some(0)).await;
+    let mut tallies = load(client, RATE, seen, || (Instant::now() < end).then_some(0)).await;
     tallies.pop().unwrap_or_default()
 }
 
@@ -87,17 +97,18 @@ pub async fn phases_at(
     rate: u32,
     phases: watch::Receiver<usize>,
 ) -> Vec<Tally> {
-    load(client, rate, || {
+    load(client, rate, &watch::Sender::default(), || {
         phases.has_changed().is_ok().then(|| *phases.borrow())
     })
     .await
 }
 
 /// `rate` calls a second while `current` gives the phase of the next call; how the calls
-/// of each phase ended.
+/// of each phase ended. Each provider's first answer is added to `seen` as it arrives.
 async fn load(
     client: &EchoClient<rpc::ReferenceChannel>,
     rate: u32,
+    seen: &watch::Sender<BTreeSet<String>>,
     current: impl Fn() -> Option<usize>,
 ) -> Vec<Tally> {
     let mut calls = tokio::task::JoinSet::new();
@@ -107,7 +118,7 @@ async fn load(
         let Some(phase) = current() else {
             break;
         };
-        let mut client = client.clone();
+        let (mut client, seen) = (client.clone(), seen.clone());
         calls.spawn(async move {
             let answer = client
                 .echo(EchoRequest {
@@ -116,6 +127,9 @@ async fn load(
                 })
                 .await
                 .map(|reply| reply.into_inner().provider);
+            if let Ok(provider) = &answer {
+                seen.send_if_modified(|seen| seen.insert(provider.clone()));
+            }
             (phase, answer)
         });
     }
