@@ -13,7 +13,9 @@
 //! An instance whose turn comes while it may not be picked (ejected, closing, already
 //! tried, or a warming instance short of credit) is charged the turn as if picked and
 //! the next head is taken: it neither sends nor hoards score while it is out, so it
-//! does not come back to a burst. A warming instance earns `warmed / registered` of a
+//! does not come back to a burst. As that lowers every score alike, a new instance
+//! enters at the mean score of those that stay, not at 0 (far above them, it would take
+//! every turn until it caught up). A warming instance earns `warmed / registered` of a
 //! turn each time its turn comes, so its share ramps with its warm-up weight.
 
 use std::collections::{BinaryHeap, HashMap};
@@ -89,6 +91,7 @@ impl Schedule {
         let ids: Vec<InstanceId> = (0..candidates.len())
             .map(|i| candidates.get(i).id().clone())
             .collect();
+        let newcomer = mean_score_of_staying(&old, &ids);
         let mut by_weight: HashMap<u32, usize> = HashMap::new();
         let mut classes: Vec<Class> = Vec::new();
         let mut class_of = vec![usize::MAX; ids.len()];
@@ -107,7 +110,7 @@ impl Schedule {
                 classes.len() - 1
             });
             class_of[index] = class;
-            let base = old.get(id).copied().unwrap_or(0);
+            let base = old.get(id).copied().unwrap_or(newcomer);
             classes[class].heap.push(Entry { base, index });
         }
         drop(old);
@@ -185,5 +188,18 @@ impl Schedule {
         }
         class.heap = BinaryHeap::from(entries);
         Some(index)
+    }
+}
+
+/// The score a new instance enters the rotation with: the mean of the instances that
+/// stay (0 when none does), as nginx's new peer enters at 0 among scores that sum to 0.
+/// Turns charged to an instance left out (closing, ejected) lower every score alike,
+/// without bound; a newcomer entering at 0 would stand far above the rest and take
+/// every turn until it caught up.
+fn mean_score_of_staying(old: &HashMap<&InstanceId, i128>, ids: &[InstanceId]) -> i128 {
+    let staying: Vec<i128> = ids.iter().filter_map(|id| old.get(id).copied()).collect();
+    match i128::try_from(staying.len()) {
+        Ok(count) if count > 0 => staying.iter().sum::<i128>() / count,
+        _ => 0,
     }
 }
