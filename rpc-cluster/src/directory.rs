@@ -9,7 +9,10 @@
 //! Dubbo issue, where a removal destroyed invokers under calls in flight). A removal
 //! that leaves no instance at all keeps the removed ones as a last resort instead
 //! (`last_resort.rs`): a provider being restarted still serves while it waits for its
-//! consumers to move, and there is nowhere else to move to.
+//! consumers to move, and there is nowhere else to move to. A changed registration of
+//! a listed instance lifts the closing mark its responses set: it is the provider's
+//! manual online, news newer than the mark, even when the registry never showed the
+//! offline.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -173,7 +176,14 @@ impl Directory {
             // registration unless it changed): what an event costs grows with the
             // instances that changed, beside one lookup per instance.
             if let Some((id, invoker)) = state.by_id.remove_entry(&instance.id) {
-                updated += usize::from(invoker.update(instance));
+                if invoker.update(instance) {
+                    updated += 1;
+                    // A changed registration is news newer than a closing mark: the
+                    // provider's online after an offline the registry never showed.
+                    if invoker.health().clear_closing() {
+                        tracing::debug!(instance = %id, "registered anew: closing mark lifted");
+                    }
+                }
                 next.insert(id, invoker);
                 continue;
             }

@@ -203,6 +203,12 @@ impl InstanceHealth {
         true
     }
 
+    /// Lifts the closing mark, if any: the registry listed the instance anew since (a
+    /// manual online writes a changed registration); true if there was one.
+    pub(crate) fn clear_closing(&self) -> bool {
+        self.state.lock().closing_until.take().is_some()
+    }
+
     /// Marks the instance closing until `until`; false when it already was at `now`.
     pub(crate) fn mark_closing(&self, now: Instant, until: Instant) -> bool {
         let mut state = self.state.lock();

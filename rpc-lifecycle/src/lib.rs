@@ -93,7 +93,7 @@ pub use start_plan::{
     BoxHttpService, Export, ExportedService, ReadinessGate, StartError, StartPlan,
 };
 pub use step::{Step, StepOutcome, StepReport, UpgradeStep};
-pub use traffic::{TrafficChange, TrafficError};
+pub use traffic::{ONLINE_REVISION, TrafficChange, TrafficError};
 pub use upgrade::{
     Handoff, Refusal, Spawner, Successor, UpgradeConfig, UpgradeCounts, UpgradeListener,
     UpgradeReport, UpgradeResult,

@@ -8,7 +8,13 @@
 //! its registrations are withdrawn (so every other consumer learns it from the
 //! registry). Requests that still arrive are served: nothing is refused or drained.
 //! The withdrawn registrations are kept, and online registers them again and clears
-//! the mark and the health.
+//! the mark and the health. Online writes each with its [`ONLINE_REVISION`] one
+//! higher, so that the registry shows a change even where the offline could not
+//! withdraw it (the registry could not be written then) or a consumer's watch merged
+//! the withdrawal and the new registration into no change at all: a consumer lifts the
+//! closing mark it read when a changed registration of the instance reaches it, where
+//! it would otherwise keep the instance out until the mark expires
+//! (`closing_invoker_expire_time`, 30 s; the fleet simulator found it).
 //!
 //! One change runs at a time, and none once shutdown has begun: shutdown step 1 waits
 //! for a change under way (`Registrations::settle`), and a change asked for after
@@ -26,6 +32,24 @@ use tonic_health::ServingStatus;
 
 use crate::registrations::{Listed, Registered};
 use crate::{Lifecycle, Phase};
+
+/// The metadata key a manual online counts its registrations of an instance in
+/// (`"1"` after the first online, and so on; absent before any): see the module
+/// documentation.
+pub const ONLINE_REVISION: &str = "online-revision";
+
+/// `registration` as an online writes it: its [`ONLINE_REVISION`] one higher.
+fn listed_anew((registry, mut instance): Registered) -> Registered {
+    let revision = instance
+        .metadata
+        .get(ONLINE_REVISION)
+        .and_then(|revision| revision.parse::<u64>().ok())
+        .unwrap_or(0);
+    instance
+        .metadata
+        .insert(ONLINE_REVISION.to_owned(), (revision + 1).to_string());
+    (registry, instance)
+}
 
 /// What a manual offline or online changed for one service.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,8 +158,11 @@ impl Lifecycle {
         let registrations = &self.inner.registrations;
         let _one_at_a_time = registrations.one_change_at_a_time().await;
         let selected = self.select(&selects)?;
-        let taken =
-            registrations.take_selected(&selected, Listed::Withdrawn, || self.check_serving())?;
+        let taken: Vec<Registered> = registrations
+            .take_selected(&selected, Listed::Withdrawn, || self.check_serving())?
+            .into_iter()
+            .map(listed_anew)
+            .collect();
         let offline = registrations.offline().names();
         let affected = affected(selected, &taken, |key| offline.contains(&key.interface));
         let results = join_all(

@@ -99,6 +99,19 @@ async fn offline_withdraws_every_registration_without_stopping_and_online_restor
     assert_eq!(services(&changes), [GREETER, ECHO]);
     assert!(!filter.offline.any());
     assert_eq!(lifecycle.registrations().len(), 2);
+    // Written anew, so that a consumer that read the closing mark sees a change even
+    // where the registry never showed the offline.
+    let revisions = |lifecycle: &Lifecycle| -> Vec<Option<String>> {
+        lifecycle
+            .registrations()
+            .iter()
+            .map(|instance| instance.metadata.get(ONLINE_REVISION).cloned())
+            .collect()
+    };
+    assert_eq!(
+        revisions(&lifecycle),
+        [Some("1".to_owned()), Some("1".to_owned())]
+    );
     assert!(lifecycle.probe(Probe::Ready).passed);
     assert!(lifecycle.online(|_| true).await.unwrap().is_empty());
     let mut events = registry.events();
@@ -113,6 +126,12 @@ async fn offline_withdraws_every_registration_without_stopping_and_online_restor
             "unregister echo.Echo",
             "unregister helloworld.Greeter"
         ]
+    );
+    lifecycle.offline(|_| true).await.unwrap();
+    lifecycle.online(|_| true).await.unwrap();
+    assert_eq!(
+        revisions(&lifecycle),
+        [Some("2".to_owned()), Some("2".to_owned())]
     );
 }
 

@@ -108,6 +108,33 @@ async fn weight_changes_update_in_place() {
     assert_eq!(invoker.weight(), 7);
 }
 
+/// A provider taken offline while its registry could not be written keeps its entry;
+/// its online then writes the entry with a higher `online-revision`. That change is
+/// what lifts the closing mark its responses set: the consumer picks it again at once,
+/// not after `closing_invoker_expire_time`. An unchanged listing lifts nothing.
+#[tokio::test]
+async fn a_changed_registration_lifts_the_closing_mark() {
+    let directory = directory();
+    directory.apply(snapshot(1, &[1, 2]));
+    let invoker = directory.list().invokers()[0].clone();
+    let now = Instant::now();
+    assert!(
+        invoker
+            .health()
+            .mark_closing(now, now + Duration::from_secs(30))
+    );
+    assert_eq!(directory.apply(snapshot(2, &[2, 1])), Applied::Unchanged);
+    assert!(invoker.is_closing(Instant::now()), "nothing new was listed");
+    let mut online = snapshot(3, &[1, 2]);
+    let mut anew = instance(1);
+    anew.metadata
+        .insert("online-revision".to_owned(), "1".to_owned());
+    online.instances = vec![anew, instance(2)].into();
+    directory.apply(online);
+    assert!(Arc::ptr_eq(&invoker, &directory.list().invokers()[0]));
+    assert!(!invoker.is_closing(Instant::now()), "the mark is lifted");
+}
+
 #[tokio::test]
 async fn empty_protection_keeps_instances_only_on_a_fault() {
     let directory = directory();
