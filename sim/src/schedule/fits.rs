@@ -100,11 +100,11 @@ fn hiding_registrations<'a>(events: impl Iterator<Item = &'a Event>) -> Vec<&'a 
 
 /// Whether at every moment of `events` some provider is out of none of them.
 fn one_provider_usable_throughout(events: &[&Event]) -> bool {
-    let losses = hiding_registrations(events.iter().copied());
+    let hiding = hiding_registrations(events.iter().copied());
     let outs: Vec<(usize, (Duration, Duration))> = events
         .iter()
         .filter_map(|event| match event.target {
-            Target::Provider(index) => Some((index, out_of_service_through(event, &losses))),
+            Target::Provider(index) => Some((index, out_of_service_through(event, &hiding))),
             _ => None,
         })
         .collect();
@@ -141,15 +141,15 @@ pub(super) fn fits(events: &[Event], event: &Event) -> bool {
     let Target::Provider(_) = event.target else {
         return true;
     };
-    let losses = hiding_registrations(events.iter());
+    let hiding = hiding_registrations(events.iter());
     // A provider killed or paused is ejected by the consumers for the blacklist's base
     // ejection time (30 s) after it recovered: it counts as out that long.
     let out_with_ejection: Vec<&Event> = events
         .iter()
         .filter(|other| matches!(other.target, Target::Provider(_)))
         .filter(|other| {
-            let a = out_of_service_through(other, &losses);
-            let b = out_of_service_through(event, &losses);
+            let a = out_of_service_through(other, &hiding);
+            let b = out_of_service_through(event, &hiding);
             a.0 < b.1 && b.0 < a.1
         })
         .collect();
@@ -177,9 +177,10 @@ mod tests {
         }
     }
 
-    /// Seed 1012's events (but a consumer's registry outage): provider-1's online at 3 773 ms is still on its way to the
-    /// consumers when the registry loses its leader, so while the loss lasts provider-2
-    /// is killed and provider-0 goes offline with nothing left to take the calls.
+    /// Seed 1012's events (but a consumer's registry outage): provider-1's online at
+    /// 3 773 ms is still on its way to the consumers when the registry loses its leader,
+    /// so while the loss lasts provider-2 is killed and provider-0 goes offline with
+    /// nothing left to take the calls.
     #[test]
     fn a_leader_loss_may_not_hold_back_the_only_provider_left() {
         let events = [
