@@ -9,12 +9,10 @@ mod common;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use async_trait::async_trait;
-use rpc::registry::MemoryRegistry;
-use rpc_core::{Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId};
+use common::switched_registry::{SwitchedRegistry, Switches};
 
 use proto::greeter::HelloRequest;
 use proto::greeter::greeter_client::GreeterClient;
@@ -235,50 +233,19 @@ async fn probes_status_and_page_answer_and_shutdown_runs_the_sequence() {
     consumer.before_shutdown().await;
 }
 
-/// A memory client that says it is writing its registrations again (as a client that
-/// lost its session does) while `restoring` is set.
-struct Restoring {
-    inner: MemoryRegistry,
-    restoring: Arc<AtomicBool>,
-}
-
-#[async_trait]
-impl Registry for Restoring {
-    fn url(&self) -> &str {
-        self.inner.url()
-    }
-    async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.inner.register(instance).await
-    }
-    async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.inner.unregister(instance).await
-    }
-    async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
-        self.inner.subscribe(service).await
-    }
-    async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        self.inner.unsubscribe(id).await
-    }
-    async fn close(&self) -> Result<(), RegistryError> {
-        self.inner.close().await
-    }
-    fn reregistering(&self) -> bool {
-        self.restoring.load(Ordering::SeqCst)
-    }
-}
-
 /// Issue 36: a registration its registry client is writing again (a lost session) shows
 /// in `/status` and in `rpc_registrations_pending`, and stops showing once it holds.
 #[tokio::test]
 async fn a_registration_written_again_shows_in_status_and_metrics() {
     let hub = MemoryHub::new();
-    let restoring = Arc::new(AtomicBool::new(false));
+    let switches = Switches::default();
+    let restoring = switches.reregistering.clone();
     let mut builder = Application::builder(common::config("greeter-provider"));
     builder.registry(
         "default",
-        Arc::new(Restoring {
+        Arc::new(SwitchedRegistry {
             inner: hub.client(),
-            restoring: restoring.clone(),
+            switches,
         }),
     );
     builder.service(GreeterServer::new(GreeterProvider));

@@ -9,56 +9,21 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use async_trait::async_trait;
+use common::switched_registry::{SwitchedRegistry, Switches};
 use proto::greeter::HelloRequest;
 use proto::greeter::greeter_client::GreeterClient;
 use proto::greeter::greeter_server::GreeterServer;
 use rpc::lifecycle::ONLINE_REVISION;
-use rpc::registry::{MemoryHub, MemoryRegistry};
+use rpc::registry::MemoryHub;
 use rpc::{Application, ReferenceChannel};
-use rpc_core::{Instance, Registry, RegistryError, ServiceKey, Subscription, SubscriptionId};
 use rpc_testkit::services::GreeterProvider;
 use tokio::time::Instant;
 
 /// Bound on the wait for the provider to answer again after its online.
 const BACK_WITHIN: Duration = Duration::from_secs(20);
-
-/// A memory client whose withdrawals fail while `unwritable` is set, as a registry
-/// without a leader refuses every write.
-struct Unwritable {
-    inner: MemoryRegistry,
-    unwritable: Arc<AtomicBool>,
-}
-
-#[async_trait]
-impl Registry for Unwritable {
-    fn url(&self) -> &str {
-        self.inner.url()
-    }
-    async fn register(&self, instance: &Instance) -> Result<(), RegistryError> {
-        self.inner.register(instance).await
-    }
-    async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
-        if self.unwritable.load(Ordering::SeqCst) {
-            return Err(RegistryError::Closed {
-                url: self.url().into(),
-            });
-        }
-        self.inner.unregister(instance).await
-    }
-    async fn subscribe(&self, service: &ServiceKey) -> Result<Subscription, RegistryError> {
-        self.inner.subscribe(service).await
-    }
-    async fn unsubscribe(&self, id: SubscriptionId) -> Result<(), RegistryError> {
-        self.inner.unsubscribe(id).await
-    }
-    async fn close(&self) -> Result<(), RegistryError> {
-        self.inner.close().await
-    }
-}
 
 async fn answered_by(client: &mut GreeterClient<ReferenceChannel>) -> String {
     let hello = HelloRequest {
@@ -77,13 +42,14 @@ async fn answered_by(client: &mut GreeterClient<ReferenceChannel>) -> String {
 async fn an_online_after_an_offline_the_registry_never_showed_brings_traffic_back() {
     common::logs();
     let hub = MemoryHub::new();
-    let unwritable = Arc::new(AtomicBool::new(false));
+    let switches = Switches::default();
+    let unwritable = switches.unwritable.clone();
     let mut builder = Application::builder(common::config("provider-a"));
     builder.registry(
         "default",
-        Arc::new(Unwritable {
+        Arc::new(SwitchedRegistry {
             inner: hub.client(),
-            unwritable: unwritable.clone(),
+            switches,
         }),
     );
     builder.service(GreeterServer::new(GreeterProvider));

@@ -10,6 +10,7 @@ pub mod lab;
 pub mod lab_process;
 pub mod page_server;
 pub mod registry;
+pub mod switched_registry;
 
 use std::sync::Arc;
 use std::time::Duration;
