@@ -1,7 +1,7 @@
 //! One attempt, down the layers to its instance and back up: dispatch it inside its
 //! span (`dispatch.rs`, `telemetry.rs`), learn from its result (`learn.rs`), then tell the
-//! span and the attempt observer how it went. It takes only what the attempt needs, not
-//! the call.
+//! span and the attempt observer how it went; a dial it left overdue is finished in the
+//! background (`slow_dial.rs`). It takes only what the attempt needs, not the call.
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use tonic::body::Body as TonicBody;
 use tracing::Instrument;
 
 use super::dispatch::Wait;
-use super::{dispatch, learn, telemetry};
+use super::{dispatch, learn, slow_dial, telemetry};
 use crate::classify::Outcome;
 use crate::invoker::Invoker;
 use crate::stack::ReferenceStack;
@@ -28,7 +28,7 @@ pub(super) struct Target<'a> {
 /// One attempt on `target`, down to the instance and back up: dispatch it inside its
 /// span, learn from its result, then tell the span and the observer how it went.
 pub(super) async fn attempt(
-    stack: &ReferenceStack,
+    stack: &Arc<ReferenceStack>,
     target: Target<'_>,
     request: Request<TonicBody>,
     wait: Wait,
@@ -41,11 +41,14 @@ pub(super) async fn attempt(
         telemetry::exported_ids(&span, &mut request);
     }
     telemetry::record_trace(&span, &request);
-    let dispatched = dispatch::dispatch(invoker, request, wait)
+    let mut dispatched = dispatch::dispatch(invoker, request, wait)
         .instrument(span.clone())
         .await;
     let (blacklist, directory) = (&stack.blacklist, &stack.directory);
     let took = learn::learn(blacklist, directory, invoker, &dispatched, rng);
     telemetry::attempt_ended(stack, target.path, &dispatched.outcome, took, &span);
+    if let Some(suspicion) = dispatched.left_dial.take() {
+        slow_dial::finish_in_background(stack, invoker, suspicion);
+    }
     dispatched.into_outcome()
 }

@@ -12,6 +12,14 @@
 //! once — as not sent if their stream never opened, else as failed, and re-sent
 //! elsewhere when idempotent — and the instance is ejected (`learn.rs`).
 //!
+//! **Overdue dials.** An instance this consumer has no connection to yet (new to it, or
+//! its connection closed) is dialled by the first call that picks it. When that call's
+//! answer is overdue while the dial is still under way, the host is slow to even accept
+//! a connection (paused, vanished, or a lost SYN): the attempt leaves the dial, as not
+//! sent, and its call goes to another instance at once, while the dial goes on in the
+//! background with the instance suspected (`slow_dial.rs`). An attempt that picked an
+//! instance already unavailable (panic mode: nothing better was left) waits the dial out.
+//!
 //! Only a call whose request was complete when it began (unary, server streaming) is
 //! watched: a client stream's answer comes when its caller has finished sending.
 
@@ -28,7 +36,7 @@ use tonic::body::Body as TonicBody;
 
 use crate::classify::{Failure, FailureKind, Outcome, classify_error, classify_response};
 use crate::health::Availability;
-use crate::invoker::{ActiveCall, Invoker};
+use crate::invoker::{ActiveCall, Invoker, Suspicion};
 
 /// One attempt as it came back from its instance.
 pub(super) struct Dispatched {
@@ -38,6 +46,9 @@ pub(super) struct Dispatched {
     pub(super) started: Instant,
     /// Whether its connection was closed because it did not answer a PING.
     pub(super) unresponsive: bool,
+    /// The suspicion of an instance whose dial the attempt left overdue: held until
+    /// that dial ends (`slow_dial.rs`).
+    pub(super) left_dial: Option<Suspicion>,
     /// Counts the attempt in the instance's calls in flight.
     in_flight: ActiveCall,
 }
@@ -84,9 +95,13 @@ pub(super) async fn dispatch(
     // an attempt between the two.
     let in_flight = invoker.start_call();
     let stamp = invoker.note_dispatch(started);
-    let probe = invoker.health().availability(started) == Availability::Probe
-        && invoker.health().begin_probe(started);
+    let availability = invoker.health().availability(started);
+    let probe = availability == Availability::Probe && invoker.health().begin_probe(started);
+    // Only a pick of a selectable instance may leave its dial: a panic-mode pick had
+    // nothing better to go to.
+    let may_leave_dial = availability == Availability::Ready;
     let report = SendReport::default();
+    let mut left_dial = None;
     let outcome = match invoker.channel() {
         None => Outcome::Failure(Failure::status(
             FailureKind::NotSent,
@@ -99,7 +114,8 @@ pub(super) async fn dispatch(
                 // Boxed: inline, the transport's future made every layer above (the
                 // attempt's span, the call's box) copy kilobytes per call.
                 let response = Box::pin(channel.send(request, &report));
-                let answer = answer(invoker, response, &report, started, wait).await;
+                let answer = answer(invoker, response, &report, started, wait, may_leave_dial);
+                let answer = answer.await;
                 drop(unanswered);
                 match answer {
                     Answer::Response(Ok(response)) => {
@@ -110,6 +126,10 @@ pub(super) async fn dispatch(
                     }
                     Answer::TimedOut(limit) => Outcome::Failure(timed_out(invoker, limit, &report)),
                     Answer::Removed => Outcome::Failure(removed(invoker, &report)),
+                    Answer::DialOverdue(suspicion) => {
+                        left_dial = Some(suspicion);
+                        Outcome::Failure(dial_overdue(invoker, started))
+                    }
                 }
             }
         },
@@ -121,6 +141,7 @@ pub(super) async fn dispatch(
         outcome,
         started,
         unresponsive: report.connection_unresponsive(),
+        left_dial,
         in_flight,
     }
 }
@@ -143,17 +164,22 @@ enum Answer {
     TimedOut(Duration),
     /// The instance was removed and its expiry passed with the call still running.
     Removed,
+    /// The answer was overdue with the request still waiting for its connection's dial:
+    /// it was left, not sent; the instance stays suspected while the dial goes on.
+    DialOverdue(Suspicion),
 }
 
 /// Waits for `response`: until the attempt's deadline, or, without one, until the
 /// instance's removal expires; once the answer is overdue, with the instance suspected
-/// while its connection is checked.
+/// while its connection is checked — or, if `may_leave_dial` and the request is still
+/// waiting for its connection's dial, not at all.
 async fn answer(
     invoker: &Arc<Invoker>,
     response: impl Future<Output = Result<Response<ResponseBody>, BoxError>>,
     report: &SendReport,
     started: Instant,
     wait: Wait,
+    may_leave_dial: bool,
 ) -> Answer {
     tokio::pin!(response);
     let deadline = wait.timeout.map(|limit| (started + limit, limit));
@@ -169,7 +195,14 @@ async fn answer(
         }
         // 2. Overdue: rare, so its futures live in a box of their own rather than in
         //    every call's.
-        return Box::pin(when_overdue(invoker, response, report, deadline)).await;
+        return Box::pin(when_overdue(
+            invoker,
+            response,
+            report,
+            deadline,
+            may_leave_dial,
+        ))
+        .await;
     }
     rest_of_the_wait(invoker, response, deadline).await
 }
@@ -177,15 +210,21 @@ async fn answer(
 /// The wait of a call whose answer is overdue: unless the peer has sent anything since
 /// the request left (it was alive after it: the call is only slow), no call picks the
 /// instance until its connection answers a PING; then the rest of the wait (a
-/// connection closed as unresponsive ends its calls now).
+/// connection closed as unresponsive ends its calls now). A request still waiting for
+/// its connection's dial is left at once when `may_leave_dial`.
 async fn when_overdue(
     invoker: &Arc<Invoker>,
     mut response: Pin<&mut impl Future<Output = Result<Response<ResponseBody>, BoxError>>>,
     report: &SendReport,
     deadline: Option<(Instant, Duration)>,
+    may_leave_dial: bool,
 ) -> Answer {
     if !report.heard_since_opened() {
         let suspicion = invoker.suspect(Instant::now());
+        if may_leave_dial && !report.reached_connection() {
+            tracing::debug!(instance = %invoker.id(), "dial overdue: attempt left it, instance suspected");
+            return Answer::DialOverdue(suspicion);
+        }
         tracing::debug!(instance = %invoker.id(), stream_opened = report.stream_opened(), "answer overdue: instance suspected");
         let checked = tokio::select! {
             biased;
@@ -205,8 +244,9 @@ async fn when_overdue(
 }
 
 /// The PING check of the connection the request went on; for a request still waiting
-/// for its connection (a dial under way), never: the instance stays suspected until the
-/// dial ends the call's wait (the answer, or NotSent at the connect timeout). A dial to
+/// for its connection (a dial under way, which a panic-mode pick waits out), never: the
+/// instance stays suspected until the dial ends the call's wait (the answer, or NotSent
+/// at the connect timeout). A dial to
 /// a host that stopped answering otherwise took every call picked meanwhile for up to
 /// the connect timeout; the fleet simulator found it (a consumer restarted while a
 /// provider's host was paused; seeds 14, 20 and 82 of `sim/tests/schedules.rs`).
@@ -270,6 +310,18 @@ fn timed_out(invoker: &Invoker, limit: Duration, report: &SendReport) -> Failure
         FailureKind::NotSent
     };
     Failure::status(kind, tonic::Status::deadline_exceeded(message))
+}
+
+/// The attempt left a dial that was overdue: certainly not sent.
+fn dial_overdue(invoker: &Invoker, started: Instant) -> Failure {
+    Failure::status(
+        FailureKind::NotSent,
+        tonic::Status::unavailable(format!(
+            "no connection to {} within {} ms, when an answer was due (not sent; the dial goes on)",
+            invoker.authority(),
+            started.elapsed().as_millis()
+        )),
+    )
 }
 
 /// The instance was removed and its expiry passed with the call still running.

@@ -11,6 +11,7 @@
 //!        ─ attempt.rs ─ dispatch.rs  the instance's channel, bounded by the attempt's
 //!                                    timeout, inside the attempt's span (telemetry.rs)
 //!                     ─ learn.rs     the result → instance health, latency, ejection
+//!                     ─ slow_dial.rs a dial left overdue, finished in the background
 //!                     ─ telemetry.rs the result → the attempt's span and observer
 //! ```
 
@@ -20,6 +21,7 @@ mod headers;
 mod learn;
 mod pick;
 mod run;
+mod slow_dial;
 mod swallow;
 mod telemetry;
 mod wait_for_provider;

@@ -352,6 +352,10 @@ impl Shared {
             return Err(self.not_dialled(io::Error::new(*kind, message.clone())));
         }
         let dial = connection.dials.fetch_add(1, Ordering::AcqRel) + 1;
+        // A dial its caller abandons (dropped mid-way: the call left for another
+        // instance, or its deadline came) leaves no failure, so those waiting for it dial
+        // again rather than take an older dial's failure as this one's.
+        record.failure = None;
         let weak = self.weak.clone();
         match dial::dial(&self.target, move || forget(&weak, slot, dial)).await {
             Ok((send, link)) => {

@@ -53,6 +53,14 @@ impl SendReport {
         Some(link.probe().await)
     }
 
+    /// Whether the request reached a connection (open already, or made for it): false
+    /// while its dial is under way, and after a dial that failed. A caller whose answer
+    /// is overdue before that has nothing to PING and can tell the instance is slow to
+    /// even accept a connection.
+    pub fn reached_connection(&self) -> bool {
+        self.link.get().is_some()
+    }
+
     /// Whether the connection the request went on was closed because it did not
     /// answer a PING (a host that vanished, a paused process) — whoever asked for it.
     pub fn connection_unresponsive(&self) -> bool {
