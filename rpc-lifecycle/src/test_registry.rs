@@ -1,6 +1,6 @@
 //! The registry the lifecycle's tests register in: it records what it is asked, can
-//! refuse registrations, and can hold withdrawals until a test lets them through (or
-//! forever).
+//! refuse registrations or withdrawals, and can hold withdrawals until a test lets them
+//! through (or forever).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,6 +19,8 @@ pub(super) struct TestRegistry {
     events: Mutex<Vec<String>>,
     /// Registrations fail while set.
     pub(super) refuse_register: AtomicBool,
+    /// Withdrawals fail while set (a registry without a leader).
+    pub(super) refuse_unregister: AtomicBool,
     /// Each withdrawal waits for a permit: none given, it never answers (a network
     /// partition).
     hold_unregister: Option<Arc<Semaphore>>,
@@ -58,6 +60,11 @@ impl Registry for TestRegistry {
     async fn unregister(&self, instance: &Instance) -> Result<(), RegistryError> {
         if let Some(gate) = &self.hold_unregister {
             let _ = gate.acquire().await.map(|permit| permit.forget());
+        }
+        if self.refuse_unregister.load(Ordering::SeqCst) {
+            return Err(RegistryError::Closed {
+                url: self.url().into(),
+            });
         }
         self.events
             .lock()

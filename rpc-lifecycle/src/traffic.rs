@@ -137,7 +137,7 @@ impl Lifecycle {
         )
         .await;
         let changes = changes(&affected, &taken, &results);
-        registrations.keep_withdrawn(taken);
+        registrations.withdrawn_by_offline(taken, &results, self.config().step_timeout);
         for change in &changes {
             tracing::info!(app = %self.name(), service = %change.service, registries = ?change.registries, failed = ?change.failed, "manually offline");
         }

@@ -267,6 +267,63 @@ async fn a_failed_registration_at_an_online_is_retried_until_it_holds() {
     assert!(lifecycle.online(|_| true).await.unwrap().is_empty());
 }
 
+/// An offline whose withdrawal the registry refused (no leader) holds all the same, and
+/// the withdrawal is retried until the registry takes it — unless an online comes
+/// first, which settles it.
+#[tokio::test(start_paused = true)]
+async fn a_failed_withdrawal_at_an_offline_is_retried_until_it_holds() {
+    let registry = Arc::new(TestRegistry::default());
+    let lifecycle = serving(registry.clone()).await;
+    let withdrawing = |lifecycle: &Lifecycle| {
+        lifecycle
+            .registrations_by_registry()
+            .iter()
+            .filter(|r| matches!(r.pending, Some(crate::Pending::Withdrawing { .. })))
+            .count()
+    };
+    let withdrawals = |registry: &TestRegistry| {
+        let events = registry.events();
+        events
+            .iter()
+            .filter(|e| e.starts_with("unregister"))
+            .count()
+    };
+    registry.refuse_unregister.store(true, Ordering::SeqCst);
+    let changes = lifecycle.offline(|_| true).await.unwrap();
+    assert_eq!(changes.len(), 2);
+    assert_eq!(changes[0].failed[0].0, "recording://");
+    assert_eq!(
+        lifecycle.offline_services().len(),
+        2,
+        "offline all the same"
+    );
+    assert_eq!(withdrawing(&lifecycle), 2);
+
+    // The registry takes writes again: the next attempts hold (backoff: 100 ms doubling).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    registry.refuse_unregister.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(withdrawing(&lifecycle), 0);
+    assert_eq!(withdrawals(&registry), 2, "each withdrawn once it could be");
+
+    // Refused again, then an online before the registry answers: nothing is withdrawn
+    // behind the online's back.
+    lifecycle.online(|_| true).await.unwrap();
+    registry.refuse_unregister.store(true, Ordering::SeqCst);
+    lifecycle.offline(|_| true).await.unwrap();
+    assert_eq!(withdrawing(&lifecycle), 2);
+    lifecycle.online(|_| true).await.unwrap();
+    assert_eq!(withdrawing(&lifecycle), 0);
+    registry.refuse_unregister.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        withdrawals(&registry),
+        2,
+        "the online settled the withdrawal"
+    );
+    assert_eq!(lifecycle.registrations().len(), 2);
+}
+
 /// An offline under way when shutdown begins finishes first; the shutdown then
 /// withdraws only what is left, and a change asked for afterwards is refused.
 #[tokio::test(start_paused = true)]

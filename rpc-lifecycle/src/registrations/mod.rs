@@ -13,7 +13,10 @@
 //! One that fails is *pending*: it is retried, with a capped
 //! and jittered backoff (`backoff.rs`: 100 ms doubling to 5 s), until it holds, until
 //! shutdown step 1, an abort or a hand-over takes it, or until a manual offline withdraws
-//! it. Each attempt holds the one-change-at-a-time lock, so shutdown step 1 waits for an
+//! it. So is a manual offline's withdrawal that fails (the registry had no leader): the
+//! consumers that read the closing mark moved away at once, but the registry would list
+//! the instance for every other consumer until the online; it is withdrawn again the
+//! same way until it holds, until an online registers it again, or until it is taken. Each attempt holds the one-change-at-a-time lock, so shutdown step 1 waits for an
 //! attempt under way and no attempt registers an instance behind the shutdown's back.
 //! The state is visible ([`Registration::pending`]: the admin endpoint's `/status`, the
 //! `rpc_registrations_pending` metric), and logged once when a registration starts
@@ -28,7 +31,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use crate::registry_calls::{Registered, unregister_each};
-use crate::registry_calls::{attempt_each, release_each};
+use crate::registry_calls::{Write, attempt_each, release_each};
 
 mod retry;
 
@@ -69,6 +72,16 @@ pub enum Pending {
     /// registrations again by itself
     /// ([`Registry::reregistering`](rpc_core::Registry::reregistering)).
     Reregistering,
+    /// A manual offline's withdrawal failed: it is retried with a capped backoff until
+    /// it holds (the registry may list the instance meanwhile).
+    Withdrawing {
+        /// When the first attempt failed (tokio's clock).
+        since: Instant,
+        /// Attempts that failed so far.
+        attempts: u32,
+        /// The last attempt's error.
+        last_error: String,
+    },
 }
 
 /// Which list of registrations an operation takes from.
@@ -86,7 +99,8 @@ struct Lists {
     withdrawn: Vec<Registered>,
     /// The services the application provides.
     provided: Vec<ServiceKey>,
-    /// Registered ones whose registration is retried until it holds.
+    /// Registered ones whose registration, and withdrawn ones whose withdrawal, is
+    /// retried until it holds.
     pending: Vec<Retried>,
     /// Whether a task retries `pending`.
     retrying: bool,
@@ -163,15 +177,23 @@ impl Registrations {
                 pending,
             }
         });
-        let withdrawn = lists
-            .withdrawn
-            .iter()
-            .map(|(registry, instance)| Registration {
+        let withdrawn = lists.withdrawn.iter().map(|(registry, instance)| {
+            let pending = lists
+                .pending
+                .iter()
+                .find(|retried| same(&retried.registration, registry, instance))
+                .map(|retried| Pending::Withdrawing {
+                    since: retried.since,
+                    attempts: retried.attempts,
+                    last_error: retried.last_error.clone(),
+                });
+            Registration {
                 registry: registry.url().to_owned(),
                 instance: instance.clone(),
                 online: false,
-                pending: None,
-            });
+                pending,
+            }
+        });
         let mut all: Vec<Registration> = registered.chain(withdrawn).collect();
         all.sort_by(|a, b| {
             (&a.registry, &a.instance.service).cmp(&(&b.registry, &b.instance.service))
@@ -237,9 +259,23 @@ impl Registrations {
         Ok(taken)
     }
 
-    /// Puts registrations a manual offline withdrew on the withdrawn list.
+    /// Puts registrations withdrawn from the start (a successor starting offline) on the
+    /// withdrawn list.
     pub(crate) fn keep_withdrawn(&self, withdrawn: Vec<Registered>) {
         self.shared.lists.lock().withdrawn.extend(withdrawn);
+    }
+
+    /// Puts registrations a manual offline tried to withdraw on the withdrawn list:
+    /// the operator's offline holds whatever the registry said. Those whose withdrawal
+    /// failed (`results`, in the same order) are pending, withdrawn again in the
+    /// background (each attempt bounded by `bound`) until it holds.
+    pub(crate) fn withdrawn_by_offline<E: ToString>(
+        &self,
+        tried: Vec<Registered>,
+        results: &[Result<(), E>],
+        bound: Duration,
+    ) {
+        self.settle_writes(tried, Write::Withdraw, results, bound);
     }
 
     /// Puts registrations a manual online tried back on the registered list: the
@@ -252,18 +288,35 @@ impl Registrations {
         results: &[Result<(), E>],
         bound: Duration,
     ) {
+        self.settle_writes(tried, Write::Register, results, bound);
+    }
+
+    /// Puts the registrations `write` was `tried` on (with `results`, in the same order)
+    /// on the list it is for; those that failed are pending, and a task retries them
+    /// unless one does already.
+    fn settle_writes<E: ToString>(
+        &self,
+        tried: Vec<Registered>,
+        write: Write,
+        results: &[Result<(), E>],
+        bound: Duration,
+    ) {
+        debug_assert_eq!(tried.len(), results.len());
         let start = {
             let mut lists = self.shared.lists.lock();
             for (registration, result) in tried.into_iter().zip(results) {
-                // An earlier online's pending attempt at it is settled by this one.
+                // An earlier pending write of it (either way) is settled by this one.
                 let (registry, instance) = &registration;
                 lists
                     .pending
                     .retain(|retried| !same(&retried.registration, registry, instance));
                 if let Err(error) = result {
-                    lists.pend(registration.clone(), error.to_string());
+                    lists.pend(registration.clone(), write, error.to_string());
                 }
-                lists.registered.push(registration);
+                match write {
+                    Write::Register => lists.registered.push(registration),
+                    Write::Withdraw => lists.withdrawn.push(registration),
+                }
             }
             lists.start_retrying(&self.shared.taken)
         };
@@ -302,11 +355,11 @@ impl Registrations {
                 match (result, known) {
                     (Ok(()), Some(index)) => {
                         let retried = lists.pending.remove(index);
-                        log_held(&registration, retried.attempts + 1);
+                        log_held(&registration, Write::Register, retried.attempts + 1);
                     }
                     (Ok(()), None) => {}
                     (Err(error), Some(index)) => lists.pending[index].failed(error),
-                    (Err(error), None) => lists.pend(registration, error),
+                    (Err(error), None) => lists.pend(registration, Write::Register, error),
                 }
             }
             lists.start_retrying(&self.shared.taken)

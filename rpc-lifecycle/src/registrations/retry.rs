@@ -1,6 +1,8 @@
 //! Pending registrations: those whose registration failed (after a failed upgrade, or
 //! at a manual online), retried in the background with a capped, jittered backoff until
-//! they hold, until they are taken for good, or until a manual offline withdraws them
+//! they hold, until they are taken for good, or until a manual offline withdraws them;
+//! and those whose withdrawal at a manual offline failed, withdrawn again the same way
+//! until it holds, until they are taken for good, or until an online registers them
 //! (see the module above).
 
 use std::sync::Arc;
@@ -12,24 +14,35 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Lists, Registered, Shared};
 use crate::backoff::RetryDelays;
-use crate::registry_calls::attempt_each;
+use crate::registry_calls::{Write, write_each};
 
-/// A registration being retried, and how it went so far.
+/// A registration being written again, and how it went so far.
 pub(super) struct Retried {
     pub(super) registration: Registered,
+    /// What is retried: registering it (it is on the registered list) or withdrawing it
+    /// (on the withdrawn list).
+    pub(super) write: Write,
     pub(super) since: Instant,
     pub(super) attempts: u32,
     pub(super) last_error: String,
 }
 
 impl Lists {
-    /// Makes `registration` pending: registering it failed with `error` (logged here,
-    /// once: not at every attempt).
-    pub(super) fn pend(&mut self, registration: Registered, error: String) {
+    /// Makes `registration` pending: `write` failed with `error` (logged here, once:
+    /// not at every attempt).
+    pub(super) fn pend(&mut self, registration: Registered, write: Write, error: String) {
         let (registry, instance) = &registration;
-        tracing::warn!(instance = %instance.id, registry = registry.url(), %error, "registering failed; retrying until it holds");
+        match write {
+            Write::Register => {
+                tracing::warn!(instance = %instance.id, registry = registry.url(), %error, "registering failed; retrying until it holds");
+            }
+            Write::Withdraw => {
+                tracing::warn!(instance = %instance.id, registry = registry.url(), %error, "withdrawing failed (manual offline); retrying until it holds");
+            }
+        }
         self.pending.push(Retried {
             registration,
+            write,
             since: Instant::now(),
             attempts: 1,
             last_error: error,
@@ -64,8 +77,9 @@ pub(super) fn same(
 
 /// The task that retries the pending registrations until none is left: each round
 /// waits for the next delay, then, holding the one-change-at-a-time lock, drops those
-/// no longer registered (taken by a manual offline) and tries the others again, each
-/// bounded by `bound`. Ends when the registrations are taken for good.
+/// no longer on the list their write is for (a registration taken by a manual offline,
+/// a withdrawal taken back by an online) and tries the others again, each bounded by
+/// `bound`. Ends when the registrations are taken for good.
 pub(super) async fn retry_until_held(shared: Arc<Shared>, bound: Duration) {
     let mut delays = RetryDelays::new();
     loop {
@@ -77,31 +91,35 @@ pub(super) async fn retry_until_held(shared: Arc<Shared>, bound: Duration) {
             () = shared.taken.cancelled() => return,
             guard = shared.changes.lock() => guard,
         };
-        let tried: Vec<Registered> = {
+        let tried: Vec<(Registered, Write)> = {
             let mut lists = shared.lists.lock();
             let Lists {
                 registered,
+                withdrawn,
                 pending,
                 ..
             } = &mut *lists;
             pending.retain(|retried| {
                 let (registry, instance) = &retried.registration;
-                registered
-                    .iter()
+                let list = match retried.write {
+                    Write::Register => &*registered,
+                    Write::Withdraw => &*withdrawn,
+                };
+                list.iter()
                     .any(|(r, i)| Arc::ptr_eq(r, registry) && i.id == instance.id)
             });
             pending
                 .iter()
-                .map(|retried| retried.registration.clone())
+                .map(|retried| (retried.registration.clone(), retried.write))
                 .collect()
         };
         // Cancelled by a shutdown that did not wait for it: its registrations are taken.
         let results = tokio::select! {
             () = shared.taken.cancelled() => return,
-            results = attempt_each(&tried, bound) => results,
+            results = write_each(&tried, bound) => results,
         };
         let mut lists = shared.lists.lock();
-        for ((registry, instance), result) in tried.iter().zip(results) {
+        for (((registry, instance), _), result) in tried.iter().zip(results) {
             let Some(index) = lists
                 .pending
                 .iter()
@@ -112,7 +130,7 @@ pub(super) async fn retry_until_held(shared: Arc<Shared>, bound: Duration) {
             match result {
                 Ok(()) => {
                     let retried = lists.pending.remove(index);
-                    log_held(&retried.registration, retried.attempts + 1);
+                    log_held(&retried.registration, retried.write, retried.attempts + 1);
                 }
                 Err(error) => lists.pending[index].failed(error),
             }
@@ -124,7 +142,14 @@ pub(super) async fn retry_until_held(shared: Arc<Shared>, bound: Duration) {
     }
 }
 
-/// The one line that says a pending registration holds again.
-pub(super) fn log_held((registry, instance): &Registered, attempts: u32) {
-    tracing::info!(instance = %instance.id, registry = registry.url(), attempts, "registered again; the registration holds");
+/// The one line that says a pending write holds at last.
+pub(super) fn log_held((registry, instance): &Registered, write: Write, attempts: u32) {
+    match write {
+        Write::Register => {
+            tracing::info!(instance = %instance.id, registry = registry.url(), attempts, "registered again; the registration holds");
+        }
+        Write::Withdraw => {
+            tracing::info!(instance = %instance.id, registry = registry.url(), attempts, "withdrawn; the manual offline holds in the registry");
+        }
+    }
 }

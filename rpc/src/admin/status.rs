@@ -238,21 +238,26 @@ fn registries(registrations: &[Registration]) -> Vec<RegistryView> {
     let mut by_registry: BTreeMap<String, Vec<RegistrationView>> = BTreeMap::new();
     for registration in registrations {
         let instance = &registration.instance;
+        let retry_view = |since: &tokio::time::Instant, attempts: &u32, last_error: &String| {
+            Some(RetryView {
+                attempts: *attempts,
+                last_error: last_error.clone(),
+                pending_ms: ms(since.elapsed()),
+            })
+        };
         let (state, retry) = match &registration.pending {
+            Some(Pending::Withdrawing {
+                since,
+                attempts,
+                last_error,
+            }) => ("withdrawing", retry_view(since, attempts, last_error)),
             _ if !registration.online => ("offline", None),
             None => ("registered", None),
             Some(Pending::Retrying {
                 since,
                 attempts,
                 last_error,
-            }) => {
-                let retry = RetryView {
-                    attempts: *attempts,
-                    last_error: last_error.clone(),
-                    pending_ms: ms(since.elapsed()),
-                };
-                ("pending", Some(retry))
-            }
+            }) => ("pending", retry_view(since, attempts, last_error)),
             Some(_) => ("reregistering", None),
         };
         by_registry

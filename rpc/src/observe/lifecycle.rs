@@ -18,9 +18,10 @@ use super::scrape::{SECONDS, counters, gauge, gauges};
 /// - `rpc_shutdown_step_outcome{step,outcome}`: 1 for how each step taken ended
 ///   (`completed`, `timed-out`, `skipped`), 0 for the other outcomes;
 /// - `rpc_registrations`: instances registered now (one per service and registry);
-/// - `rpc_registrations_pending`: those of them that may be missing from their registry
-///   and are being written again (registering again after a failed upgrade failed and is
-///   retried, or the registry client lost its session and restores it);
+/// - `rpc_registrations_pending`: registrations the registry may not show as they are,
+///   being written again (registering again after a failed upgrade or at an online
+///   failed and is retried, the registry client lost its session and restores it, or a
+///   manual offline's withdrawal failed and is retried);
 /// - `rpc_upgrades_total{result}`: hot upgrades by result (`succeeded`, `failed`,
 ///   `refused`, `cancelled`) in this process (a process that succeeded exits soon after: its
 ///   successor starts again from 0);
@@ -98,7 +99,7 @@ impl Collector for LifecycleCollector {
         gauge(
             &mut encoder,
             "rpc_registrations_pending",
-            "Registrations that may be missing from their registry and are being written again.",
+            "Registrations the registry may not show as they are (missing, or still listed after a manual offline), being written again.",
             pending,
         )?;
 
