@@ -240,6 +240,7 @@ async fn a_registration_written_again_shows_in_status_and_metrics() {
     let hub = MemoryHub::new();
     let switches = Switches::default();
     let restoring = switches.reregistering.clone();
+    let unwritable = switches.unwritable.clone();
     let mut builder = Application::builder(common::config("greeter-provider"));
     builder.registry(
         "default",
@@ -271,6 +272,24 @@ async fn a_registration_written_again_shows_in_status_and_metrics() {
     assert_eq!(shows(true).await, "reregistering");
     restoring.store(false, Ordering::SeqCst);
     assert_eq!(shows(false).await, "registered");
+
+    // An offline whose withdrawal the registry refuses: offline all the same, the
+    // withdrawal retried until the registry takes it.
+    let key = rpc::ServiceKey::new("helloworld.Greeter");
+    unwritable.store(true, Ordering::SeqCst);
+    assert_eq!(post(&provider, "/offline").await.status, 200);
+    assert_eq!(shows(true).await, "withdrawing");
+    assert_eq!(hub.instances(&key).len(), 1, "still listed");
+    unwritable.store(false, Ordering::SeqCst);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !hub.instances(&key).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the withdrawal held within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(shows(false).await, "offline");
     provider.before_shutdown().await;
 }
 
@@ -356,6 +375,24 @@ async fn bad_input_gets_a_one_line_4xx_and_changes_nothing() {
         404,
         "no provided service matches",
     );
+    // A body is refused, whatever its type: a JSON selection would otherwise be ignored
+    // and every service taken offline.
+    let host = admin(&provider).to_string();
+    let json = [
+        ("host", host.as_str()),
+        ("content-type", "application/json"),
+    ];
+    let body = r#"{"service":"nope"}"#;
+    for path in ["/offline", "/online", "/shutdown", "/upgrade"] {
+        let answer = http::request_as(admin(&provider), "POST", path, &json, body)
+            .await
+            .expect("the admin endpoint answers");
+        assert_line(
+            &answer,
+            415,
+            &format!("POST {path} takes no body (18 bytes of application/json sent)"),
+        );
+    }
 
     // Nothing changed.
     assert_line(

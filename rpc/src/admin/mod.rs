@@ -47,6 +47,7 @@ mod config;
 mod error;
 mod handover;
 mod metrics;
+mod no_body;
 mod no_parameters;
 mod page;
 mod probes;

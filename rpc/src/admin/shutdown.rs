@@ -9,6 +9,7 @@ use rpc_core::Phase;
 
 use super::answer;
 use super::auth::Authorized;
+use super::no_body::NoBody;
 use super::no_parameters::NoParameters;
 use super::state::AdminState;
 
@@ -16,6 +17,7 @@ use super::state::AdminState;
 /// shutdown, when the query string holds a parameter (it takes none).
 pub(crate) async fn shutdown(
     _: Authorized,
+    _: NoBody,
     State(state): State<AdminState>,
     _: NoParameters,
 ) -> Response {

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::answer;
 use super::auth::Authorized;
+use super::no_body::NoBody;
 use super::state::AdminState;
 
 /// Largest compiled selection regex, in bytes: a selection names a few services, and an
@@ -77,6 +78,7 @@ impl Action {
 /// `POST /offline`.
 pub(crate) async fn offline(
     _: Authorized,
+    _: NoBody,
     State(state): State<AdminState>,
     query: Result<Query<Selection>, QueryRejection>,
 ) -> Response {
@@ -86,6 +88,7 @@ pub(crate) async fn offline(
 /// `POST /online`.
 pub(crate) async fn online(
     _: Authorized,
+    _: NoBody,
     State(state): State<AdminState>,
     query: Result<Query<Selection>, QueryRejection>,
 ) -> Response {

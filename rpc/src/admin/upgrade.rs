@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use super::answer;
 use super::auth::Authorized;
+use super::no_body::NoBody;
 use super::no_parameters::NoParameters;
 use super::state::AdminState;
 
@@ -72,6 +73,7 @@ impl UpgradeView {
 /// query string holds a parameter (it takes none).
 pub(crate) async fn upgrade(
     _: Authorized,
+    _: NoBody,
     State(state): State<AdminState>,
     _: NoParameters,
 ) -> Response {
