@@ -17,7 +17,7 @@ use proto::echo::EchoRequest;
 use proto::echo::echo_client::EchoClient;
 use proto::echo::echo_server::EchoServer;
 use rpc::core::Registry;
-use rpc::lifecycle::{Handoff, Spawner, Successor, UpgradeResult};
+use rpc::lifecycle::{Handoff, ONLINE_REVISION, Spawner, Successor, UpgradeResult};
 use rpc::registry::MemoryHub;
 use rpc::{Application, ServiceKey};
 use tokio::sync::oneshot;
@@ -195,5 +195,64 @@ async fn an_in_process_successor_takes_over_the_socket_and_the_instance_losing_n
         "the same instance id, never withdrawn"
     );
     consumer.before_shutdown().await;
+    successor.before_shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_successor_goes_on_from_its_predecessors_online_revision() {
+    let hub = MemoryHub::new();
+    let key = ServiceKey::new("echo.Echo");
+    let (started, successor) = oneshot::channel();
+    let mut builder = common::builder("provider", &hub, Duration::ZERO);
+    builder.service(EchoServer::new(Scripted::new(Behavior::Ok)));
+    builder.upgrade_spawner(Arc::new(InProcess {
+        hub: hub.clone(),
+        scripted: Scripted::new(Behavior::Ok),
+        started: Mutex::new(Some(started)),
+    }));
+    let provider = builder.start().await.expect("provider starts");
+    let revision = || {
+        hub.instances(&key)
+            .iter()
+            .map(|instance| instance.metadata.get(ONLINE_REVISION).cloned())
+            .collect::<Vec<_>>()
+    };
+    provider
+        .lifecycle()
+        .offline(|_| true)
+        .await
+        .expect("offline");
+    provider.lifecycle().online(|_| true).await.expect("online");
+    assert_eq!(revision(), [Some("1".to_owned())]);
+
+    let report = provider.upgrade().await;
+    assert_eq!(report.result, UpgradeResult::Succeeded, "{report}");
+    let successor = tokio::time::timeout(Duration::from_secs(10), successor)
+        .await
+        .expect("the successor started within 10 s")
+        .expect("the spawner sent it");
+    tokio::time::timeout(Duration::from_secs(10), provider.wait())
+        .await
+        .expect("the first generation ends within 10 s");
+    assert_eq!(
+        revision(),
+        [Some("1".to_owned())],
+        "the entry reads as unchanged"
+    );
+    successor
+        .lifecycle()
+        .offline(|_| true)
+        .await
+        .expect("offline");
+    successor
+        .lifecycle()
+        .online(|_| true)
+        .await
+        .expect("online");
+    assert_eq!(
+        revision(),
+        [Some("2".to_owned())],
+        "one higher than any the predecessor wrote"
+    );
     successor.before_shutdown().await;
 }

@@ -38,7 +38,7 @@ use rpc_lifecycle::process::check_report::CheckReport;
 use rpc_lifecycle::process::predecessor::Predecessor;
 use rpc_lifecycle::process::successor::ProcessSpawner;
 use rpc_lifecycle::process::{Program, Role};
-use rpc_lifecycle::{Export, Handoff, Spawner, UpgradeConfig};
+use rpc_lifecycle::{Export, ExportedService, Handoff, ONLINE_REVISION, Spawner, UpgradeConfig};
 use rpc_transport::{GRPC_LISTENER, InheritedListeners};
 
 use crate::ApplicationError;
@@ -209,16 +209,30 @@ pub(crate) fn inherit(export: &mut Export, taken: TakenOver) {
             .iter()
             .find(|instance| instance.service == service.key)
         {
-            service.instance_id = Some(instance.id.clone());
+            take_identity(service, instance);
         } else if let Some(instance) = taken
             .offline
             .iter()
             .find(|instance| instance.service == service.key)
         {
             // The operator took it offline in the previous generation: it stays so.
-            service.instance_id = Some(instance.id.clone());
+            take_identity(service, instance);
             service.offline = true;
         }
+    }
+}
+
+/// Registers `service` as its predecessor's `instance`: under its id, and with its
+/// online revision, so that the entry reads as unchanged and this process's first
+/// online writes one higher than any the predecessor wrote (one written anew as "1"
+/// could equal an entry the predecessor left listed, and consumers would keep its
+/// closing mark: `lossless_rpc::lifecycle::ONLINE_REVISION`).
+fn take_identity(service: &mut ExportedService, instance: &Instance) {
+    service.instance_id = Some(instance.id.clone());
+    if let Some(revision) = instance.metadata.get(ONLINE_REVISION) {
+        service
+            .metadata
+            .insert(ONLINE_REVISION.to_owned(), revision.clone());
     }
 }
 
@@ -249,5 +263,35 @@ pub(crate) async fn serving(
         Err(error) => {
             tracing::warn!(app = %lifecycle.name(), %error, "the previous generation is gone before it heard this one is ready; serving on");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rpc_core::ServiceKey;
+
+    use super::*;
+
+    #[test]
+    fn a_successor_registers_its_predecessors_instance_and_online_revision() {
+        let key = ServiceKey::new("a.B");
+        let mut predecessor = Instance::new(key.clone(), "127.0.0.1", 1);
+        predecessor
+            .metadata
+            .insert(ONLINE_REVISION.to_owned(), "3".to_owned());
+        let mut service = ExportedService::new(key.clone());
+        service.metadata.insert("zone".to_owned(), "a".to_owned());
+        take_identity(&mut service, &predecessor);
+        assert_eq!(service.instance_id.as_ref(), Some(&predecessor.id));
+        assert_eq!(
+            service.metadata.get(ONLINE_REVISION).map(String::as_str),
+            Some("3")
+        );
+        assert_eq!(service.metadata.get("zone").map(String::as_str), Some("a"));
+
+        // A predecessor that never went online by hand wrote none: neither does this one.
+        let mut service = ExportedService::new(key.clone());
+        take_identity(&mut service, &Instance::new(key, "127.0.0.1", 1));
+        assert!(!service.metadata.contains_key(ONLINE_REVISION));
     }
 }
