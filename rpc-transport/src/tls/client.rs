@@ -50,7 +50,11 @@ impl ClientTls {
     /// [`TlsError`] naming a file that cannot be read, a certificate without its key, or
     /// a name that is neither a DNS name nor an IP address.
     pub(crate) fn client_config(&self, host: &str) -> Result<ClientTlsConfig, TlsError> {
-        let builder = ClientConfig::builder_with_provider(Arc::new(ring::default_provider()))
+        // ring, deprecated by rustls 0.23.48 for its lack of post-quantum key exchange, is
+        // kept: aws-lc-rs needs cmake and a C toolchain to build (docs/limitations.md).
+        #[allow(deprecated)]
+        let provider = Arc::new(ring::default_provider());
+        let builder = ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|error| TlsError::Config(error.to_string()))?
             .with_root_certificates(roots(&self.ca)?);

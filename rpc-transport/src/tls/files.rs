@@ -73,6 +73,8 @@ impl ServerTlsFiles {
     /// [`TlsError`] naming the file that cannot be read or holds no usable certificate
     /// or key, or the key that does not match the certificate.
     pub(super) fn server_config(&self) -> Result<Arc<ServerConfig>, TlsError> {
+        // ring: see `ClientTls::client_config`.
+        #[allow(deprecated)]
         let provider = Arc::new(ring::default_provider());
         let chain = certificates(&self.cert)?;
         let key = private_key(&self.key)?;
