@@ -35,12 +35,15 @@ use super::socket::{PeerSocket, read_until_request};
 use super::woken::PolledWhenWoken;
 use rpc_core::BoxError;
 
-/// How long a connection accepted before a hot upgrade's hand-over waits, once its
-/// graceful close is asked for, for the first request of a peer that has sent none yet
-/// (see `Connection::serve_http2`). Long against the moments between a client's dial and
-/// its first call — also on a machine whose CPU is contended, where they reached tens of
-/// milliseconds — and short against the drain's bound (`step_timeout`, 3 s by default):
-/// a peer that dialled and stays silent holds the old process's exit this long at most.
+/// How long after its accept a connection accepted before a hot upgrade's hand-over
+/// waits, once its graceful close is asked for, for the first request of a peer that has
+/// sent none yet (see `Connection::serve_http2`). Long against the moments between a
+/// client's dial and its first call — also on a machine whose CPU is contended, where
+/// they reached tens of milliseconds — and short against the drain's bound
+/// (`step_timeout`, 3 s by default): a peer that dialled and stays silent holds the old
+/// process's exit this long at most, and one that has been silent longer (a dial whose
+/// client gave up, accepted only once a paused host resumed: the fleet simulator's seed
+/// 4697) not at all.
 pub(crate) const FIRST_REQUEST_WAIT: Duration = Duration::from_secs(1);
 
 /// A TLS handshake to make before HTTP/2: the acceptor in force when the connection was
@@ -87,6 +90,7 @@ pub(crate) async fn serve<IO, S, B>(
     );
     let connection = Connection {
         tracked: &tracked,
+        accepted: Instant::now(),
         limits,
         accepted_in_shutdown,
         builder,
@@ -116,6 +120,9 @@ pub(crate) async fn serve<IO, S, B>(
 /// signals.
 struct Connection<'a> {
     tracked: &'a Tracked,
+    /// When the connection was accepted: a peer's first request is awaited before a
+    /// hand-over's GOAWAY only until [`FIRST_REQUEST_WAIT`] after it.
+    accepted: Instant,
     limits: Limits,
     accepted_in_shutdown: bool,
     builder: http2::Builder<TokioExecutor>,
@@ -322,8 +329,8 @@ impl<'a> Connection<'a> {
         // does not re-send a request it had not sent yet on a new connection (tonic's
         // channel fails it: "operation was canceled", "connection closed") would lose
         // it. Nothing is refused after a hand-over, so the request is served here, and
-        // the GOAWAY follows it; a peer that stays silent gets it after
-        // FIRST_REQUEST_WAIT.
+        // the GOAWAY follows it; a peer that stays silent gets it FIRST_REQUEST_WAIT
+        // after the accept.
         if signals.successor_accepts.is_cancelled() && !peer.has_requested() {
             tokio::select! {
                 biased;
@@ -333,7 +340,7 @@ impl<'a> Connection<'a> {
                     return Some(&signals.closed_gracefully);
                 }
                 _ = peer.requested() => {}
-                _ = tokio::time::sleep(FIRST_REQUEST_WAIT) => {}
+                _ = tokio::time::sleep_until(self.accepted + FIRST_REQUEST_WAIT) => {}
             }
         }
         // A peer that never sent a byte has not begun the HTTP/2 handshake: there is no

@@ -287,6 +287,33 @@ async fn an_idle_connection_gets_goaway_and_one_with_a_call_in_flight_does_not()
     assert_eq!(server.connection_counts().idle_timeouts, 2);
 }
 
+/// A hot upgrade's drain waits for the first request of a peer that dialled just before
+/// the hand-over — for a second after the accept, not after the drain began: a
+/// connection that has spoken HTTP/2 and sent no request for longer (its client idle, or
+/// gone: a dial given up, accepted once a paused host resumed — the fleet simulator's
+/// seed 4697) is closed with nothing in flight, not held to the drain's bound and forced.
+#[tokio::test(start_paused = true)]
+async fn a_drain_waits_for_the_first_request_only_of_a_connection_accepted_a_moment_ago() {
+    let (handlers, _entries) = Handlers::new();
+    let (handle, addr) = serve(quiet_options(), &handlers).await;
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    speak(&mut silent).await;
+    until_open(&handle, 1).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    handle.stop_accepting();
+    let closed = handle
+        .shutdown(Instant::now() + Duration::from_millis(900))
+        .await;
+    assert_eq!(closed.forced, 0, "{closed:?}");
+    assert_eq!(
+        closed.closed_gracefully + closed.closed_idle,
+        1,
+        "{closed:?}"
+    );
+    assert!(closed_by_server(&mut silent).await);
+}
+
 #[tokio::test]
 async fn at_the_limit_a_silent_connection_makes_room_and_a_busy_one_does_not() {
     let (handlers, mut entries) = Handlers::new();
