@@ -2,9 +2,10 @@
 //!
 //! 1. **every call is answered**, once — unless its own consumer was killed meanwhile;
 //! 2. **a call fails only because of a hard fault it met**: it was in flight when a
-//!    provider was killed, paused or partitioned, or began within [`DETECTION_BOUND`] of it (the
-//!    time the consumer may take to stop choosing that instance). A graceful stop, an
-//!    offline, a registry outage fail nothing;
+//!    provider was killed, paused or partitioned, or began within [`DETECTION_BOUND`] of
+//!    the moment its consumer could begin to notice it (the fault's start, or a later
+//!    start of the consumer or news of the host from its watch during the fault: see 7).
+//!    A graceful stop, an offline, a registry outage fail nothing;
 //! 3. **no call runs twice** (the echo is not idempotent: nothing may re-send a call
 //!    that reached a handler);
 //! 4. **every graceful stop reports clean** (`ShutdownReport::forced()` is false), and
@@ -76,7 +77,7 @@ impl fmt::Display for Violation {
 /// `providers` are the providers' addresses, all serving when the run ends.
 pub fn check(schedule: &Schedule, entries: &Entries, providers: &[String]) -> Vec<Violation> {
     let mut violations = Vec::new();
-    calls_end_as_allowed(schedule, entries, &mut violations);
+    calls_end_as_allowed(schedule, entries, providers, &mut violations);
     no_call_runs_twice(entries, &mut violations);
     graceful_stops_are_clean(schedule, entries, &mut violations);
     paused_hosts_get_no_new_calls(schedule, entries, providers, &mut violations);
@@ -92,7 +93,12 @@ pub fn check(schedule: &Schedule, entries: &Entries, providers: &[String]) -> Ve
 }
 
 /// Invariants 1 and 2.
-fn calls_end_as_allowed(schedule: &Schedule, entries: &Entries, violations: &mut Vec<Violation>) {
+fn calls_end_as_allowed(
+    schedule: &Schedule,
+    entries: &Entries,
+    providers: &[String],
+    violations: &mut Vec<Violation>,
+) {
     for (id, call) in &entries.calls {
         let consumer_killed_during = |end: Duration| {
             schedule.events.iter().any(|event| {
@@ -112,10 +118,20 @@ fn calls_end_as_allowed(schedule: &Schedule, entries: &Entries, violations: &mut
             Some((ended, CallEnd::Failed(code, message))) => {
                 let excused = consumer_killed_during(*ended)
                     || schedule.events.iter().any(|event| {
+                        let Target::Provider(index) = event.target else {
+                            return false;
+                        };
+                        let address = &providers[index];
                         event.kind.is_hard()
-                            && matches!(event.target, Target::Provider(_))
                             && event.at <= *ended
-                            && call.started <= event.at + DETECTION_BOUND
+                            && call.started
+                                <= noticed_from(
+                                    event,
+                                    call.consumer,
+                                    address,
+                                    call.started,
+                                    entries,
+                                ) + DETECTION_BOUND
                     });
                 if !excused {
                     violations.push(Violation {
@@ -151,28 +167,8 @@ fn paused_hosts_get_no_new_calls(
         let address = &providers[index];
         let bound = DETECTION_BOUND.max(4 * slow_link_answer(schedule, pause));
         for (id, call) in &entries.calls {
-            // A consumer started during the pause has had the bound from its start.
-            let started = entries
-                .consumer_starts
-                .iter()
-                .filter(|(consumer, at)| {
-                    *consumer == call.consumer && *at > pause.at && *at < pause.end()
-                })
-                .map(|(_, at)| *at)
-                .max()
-                .unwrap_or(pause.at);
-            // So has one whose watch delivered the host's registration (again) during it:
-            // an instance new to a consumer has no latency to be late against yet.
-            let consumer_host = crate::schedule::consumer_host(call.consumer);
-            let listed = entries
-                .arrivals
-                .iter()
-                .filter(|arrival| arrival.host == consumer_host && arrival.authority == *address)
-                .map(|arrival| arrival.at)
-                .filter(|at| *at > pause.at && *at <= call.started)
-                .max()
-                .unwrap_or(pause.at);
-            let noticed = started.max(listed) + bound;
+            let noticed =
+                noticed_from(pause, call.consumer, address, call.started, entries) + bound;
             let sent_to_it = matches!(&call.ended, Some((_, CallEnd::Answered(by))) if *by == host);
             if sent_to_it && call.started > noticed && call.started < pause.end() {
                 violations.push(Violation {
@@ -187,6 +183,34 @@ fn paused_hosts_get_no_new_calls(
             }
         }
     }
+}
+
+/// When `consumer` could begin to notice `fault` of the provider at `address`, for a
+/// call it made at `call_started`: the fault's start, or later if the consumer started
+/// during the fault (it has had the bound from its start), or if its watch delivered the
+/// host's registration (again) during it before the call — an instance new to a
+/// consumer, or back from a closing mark, has no recent latency to be late against.
+fn noticed_from(
+    fault: &crate::schedule::Event,
+    consumer: usize,
+    address: &str,
+    call_started: Duration,
+    entries: &Entries,
+) -> Duration {
+    let during = |at: Duration| at > fault.at && at < fault.end();
+    let started = entries
+        .consumer_starts
+        .iter()
+        .filter(|(started_consumer, at)| *started_consumer == consumer && during(*at))
+        .map(|(_, at)| *at);
+    let consumer_host = crate::schedule::consumer_host(consumer);
+    let listed = entries
+        .arrivals
+        .iter()
+        .filter(|arrival| arrival.host == consumer_host && arrival.authority == address)
+        .map(|arrival| arrival.at)
+        .filter(|at| during(*at) && *at <= call_started);
+    started.chain(listed).fold(fault.at, Duration::max)
 }
 
 /// How long an answer of `pause`'s host took over a slow link that ended within the

@@ -69,7 +69,8 @@ impl StopRecord {
 }
 
 /// A registration a host's watch delivered that its previous snapshot did not list
-/// (the first time, or again after it had been withdrawn).
+/// (the first time, or again after it had been withdrawn), or listed otherwise (its
+/// metadata changed: an online's revision, which lifts a consumer's closing mark).
 #[derive(Clone, Debug)]
 pub struct Arrival {
     /// The host that watched.

@@ -17,7 +17,7 @@
 //!   every host is as if partitioned from it; leases live on (etcd extends them across
 //!   an election).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -203,7 +203,7 @@ impl Registry for SimClient {
         let delay = self.watch_delay;
         let (host, arrivals) = (self.host.clone(), self.arrivals.clone());
         // The newest revision delivered, and the registrations it listed.
-        let listed = Arc::new(Mutex::new((0, HashSet::new())));
+        let listed = Arc::new(Mutex::new((0, HashMap::new())));
         // Up to REORDERED snapshots are under way at once, each delayed by the host's
         // watch delay and a jitter of its own: a later one may overtake an earlier one,
         // as pushes of a registry cluster's members may (the consumer applies only a
@@ -215,8 +215,11 @@ impl Registry for SimClient {
                 answering(reachable, leader).await;
                 tokio::time::sleep(delay + jitter(&host, snapshot.revision)).await;
                 let at = now();
-                let now_listed: HashSet<_> =
-                    snapshot.instances.iter().map(|i| i.id.clone()).collect();
+                let now_listed: HashMap<_, _> = snapshot
+                    .instances
+                    .iter()
+                    .map(|i| (i.id.clone(), i.metadata.clone()))
+                    .collect();
                 let mut listed = listed.lock();
                 let (newest, listed) = &mut *listed;
                 // A snapshot older than one delivered changes nothing for the consumer.
@@ -224,8 +227,10 @@ impl Registry for SimClient {
                     return snapshot;
                 }
                 *newest = snapshot.revision;
+                // New, or changed: a changed registration (an online's revision) lifts
+                // a consumer's closing mark, which brings the instance back as if new.
                 for instance in snapshot.instances.iter() {
-                    if !listed.contains(&instance.id) {
+                    if listed.get(&instance.id) != Some(&instance.metadata) {
                         arrivals.lock().push(Arrival {
                             host: host.clone(),
                             authority: instance.authority(),
