@@ -60,8 +60,10 @@ pub struct TrafficChange {
     /// registered in again (online).
     pub registries: Vec<String>,
     /// The registries where that failed, with the registry's error. After a failed
-    /// withdrawal the service is offline all the same (closing mark, NOT_SERVING) and its
-    /// registration expires with the registry session; after a failed registration the
+    /// withdrawal the service is offline all the same (closing mark, NOT_SERVING) and the
+    /// withdrawal is retried in the background until it holds
+    /// ([`Pending::Withdrawing`](crate::Pending::Withdrawing) meanwhile), unless an
+    /// online or the shutdown takes it first; after a failed registration the
     /// service is online all the same (the mark cleared, SERVING), and the registration
     /// is retried in the background until it holds (pending in
     /// [`Registration::pending`](crate::Registration::pending) meanwhile), unless an
@@ -115,7 +117,8 @@ impl Lifecycle {
     /// # Errors
     /// [`TrafficError::NoMatch`] when `selects` accepts no provided service,
     /// [`TrafficError::Starting`] before the application is serving,
-    /// [`TrafficError::ShuttingDown`] once the shutdown sequence has begun.
+    /// [`TrafficError::ShuttingDown`] once the shutdown sequence has begun,
+    /// [`TrafficError::Upgrading`] while a hot upgrade owns the registrations.
     pub async fn offline(
         &self,
         selects: impl Fn(&ServiceKey) -> bool,

@@ -290,6 +290,11 @@ async fn a_registration_written_again_shows_in_status_and_metrics() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(shows(false).await, "offline");
+    assert_eq!(post(&provider, "/online").await.status, 200);
+    assert_eq!(shows(false).await, "registered");
+    let status = json(&get(&provider, "/status").await);
+    let registration = &status["registries"][0]["registrations"][0];
+    assert_eq!(registration["online_revision"], "1", "{status}");
     provider.before_shutdown().await;
 }
 

@@ -18,7 +18,8 @@
 //! Probes answer 200 or 503 with a one-line reason; every refusal is a 4xx with a
 //! one-line reason (400 bad regex or no `Host`, 401 token, 403 what a web page sends,
 //! 404 unknown path or service, 405 wrong method, 409 offline during start-up or
-//! shutdown, 415 a body of a simple content type), never a panic and never a change.
+//! shutdown, 415 any body on an endpoint that changes state), never a panic and never a
+//! change.
 //! Nothing that changes state is reachable by GET; beyond loopback a token is required
 //! and every state change must carry it (see [`AdminConfig`]).
 //!
@@ -26,14 +27,15 @@
 //! foreign `Origin` (403) and a `Host` that is not an IP address, `localhost` or a name
 //! in `admin.allowed_hosts` (403, against DNS rebinding); a POST that changes state
 //! from a browser must carry `X-Rpc-Admin` or the token (403), and none may carry a
-//! body of a simple content type (415). `curl -X POST` sends no browser header and works
+//! body of a simple content type (415; nor may any request that changes state carry a
+//! body at all: `no_body.rs`). `curl -X POST` sends no browser header and works
 //! unchanged.
 //!
 //! It composes every part — lifecycle, cluster, configuration — so it lives in the
 //! composition root, not in `lossless-rpc-core`. Its handlers are thin: they call the
 //! lifecycle's and the cluster's public API and format the answer; manual offline,
 //! the probes' verdicts and the instances' states are decided there
-//! (`rpc-core/src/lifecycle/{traffic,probes}.rs`, `lossless-rpc-cluster`).
+//! (`rpc-lifecycle/src/{traffic,probes}.rs`, `lossless-rpc-cluster`).
 //!
 //! Start-up binds it first, so `/live` and `/startup` answer while references are still
 //! being resolved; shutdown closes it last, in step 6 after the drains, so probes answer

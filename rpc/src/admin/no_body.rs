@@ -26,13 +26,16 @@ impl<S: Send + Sync> FromRequestParts<S> for NoBody {
             .get(header::CONTENT_TYPE)
             .and_then(|value| value.to_str().ok())
             .map_or_else(String::new, |value| format!(" of {value}"));
+        let path = parts.uri.path();
+        let options = match path {
+            "/offline" | "/online" => "select services in the query string: ?service=REGEX",
+            _ => "it takes no options",
+        };
         Err(answer::line(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!(
-                "{} {} takes no body ({sent}{content_type} sent): its options go in the query \
-                 string (e.g. ?service=REGEX for /offline and /online)",
-                parts.method,
-                parts.uri.path()
+                "{} {path} takes no body ({sent}{content_type} sent): {options}",
+                parts.method
             ),
         ))
     }

@@ -119,12 +119,18 @@ struct RegistrationView {
     weight: u32,
     /// `registered`; `offline` while withdrawn by a manual offline; `pending` while
     /// registering it again failed and is retried until it holds (`retry` says how it
-    /// goes); `reregistering` while its registry client lost its session, lease or
-    /// connection and writes it again by itself.
+    /// goes); `withdrawing` while a manual offline's withdrawal failed and is retried;
+    /// `reregistering` while its registry client lost its session, lease or connection
+    /// and writes it again by itself.
     state: &'static str,
-    /// While `pending`: the attempts that failed, the last one's error, and for how long.
+    /// While `pending` or `withdrawing`: the attempts that failed, the last one's
+    /// error, and for how long.
     #[serde(skip_serializing_if = "Option::is_none")]
     retry: Option<RetryView>,
+    /// The registration's `online-revision` metadata (how many manual onlines wrote
+    /// it), once one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    online_revision: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -270,6 +276,10 @@ fn registries(registrations: &[Registration]) -> Vec<RegistryView> {
                 weight: instance.weight,
                 state,
                 retry,
+                online_revision: instance
+                    .metadata
+                    .get(rpc_lifecycle::ONLINE_REVISION)
+                    .cloned(),
             });
     }
     by_registry
