@@ -18,7 +18,8 @@
 //! a connection (paused, vanished, or a lost SYN): the attempt leaves the dial, as not
 //! sent, and its call goes to another instance at once, while the dial goes on in the
 //! background with the instance suspected (`slow_dial.rs`). An attempt that picked an
-//! instance already unavailable (panic mode: nothing better was left) waits the dial out.
+//! instance already unavailable (panic mode) or the last resort — nothing better was
+//! left — waits the dial out.
 //!
 //! Only a call whose request was complete when it began (unary, server streaming) is
 //! watched: a client stream's answer comes when its caller has finished sending.
@@ -97,9 +98,10 @@ pub(super) async fn dispatch(
     let stamp = invoker.note_dispatch(started);
     let availability = invoker.health().availability(started);
     let probe = availability == Availability::Probe && invoker.health().begin_probe(started);
-    // Only a pick of a selectable instance may leave its dial: a panic-mode pick had
-    // nothing better to go to.
-    let may_leave_dial = availability == Availability::Ready;
+    // Only a pick of a selectable, listed instance may leave its dial: a panic-mode pick
+    // or the last resort (removed, kept because none was left) had nothing better to
+    // go to.
+    let may_leave_dial = availability == Availability::Ready && !invoker.is_removed();
     let report = SendReport::default();
     let mut left_dial = None;
     let outcome = match invoker.channel() {
