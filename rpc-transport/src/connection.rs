@@ -36,14 +36,10 @@ use super::woken::PolledWhenWoken;
 use rpc_core::BoxError;
 
 /// How long after its accept a connection accepted before a hot upgrade's hand-over
-/// waits, once its graceful close is asked for, for the first request of a peer that has
-/// sent none yet (see `Connection::serve_http2`). Long against the moments between a
-/// client's dial and its first call — also on a machine whose CPU is contended, where
-/// they reached tens of milliseconds — and short against the drain's bound
-/// (`step_timeout`, 3 s by default): a peer that dialled and stays silent holds the old
-/// process's exit this long at most, and one that has been silent longer (a dial whose
-/// client gave up, accepted only once a paused host resumed: the fleet simulator's seed
-/// 4697) not at all.
+/// waits, at its graceful close, for a first request (`Connection::serve_http2`): long
+/// against a client's dial-to-first-call (tens of ms on a contended CPU), short against
+/// the drain's bound (`step_timeout`, 3 s). A peer silent longer (a dial given up,
+/// accepted when a paused host resumed: simulator seed 4697) is not waited for.
 pub(crate) const FIRST_REQUEST_WAIT: Duration = Duration::from_secs(1);
 
 /// A TLS handshake to make before HTTP/2: the acceptor in force when the connection was
@@ -54,9 +50,9 @@ pub(crate) struct Handshake {
 }
 
 /// Serves `stream` (with `info`, the addresses its handlers can ask for) with `service`
-/// (after the TLS handshake, if any) until the connection
-/// ends, the signals end it, or its own `limits` or its place in the server's table
-/// (`admitted`, given up once the socket is closed) do.
+/// (after the TLS handshake, if any) until the connection ends, the signals end it, or
+/// its own `limits` or its place in the server's table (`admitted`, given up once the
+/// socket is closed) do.
 pub(crate) async fn serve<IO, S, B>(
     (stream, info): (IO, TcpConnectInfo),
     tls: Option<Handshake>,
@@ -120,8 +116,7 @@ pub(crate) async fn serve<IO, S, B>(
 /// signals.
 struct Connection<'a> {
     tracked: &'a Tracked,
-    /// When the connection was accepted: a peer's first request is awaited before a
-    /// hand-over's GOAWAY only until [`FIRST_REQUEST_WAIT`] after it.
+    /// When it was accepted (a first request is awaited until FIRST_REQUEST_WAIT after).
     accepted: Instant,
     limits: Limits,
     accepted_in_shutdown: bool,

@@ -123,6 +123,24 @@ async fn until(what: &str, done: impl Fn() -> bool) {
         .unwrap_or_else(|_| panic!("not within 10 s: {what}"));
 }
 
+/// Upgrades `provider`, which must succeed; the successor its spawner sent, and the
+/// first generation's drain, each within 10 s.
+async fn upgrade(
+    provider: &Application,
+    successor: oneshot::Receiver<Application>,
+) -> (Application, rpc::ShutdownReport) {
+    let report = provider.upgrade().await;
+    assert_eq!(report.result, UpgradeResult::Succeeded, "{report}");
+    let successor = tokio::time::timeout(Duration::from_secs(10), successor)
+        .await
+        .expect("the successor started within 10 s")
+        .expect("the spawner sent it");
+    let drained = tokio::time::timeout(Duration::from_secs(10), provider.wait())
+        .await
+        .expect("the first generation ends within 10 s");
+    (successor, drained)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_in_process_successor_takes_over_the_socket_and_the_instance_losing_no_call() {
     let hub = MemoryHub::new();
@@ -150,15 +168,7 @@ async fn an_in_process_successor_takes_over_the_socket_and_the_instance_losing_n
     // Every change of the service from here on: none may lack the instance.
     let watcher = hub.client();
     let mut changes = watcher.subscribe(&key).await.expect("a memory watch");
-    let report = provider.upgrade().await;
-    assert_eq!(report.result, UpgradeResult::Succeeded, "{report}");
-    let successor = tokio::time::timeout(Duration::from_secs(10), successor)
-        .await
-        .expect("the successor started within 10 s")
-        .expect("the spawner sent it");
-    let drained = tokio::time::timeout(Duration::from_secs(10), provider.wait())
-        .await
-        .expect("the first generation ends within 10 s");
+    let (successor, drained) = upgrade(&provider, successor).await;
     assert!(!drained.forced(), "{drained:?}");
     let after_hand_over = second.calls();
     until("calls reach the second generation", || {
@@ -225,15 +235,7 @@ async fn a_successor_goes_on_from_its_predecessors_online_revision() {
     provider.lifecycle().online(|_| true).await.expect("online");
     assert_eq!(revision(), [Some("1".to_owned())]);
 
-    let report = provider.upgrade().await;
-    assert_eq!(report.result, UpgradeResult::Succeeded, "{report}");
-    let successor = tokio::time::timeout(Duration::from_secs(10), successor)
-        .await
-        .expect("the successor started within 10 s")
-        .expect("the spawner sent it");
-    tokio::time::timeout(Duration::from_secs(10), provider.wait())
-        .await
-        .expect("the first generation ends within 10 s");
+    let (successor, _) = upgrade(&provider, successor).await;
     assert_eq!(
         revision(),
         [Some("1".to_owned())],
