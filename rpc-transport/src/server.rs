@@ -283,8 +283,12 @@ impl ServerHandle {
         self.shared.signals.goaway_plain.cancel();
     }
 
-    /// Notes the tallies the close is counted from (once).
-    fn begin_close(&self) {
+    /// Marks where this server's close begins: the [`ServerShutdown`] that
+    /// [`ServerHandle::shutdown`] returns counts the connections that end from here on.
+    /// Only the first call marks; the goaway methods and `shutdown` mark it themselves
+    /// when nobody did. A lifecycle calls it as its shutdown starts, so that connections
+    /// its consumers close while they move away (before any GOAWAY) are counted too.
+    pub fn begin_close(&self) {
         self.shared.close_began.get_or_init(|| self.tallies());
     }
 

@@ -120,7 +120,12 @@ impl Lifecycle {
         //    Subscriptions stay: this process's own references still need updates.
         //    Stream handlers are told now, so that a long stream moves to another
         //    instance within the drain instead of being cut at its bound.
+        //    The connections' tally starts here: consumers that learn of the withdrawal
+        //    close theirs before step 6's GOAWAY, and those closes belong to this report.
         parts.streams.tell_all();
+        for server in parts.protocols.servers() {
+            server.begin_close();
+        }
         let unregister =
             steps::unregister(&parts.registrations, &parts.health, &bounds, &mut report);
         sequence.run(Step::Unregister, unregister).await;
