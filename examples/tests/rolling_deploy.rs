@@ -305,3 +305,21 @@ async fn resumable_streams_of_300_events_survive_a_roll_of_processes_on_etcd() {
     assert_eq!(moved_by_providers as u64, streams.streams_moved);
     assert!(summary.lossless());
 }
+
+/// A rate that is not a positive number is refused with the flag's own range, however
+/// it is spelled (a negative value after a space used to be taken for a flag).
+#[test]
+fn a_rate_below_one_is_refused_with_its_range() {
+    for args in [&["--rate", "-5"][..], &["--rate=-5"], &["--rate", "0"]] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_rolling-deploy"))
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("'--rate <RATE>'") && stderr.contains("is not in 1..="),
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -15,12 +15,13 @@ use rpc_examples::hot_upgrade::{self, ChildBehaviour, Options, StreamMode, Trigg
 
 /// Upgrade a provider in place, again and again, under load.
 #[derive(Debug, Parser)]
-#[command(name = "hot-upgrade", version)]
+// Negative numbers are values, so that `--rate -5` gets the flag's own message.
+#[command(name = "hot-upgrade", version, allow_negative_numbers = true)]
 struct Args {
     #[command(subcommand)]
     mode: Option<Mode>,
     /// Unary requests per second, open-loop.
-    #[arg(long, default_value_t = 2000)]
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
     rate: u32,
     /// How long the load runs (e.g. 15s); upgrades are spread across it.
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]

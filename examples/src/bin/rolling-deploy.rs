@@ -15,11 +15,12 @@ use rpc_examples::rolling::{self, Bound, Mode, Options, Role, Streams};
 /// Roll every instance of a client → proxy → provider chain under a fixed request rate,
 /// and count every request.
 #[derive(Debug, Parser)]
-#[command(name = "rolling-deploy", version)]
+// Negative numbers are values, so that `--rate -5` gets the flag's own message.
+#[command(name = "rolling-deploy", version, allow_negative_numbers = true)]
 struct Args {
     /// Requests per second, sent open-loop (on schedule, whether or not earlier ones
     /// finished).
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u32).range(1..))]
     rate: u32,
     /// How long the load runs (e.g. 50s, 2m); restarts are spread across it.
     #[arg(long, default_value = "50s", value_parser = humantime_duration)]
