@@ -256,15 +256,14 @@ impl ServerHandle {
         }
     }
 
-    /// From now on a call of a plain gRPC client — one that is not an
-    /// rpc consumer, and so reads no closing mark — makes its connection start its
-    /// graceful close (the first GOAWAY, with its PING): the call is still served, the
-    /// client opens no new stream on the connection; and a new connection is held back
-    /// from HTTP/2 until its peer sends a request, so a gRPC client that dials again
-    /// (and waits for the server's SETTINGS first) calls another instance. rpc
-    /// consumers' connections, and those of clients that stopped calling, stay as they
-    /// are; the listener stays open (see `socket.rs`). (The lifecycle calls it one
-    /// offline window into a graceful shutdown.)
+    /// From now on a call of a plain gRPC client — one that is not an rpc consumer, and
+    /// so reads no closing mark — makes its connection start its graceful close (the
+    /// first GOAWAY, with its PING): the call is still served, the client opens no new
+    /// stream on the connection; and a new connection is held back from HTTP/2 until its
+    /// peer sends a request, so a gRPC client that dials again (and waits for the
+    /// server's SETTINGS first) calls another instance. rpc consumers' connections, and
+    /// those of clients that stopped calling, stay as they are; the listener stays open
+    /// (see `socket.rs`). (The lifecycle calls it one offline window into a shutdown.)
     pub fn goaway_plain_clients_that_call(&self) {
         self.begin_close();
         self.shared
@@ -283,11 +282,9 @@ impl ServerHandle {
         self.shared.signals.goaway_plain.cancel();
     }
 
-    /// Marks where this server's close begins: the [`ServerShutdown`] that
-    /// [`ServerHandle::shutdown`] returns counts the connections that end from here on.
-    /// Only the first call marks; the goaway methods and `shutdown` mark it themselves
-    /// when nobody did. A lifecycle calls it as its shutdown starts, so that connections
-    /// its consumers close while they move away (before any GOAWAY) are counted too.
+    /// Marks where the close begins (the first call only; the goaway methods and
+    /// `shutdown` mark it too): [`ServerShutdown`] counts the connections that end from
+    /// here. The lifecycle marks it as its shutdown starts, before consumers move away.
     pub fn begin_close(&self) {
         self.shared.close_began.get_or_init(|| self.tallies());
     }
