@@ -28,7 +28,8 @@
 //! share: stream permits, liveness), `heard.rs` (the socket's reads counted),
 //! `report.rs` (what a call learns of its sending), `request_body.rs` (a body onto its
 //! stream, with flow control), `response_body.rs` (a stream into a body),
-//! `not_sent.rs` (the error of a request that certainly did not leave).
+//! `not_sent.rs` (the error of a request that certainly did not leave), `slot.rs` (each
+//! connection of the instance: found, dialled, forgotten).
 
 mod dial;
 mod driver;
@@ -39,19 +40,17 @@ mod options;
 mod report;
 mod request_body;
 mod response_body;
+mod slot;
 #[cfg(test)]
 mod tests;
 
 use std::future::Future;
-use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 
-use arc_swap::ArcSwapOption;
 use bytes::Bytes;
-use h2::client::SendRequest;
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{Request, Response, Uri};
 use http_body::Body;
@@ -68,7 +67,7 @@ pub use response_body::ResponseBody;
 
 use crate::TransportError;
 use dial::Target;
-use link::Link;
+use slot::Slot;
 
 /// The connection to one instance (or several: [`ChannelOptions::connections_per_instance`]),
 /// made on first use and made again after it closed.
@@ -94,32 +93,6 @@ struct Shared {
     weak: Weak<Shared>,
     /// Calls waiting for a stream permit on any of the instance's connections.
     waiting: AtomicUsize,
-}
-
-/// One connection to the instance, open or not.
-#[derive(Debug, Default)]
-struct Slot {
-    /// The open connection, if any.
-    current: ArcSwapOption<Open>,
-    /// Held while dialling, so that concurrent callers share one dial.
-    dialing: tokio::sync::Mutex<DialRecord>,
-    /// Dials begun so far: a caller that waited for another's dial sees it changed.
-    dials: AtomicU64,
-}
-
-#[derive(Debug)]
-struct Open {
-    send: SendRequest<Bytes>,
-    /// What its calls share with its task.
-    link: Arc<Link>,
-    /// The dial that made it, so that an old connection's end does not forget a newer one.
-    dial: u64,
-}
-
-/// How the latest dial ended.
-#[derive(Debug, Default)]
-struct DialRecord {
-    failure: Option<(io::ErrorKind, String)>,
 }
 
 /// A connection to `authority` (`host:port`) that is made on the first call and again
@@ -271,7 +244,12 @@ impl Shared {
         B::Error: Into<BoxError>,
     {
         let slot = self.pick();
-        let (send, link, dial) = self.open(slot).await?;
+        let (send, link, dial) = match self.current(slot) {
+            Some(open) => open,
+            // Boxed: the dial's future (TCP, TLS, the HTTP/2 handshake) is 4 KiB, and
+            // inline it would make every request's future that large, to be copied.
+            None => Box::pin(self.open(slot)).await?,
+        };
         report.on(&link);
         let (head, body) = self.head(request)?;
         let limit = || send.current_max_send_streams();
@@ -331,86 +309,5 @@ impl Shared {
             1 => 0,
             n => self.next.fetch_add(1, Ordering::Relaxed) % n,
         }
-    }
-
-    /// The handle of `slot`'s open connection, its link and its dial, dialling first
-    /// when there is none. Of callers arriving during a dial, all take its result: one
-    /// failed dial fails them together rather than each trying in turn.
-    async fn open(&self, slot: usize) -> Result<(SendRequest<Bytes>, Arc<Link>, u64), BoxError> {
-        let connection = &self.slots[slot];
-        if let Some(open) = connection.current.load().as_deref() {
-            return Ok((open.send.clone(), open.link.clone(), open.dial));
-        }
-        let seen = connection.dials.load(Ordering::Acquire);
-        let mut record = connection.dialing.lock().await;
-        if let Some(open) = connection.current.load().as_deref() {
-            return Ok((open.send.clone(), open.link.clone(), open.dial));
-        }
-        if connection.dials.load(Ordering::Acquire) != seen
-            && let Some((kind, message)) = &record.failure
-        {
-            return Err(self.not_dialled(io::Error::new(*kind, message.clone())));
-        }
-        let dial = connection.dials.fetch_add(1, Ordering::AcqRel) + 1;
-        // A dial its caller abandons (dropped mid-way: the call left for another
-        // instance, or its deadline came) leaves no failure, so those waiting for it dial
-        // again rather than take an older dial's failure as this one's.
-        record.failure = None;
-        let weak = self.weak.clone();
-        match dial::dial(&self.target, move || forget(&weak, slot, dial)).await {
-            Ok((send, link)) => {
-                record.failure = None;
-                connection.current.store(Some(Arc::new(Open {
-                    send: send.clone(),
-                    link: link.clone(),
-                    dial,
-                })));
-                Ok((send, link, dial))
-            }
-            Err(error) => {
-                record.failure = Some((error.kind(), error.to_string()));
-                Err(self.not_dialled(error))
-            }
-        }
-    }
-
-    fn not_dialled(&self, error: io::Error) -> BoxError {
-        Box::new(NotSent::new(
-            format!("cannot connect to {}", self.target.authority),
-            error,
-        ))
-    }
-
-    /// The connection of `dial` takes no new stream (closed, or GOAWAY received): it is
-    /// forgotten, so the next call dials again, and this request was not sent.
-    fn closed(&self, slot: usize, dial: u64, error: h2::Error) -> BoxError {
-        self.closed_before_open(slot, dial, error)
-    }
-
-    fn closed_before_open(&self, slot: usize, dial: u64, error: impl Into<BoxError>) -> BoxError {
-        self.forget(slot, dial);
-        Box::new(NotSent::new(
-            format!(
-                "the connection to {} takes no new stream",
-                self.target.authority
-            ),
-            error,
-        ))
-    }
-
-    fn forget(&self, slot: usize, dial: u64) {
-        self.slots[slot]
-            .current
-            .rcu(|current| match current.as_deref() {
-                Some(open) if open.dial == dial => None,
-                _ => current.clone(),
-            });
-    }
-}
-
-/// The connection task's end: the connection of `slot`'s `dial` is forgotten.
-fn forget(shared: &Weak<Shared>, slot: usize, dial: u64) {
-    if let Some(shared) = shared.upgrade() {
-        shared.forget(slot, dial);
     }
 }

@@ -1,6 +1,7 @@
 //! The connection against a real HTTP/2 server (h2's own, on loopback): dials shared,
 //! what "not sent" means, GOAWAY and a new dial, flow control both ways, keep-alive.
 
+use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
