@@ -216,8 +216,11 @@ impl Call {
 }
 
 /// Runs `call` under its strategy's plan. Each plan's future is boxed on its own, so a
-/// call allocates the size of its plan, not of the largest one.
+/// call allocates the size of its plan, not of the largest one. The call's state (over a
+/// kilobyte) is boxed too: held inline, the plan's future would be copied whole into its
+/// box, and the state again into the future's body at the first poll.
 pub(crate) fn run(call: Call) -> BoxFuture<'static, Answer> {
+    let call = Box::new(call);
     match call.plan() {
         Plan::Balanced => Box::pin(one_at_a_time(call, Route::Balanced)),
         Plan::InOrder => Box::pin(one_at_a_time(call, Route::InOrder)),
@@ -228,7 +231,7 @@ pub(crate) fn run(call: Call) -> BoxFuture<'static, Answer> {
 
 /// Attempts one after another, each routed by `route`, for as long as the strategy
 /// asks for another and the retry budget allows it.
-async fn one_at_a_time(mut call: Call, route: Route) -> Answer {
+async fn one_at_a_time(mut call: Box<Call>, route: Route) -> Answer {
     call.earn_retries();
     loop {
         let failure = match call.send(route).await {
@@ -249,7 +252,7 @@ async fn one_at_a_time(mut call: Call, route: Route) -> Answer {
                 tokio::time::sleep(backoff).await;
             }
             (Decision::Swallow { retry_later }, failure) => {
-                return Ok(swallow(call, failure, retry_later, route));
+                return Ok(swallow(*call, failure, retry_later, route));
             }
             // A retry asked for when no attempt could be made has nothing to send again.
             (Decision::Retry { .. } | Decision::Fail, None) => return call.no_provider(),
@@ -261,7 +264,7 @@ async fn one_at_a_time(mut call: Call, route: Route) -> Answer {
 /// Attempts on up to `forks` instances at once; the first answer wins and the others
 /// are cancelled. A closing provider's refusal is counted as re-routed: the other
 /// forks cover the call.
-async fn race(mut call: Call, forks: usize) -> Answer {
+async fn race(mut call: Box<Call>, forks: usize) -> Answer {
     let invokers = call.pick_forks(forks);
     if invokers.is_empty() {
         return call.give_up(None);
@@ -311,7 +314,7 @@ async fn start_each<F: Future>(
 /// fails the call (the first one is returned), else the last success answers it. A
 /// closing provider's refusal is skipped: it is leaving, and every other instance got
 /// the request.
-async fn all(mut call: Call) -> Answer {
+async fn all(mut call: Box<Call>) -> Answer {
     let invokers = call.pick_all();
     if invokers.is_empty() {
         return call.give_up(None);
