@@ -55,18 +55,27 @@ impl MessageScanner {
     /// Reads the next chunk of the body; the first message over the limit, if this chunk
     /// completes its prefix. After one is reported, the rest of the body is not scanned.
     pub(super) fn scan(&mut self, chunk: &[u8]) -> Option<Oversized> {
-        // The common chunk: one whole message, starting at a message boundary (a unary
-        // request or reply is usually one DATA frame). Its prefix is read in place and
-        // the scanner stays at the boundary.
-        if let State::Prefix { seen: 0, .. } = self.state
-            && let [_, a, b, c, d, ..] = *chunk
+        let mut offset = 0;
+        // At a message boundary with a whole prefix in the chunk (a unary message, or
+        // the many small messages of a stream's frame): the prefix is read in place and
+        // the message skipped without a step through the states.
+        while let State::Prefix { seen: 0, .. } = self.state
+            && let [_, a, b, c, d, ..] = chunk[offset..]
         {
             let length = usize::try_from(u32::from_be_bytes([a, b, c, d])).unwrap_or(usize::MAX);
-            if length <= self.limit && chunk.len() - PREFIX_LEN == length {
+            if length > self.limit {
+                self.state = State::Stopped;
+                return Some(Oversized { at: offset, length });
+            }
+            let rest = chunk.len() - offset - PREFIX_LEN;
+            if length > rest {
+                self.state = State::Message {
+                    remaining: length - rest,
+                };
                 return None;
             }
+            offset += PREFIX_LEN + length;
         }
-        let mut offset = 0;
         while offset < chunk.len() {
             match &mut self.state {
                 State::Stopped => return None,
