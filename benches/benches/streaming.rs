@@ -29,7 +29,9 @@
 //! `STREAMING_PROFILE_MILLIS` (default 5000) on server streams of 1 000 messages of
 //! 100 B, for a profiler or `bash benches/instructions.sh streaming`: `rpc-resumable` is
 //! ours with the method declared resumable (`methods.StreamingOutputCall.resumable`),
-//! so the two `rpc` rows differ by the resume layer's cost.
+//! so the two `rpc` rows differ by the resume layer's cost. With `STREAMING_SHAPES` the
+//! profile runs the first shape it names, in the order above, at its smaller size
+//! (`ping_pong`: calls of 100 round trips).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -276,8 +278,11 @@ enum MeasuredClient {
 
 /// Runs `stack` alone on server streams of 1 000 messages of 100 B (see the module's
 /// documentation) and prints its requests as `rpc_benches::profile` does.
-async fn profiled(stack: &str, concurrency: usize, duration: Duration) {
-    let (shape, size, messages) = SHAPES[0];
+async fn profiled(stack: &str, shapes: &[String], concurrency: usize, duration: Duration) {
+    let (shape, size, messages) = SHAPES
+        .into_iter()
+        .find(|(s, _, _)| shapes.iter().any(|n| n == s.name()))
+        .unwrap_or(SHAPES[0]);
     if stack == "plain" {
         let client = plain_client(plain_server().await).await;
         let calls = calls(client, "plain", shape, size, messages);
@@ -322,7 +327,7 @@ async fn main() {
         let stack = env_name("STREAMING_PROFILE", &["plain", "rpc", "rpc-resumable"])
             .unwrap_or_else(|error| usage(error));
         let millis = env_u64("STREAMING_PROFILE_MILLIS", 5_000);
-        return profiled(&stack, concurrency, Duration::from_millis(millis)).await;
+        return profiled(&stack, &shapes, concurrency, Duration::from_millis(millis)).await;
     }
     let baseline = plain_client(plain_server().await).await;
     let (measured, _apps) = measured_client(&side).await;
