@@ -25,8 +25,8 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -52,12 +52,15 @@ pub const CUT_AT_SHUTDOWN: &str = "provider shut down before the stream ended";
 #[derive(Debug, Default)]
 pub(crate) struct ShutdownCut {
     token: CancellationToken,
+    /// Set before the token is cancelled: read by a call's bounds without the token's lock.
+    done: AtomicBool,
     calls: AtomicUsize,
 }
 
 impl ShutdownCut {
     /// Ends every call still open, with `UNAVAILABLE` ([`CUT_AT_SHUTDOWN`]).
     pub(crate) fn cut(&self) {
+        self.done.store(true, Ordering::Release);
         self.token.cancel();
     }
 
@@ -149,6 +152,10 @@ pub(crate) struct Bounds {
     /// Created the first time the call waits: a call that completes at once never
     /// allocates it.
     cut_wait: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
+    /// The waker both bounds are registered with. A stream's body is polled again at
+    /// each message, mostly by the same task: then each bound is checked (an atomic
+    /// load) rather than polled again (~250 instructions a poll, callgrind, ping-pong).
+    registered: Option<Waker>,
 }
 
 impl Bounds {
@@ -159,7 +166,27 @@ impl Bounds {
                 .map(|(limit, deadline)| (Box::pin(tokio::time::sleep_until(deadline)), limit)),
             cut,
             cut_wait: None,
+            registered: None,
         }
+    }
+
+    /// Whether a bound passed, read without polling (the bounds are registered with the
+    /// waker that polls now).
+    fn passed(&self) -> Option<Status> {
+        match &self.deadline {
+            Some((sleep, limit)) if sleep.is_elapsed() => Some(deadline_exceeded(*limit)),
+            _ => self
+                .cut
+                .done
+                .load(Ordering::Acquire)
+                .then(|| self.cut_status()),
+        }
+    }
+
+    /// Counts a call ended by the cut; its status.
+    fn cut_status(&self) -> Status {
+        self.cut.calls.fetch_add(1, Ordering::Relaxed);
+        Status::unavailable(CUT_AT_SHUTDOWN)
     }
 }
 
@@ -167,6 +194,13 @@ impl BodyBound for Bounds {
     /// The status to end the call with, once a bound has passed (and registers for a
     /// wake-up until then).
     fn poll_passed(&mut self, cx: &mut Context<'_>) -> Poll<Status> {
+        if self
+            .registered
+            .as_ref()
+            .is_some_and(|waker| waker.will_wake(cx.waker()))
+        {
+            return self.passed().map_or(Poll::Pending, Poll::Ready);
+        }
         let deadline_passed = match &mut self.deadline {
             Some((sleep, limit)) => sleep.as_mut().poll(cx).is_ready().then_some(*limit),
             None => None,
@@ -181,9 +215,9 @@ impl BodyBound for Bounds {
             Box::pin(async move { cut.token.cancelled().await })
         });
         if cut_wait.as_mut().poll(cx).is_ready() {
-            self.cut.calls.fetch_add(1, Ordering::Relaxed);
-            return Poll::Ready(Status::unavailable(CUT_AT_SHUTDOWN));
+            return Poll::Ready(self.cut_status());
         }
+        self.registered = Some(cx.waker().clone());
         Poll::Pending
     }
 }

@@ -236,3 +236,54 @@ async fn the_handler_continues_the_callers_trace_or_starts_one() {
     assert_ne!(started.trace_id(), continued.trace_id());
     assert_eq!(started.parent_span_id(), None);
 }
+
+/// A stream polled again and again by its task (a message every 50 ms) is ended at its
+/// deadline all the same: between messages its bounds are checked, not polled again,
+/// and a check must still see the deadline and the cut.
+#[tokio::test(start_paused = true)]
+async fn a_stream_polled_at_every_message_ends_at_its_deadline_or_the_cut() {
+    for by_cut in [false, true] {
+        let cut = Arc::new(ShutdownCut::default());
+        let ticking = service_fn(|_request: Request<()>| async {
+            let frames = stream::unfold((), |()| async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Some((Ok(Frame::data(Bytes::from_static(b"m"))), ()))
+            })
+            .boxed();
+            Ok::<_, Infallible>(Response::new(StreamBody::new(frames) as TestBody))
+        });
+        let service = CallBounds::new(ticking, cut.clone());
+        let timeout = if by_cut { None } else { Some("230m") };
+        let response = service.oneshot(request(timeout)).await.unwrap();
+        if by_cut {
+            let at_bound = cut.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(230)).await;
+                at_bound.cut();
+            });
+        }
+        let mut body = response.into_body();
+        let mut messages = 0;
+        let trailers = loop {
+            let frame = body.frame().await.unwrap().unwrap();
+            match frame.into_data() {
+                Ok(_) => {
+                    messages += 1;
+                    assert!(messages <= 10, "the bound was not seen; cut: {by_cut}");
+                }
+                Err(frame) => break frame.into_trailers().unwrap(),
+            }
+        };
+        let expected = if by_cut { "14" } else { "4" };
+        assert_eq!(
+            trailers.get("grpc-status").unwrap(),
+            expected,
+            "cut: {by_cut}"
+        );
+        assert_eq!(
+            messages, 4,
+            "messages at 50, 100, 150, 200 ms; cut: {by_cut}"
+        );
+        assert_eq!(cut.calls(), usize::from(by_cut));
+    }
+}
