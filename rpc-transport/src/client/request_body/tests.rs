@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::StreamExt;
 use http::{Request, Response};
 use http_body_util::StreamBody;
 use tokio::net::TcpListener;
@@ -79,4 +80,41 @@ async fn a_client_stream_whose_messages_are_all_ready_waits_for_the_peers_window
         most_ahead <= bound,
         "{most_ahead} bytes were taken from the body ahead of the peer (at most {bound})"
     );
+}
+
+/// A caller that drops its response while its request stream is still being sent
+/// cancels the stream: the peer sees it reset (CANCEL), not a body that stops
+/// mid-way and stays open.
+#[tokio::test]
+async fn dropping_the_response_resets_a_request_stream_still_being_sent() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let served = tokio::spawn(async move {
+        let (tcp, _) = listener.accept().await.unwrap();
+        let mut connection = h2::server::handshake(tcp).await.unwrap();
+        let (request, mut respond) = connection.accept().await.unwrap().unwrap();
+        tokio::spawn(async move { while connection.accept().await.is_some() {} });
+        // Headers first, so that the client's call returns its response.
+        let _stream = respond.send_response(Response::new(()), false).unwrap();
+        let mut body = request.into_body();
+        let first = body.data().await.unwrap().unwrap();
+        let _ = body.flow_control().release_capacity(first.len());
+        body.data().await.map(|next| next.map_err(|e| e.reason()))
+    });
+    let connection = connect_lazy(&addr, &ChannelOptions::default()).unwrap();
+    // One message, then a stream that never sends its next one nor ends.
+    let frames = futures_util::stream::iter([Ok::<_, std::io::Error>(http_body::Frame::data(
+        Bytes::from_static(b"first"),
+    ))])
+    .chain(futures_util::stream::pending());
+    let request = Request::post("/t.S/M")
+        .body(StreamBody::new(frames))
+        .unwrap();
+    let response = tokio::time::timeout(BOUND, connection.oneshot(request))
+        .await
+        .unwrap()
+        .unwrap();
+    drop(response);
+    let next = tokio::time::timeout(BOUND, served).await.unwrap().unwrap();
+    assert_eq!(next, Some(Err(Some(h2::Reason::CANCEL))));
 }
