@@ -1,0 +1,64 @@
+//! The plans: every fork started before an answer is taken, and a seed's choices alike.
+
+use super::super::testing::{call, channel};
+use super::*;
+use crate::config::{BlacklistConfig, ReferenceConfig};
+
+/// The instances picked and the backoffs drawn by `calls` calls on a channel seeded
+/// with `seed`, one pick and one failover decision per call.
+fn choices(seed: u64, calls: usize) -> Vec<(String, Decision)> {
+    let channel = channel(
+        &[1, 2, 3, 4, 5, 6],
+        ReferenceConfig::default(),
+        BlacklistConfig::default(),
+        seed,
+    );
+    (0..calls)
+        .map(|_| {
+            let mut call = call(&channel);
+            let picked = call.pick(Route::Balanced).unwrap().id().to_string();
+            call.attempts = 1;
+            let decision = call.decide(Failed::Attempt(FailureKind::NotSent));
+            (picked, decision)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_fork_is_started_even_when_the_first_answers_in_its_first_poll() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let started = AtomicBool::new(false);
+    let forks: Vec<BoxFuture<'_, u8>> = vec![
+        Box::pin(async { 1 }),
+        Box::pin(async {
+            started.store(true, Ordering::SeqCst);
+            std::future::pending().await
+        }),
+    ];
+    let mut outcomes = start_each(forks).await;
+    assert_eq!(outcomes.next().await, Some(1));
+    assert!(
+        started.load(Ordering::SeqCst),
+        "the second fork was started before the first answer was taken"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_seed_makes_two_channels_choose_alike_backoffs_included() {
+    let first = choices(42, 40);
+    assert_eq!(first, choices(42, 40));
+    assert!(
+        first
+            .iter()
+            .all(|(_, decision)| matches!(decision, Decision::Retry { .. }))
+    );
+    assert!(
+        first.iter().any(|(_, decision)| *decision != first[0].1),
+        "backoffs are drawn, not fixed"
+    );
+    assert!(
+        first.iter().any(|(id, _)| *id != first[0].0),
+        "picks are spread"
+    );
+    assert_ne!(first, choices(43, 40), "another seed, other choices");
+}
