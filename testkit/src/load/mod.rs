@@ -124,11 +124,15 @@ where
             let restarting = load.restarting.load(std::sync::atomic::Ordering::Relaxed);
             let sent_at = Instant::now();
             if tasks.len() >= options.max_outstanding {
-                sent += 1;
+                // Every request still due now finds the same limit: counted at once, so a
+                // burst's work is bounded by the limit whatever the rate, and the task
+                // yields at the next tick (a signal can end the run).
+                let count = due - sent;
+                sent = due;
                 load.record
                     .lock()
-                    .record_not_sent(sent, sent_at, not_sent.clone());
-                continue;
+                    .record_not_sent(sent, count, sent_at, &not_sent);
+                break;
             }
             let future = call(sent);
             let record = load.record.clone();
@@ -210,5 +214,36 @@ mod tests {
         assert_eq!(record.succeeded, 2_000);
         assert_eq!(record.not_sent, 0);
         assert_eq!(record.seconds.len(), 2);
+    }
+
+    /// A rate no machine sends (u32::MAX req/s): every request beyond the bound is
+    /// counted as not sent, and the run still yields at each tick, so that whatever
+    /// waits beside it (a signal, in the binaries' `select!`) ends it. Counted one by one,
+    /// the not-sent requests took billions of turns of a loop that never yielded: the
+    /// binaries ran minutes past `--duration` and did not hear SIGTERM.
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_beyond_any_machine_is_counted_and_leaves_room_for_a_signal() {
+        let options = || LoadOptions {
+            max_outstanding: 100,
+            ..LoadOptions::new(u32::MAX, Duration::from_secs(1))
+        };
+        let slow = |_| async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            Ok("provider".to_owned())
+        };
+        let interrupted = tokio::select! {
+            _ = run(options(), slow, |_| {}) => false,
+            () = tokio::time::sleep(Duration::from_millis(100)) => true,
+        };
+        assert!(interrupted, "a wait beside the run ends it before its end");
+        let record = run(options(), slow, |_| {}).await;
+        let total = u64::from(u32::MAX);
+        assert_eq!(record.sent, total);
+        assert_eq!(record.succeeded, 100);
+        assert_eq!(record.not_sent, total - 100);
+        assert_eq!(
+            record.failed_by_code.get("ResourceExhausted"),
+            Some(&(total - 100))
+        );
     }
 }

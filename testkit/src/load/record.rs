@@ -145,7 +145,7 @@ impl LoadRecord {
         restarting: bool,
     ) {
         let ok = result.is_ok();
-        let index = self.count(sent_at, result);
+        let index = self.count(sent_at, result, 1);
         let micros = latency.as_micros().max(1) as u64;
         if ok {
             let _ = self.succeeded_latency.record(micros);
@@ -164,30 +164,39 @@ impl LoadRecord {
         let _ = target.record(micros);
     }
 
-    /// Request number `number` (from 1), due at `at`, was not sent: a failure with no
-    /// latency. `sent` moves with it, so readers never see more not sent than sent.
-    pub(super) fn record_not_sent(&mut self, number: u64, at: Instant, status: tonic::Status) {
-        self.sent = number;
-        self.not_sent += 1;
-        self.count(at, Err(status));
+    /// Requests up to number `through` (from 1), `count` of them, due by `at`, were not
+    /// sent: failures with no latency, counted at once (a rate the machine cannot send
+    /// makes millions a second). `sent` moves with them, so readers never see more not
+    /// sent than sent.
+    pub(super) fn record_not_sent(
+        &mut self,
+        through: u64,
+        count: u64,
+        at: Instant,
+        status: &tonic::Status,
+    ) {
+        self.sent = through;
+        self.not_sent += count;
+        self.count(at, Err(status.clone()), count);
     }
 
-    /// Counts `result` in the totals and in the second of `sent_at`; returns that second.
-    fn count(&mut self, sent_at: Instant, result: CallResult) -> usize {
+    /// Counts `result`, `times` times, in the totals and in the second of `sent_at`;
+    /// returns that second.
+    fn count(&mut self, sent_at: Instant, result: CallResult, times: u64) -> usize {
         let index = self.second(sent_at);
-        self.seconds[index].sent += 1;
+        self.seconds[index].sent += times;
         match result {
             Ok(provider) => {
-                self.succeeded += 1;
-                self.seconds[index].succeeded += 1;
-                *self.by_provider.entry(provider).or_default() += 1;
+                self.succeeded += times;
+                self.seconds[index].succeeded += times;
+                *self.by_provider.entry(provider).or_default() += times;
             }
             Err(status) => {
-                self.seconds[index].failed += 1;
+                self.seconds[index].failed += times;
                 *self
                     .failed_by_code
                     .entry(format!("{:?}", status.code()))
-                    .or_default() += 1;
+                    .or_default() += times;
                 let sample = format!("{:?}: {}", status.code(), status.message());
                 if self.failure_samples.len() < 20 && !self.failure_samples.contains(&sample) {
                     self.failure_samples.push(sample);
