@@ -79,6 +79,12 @@ impl CallContext {
         CURRENT.try_with(Clone::clone).ok()
     }
 
+    /// The deadline of the served call the calling code runs in, if it has one (no copy
+    /// of the context, as [`CallContext::current`] makes).
+    pub fn current_deadline() -> Option<Instant> {
+        CURRENT.try_with(|context| context.deadline).ok().flatten()
+    }
+
     /// The trace and span ids of the served call the calling code runs in, when it runs
     /// in one whose trace is sampled (no copy of the context, as [`CallContext::current`]
     /// makes).

@@ -1,40 +1,53 @@
 //! The response body of a watched call: lossless-rpc-core's [`GuardedBody`] holding a
 //! [`CallEnd`], which turns how the body ended into the call's gRPC status code.
 
-use rpc_core::{BodyEnd, BodyGuard, GuardedBody};
+use rpc_core::{BodyEnd, BodyGuard, CallContext, GuardedBody};
+use tokio::time::Instant;
 use tonic::Code;
 
 use super::{OnCallEnd, code_in_headers};
 
 /// The body of a watched call: it tells its [`OnCallEnd`] when the call ends — at the
 /// trailers (with their status), at an error or an end without trailers (`UNKNOWN`),
-/// or when dropped before its end (`CANCELLED`).
+/// or when dropped before its end: `DEADLINE_EXCEEDED` once the served call's deadline
+/// has passed (the provider's transport cuts a stream there), else `CANCELLED`.
 pub type CallEndBody<B, E> = GuardedBody<B, CallEnd<E>>;
 
 /// `body`, whose end `end` is told of (`None`: the call has ended already, or nobody
-/// needs to know).
+/// needs to know). Made inside a served call, it reads the call's deadline.
 pub fn watch<B, E: OnCallEnd>(body: B, end: Option<E>) -> CallEndBody<B, E> {
-    GuardedBody::with(body, end.map(CallEnd))
+    let end = end.map(|end| CallEnd {
+        end,
+        deadline: CallContext::current_deadline(),
+    });
+    GuardedBody::with(body, end)
 }
 
 /// The guard of a [`CallEndBody`]: an [`OnCallEnd`], told the status code the body
 /// ended with.
 #[derive(Debug)]
-pub struct CallEnd<E>(E);
+pub struct CallEnd<E> {
+    end: E,
+    /// The served call's deadline: a body dropped after it was cut there.
+    deadline: Option<Instant>,
+}
 
 impl<E: OnCallEnd> BodyGuard for CallEnd<E> {
     fn body_ended(self, end: BodyEnd<'_>) -> Option<Self> {
         let code = match end {
             BodyEnd::Trailers(trailers) => code_in_headers(trailers).unwrap_or(Code::Unknown),
             BodyEnd::NoTrailers | BodyEnd::Error => Code::Unknown,
+            BodyEnd::Dropped if self.deadline.is_some_and(|at| Instant::now() >= at) => {
+                Code::DeadlineExceeded
+            }
             BodyEnd::Dropped => Code::Cancelled,
         };
-        self.0.call_ended(code);
+        self.end.call_ended(code);
         None
     }
 
     fn in_scope<R>(&self, poll: impl FnOnce() -> R) -> R {
-        self.0.in_scope(poll)
+        self.end.in_scope(poll)
     }
 }
 
@@ -111,5 +124,35 @@ mod tests {
         );
         body.collect().await.unwrap();
         assert_eq!(*ended.0.lock().unwrap(), [Code::Cancelled, Code::Unknown]);
+    }
+
+    /// A served stream the provider's transport cut at its caller's deadline (it drops
+    /// the body there) ended as DEADLINE_EXCEEDED, as the caller was told; one dropped
+    /// before its deadline, as CANCELLED (the caller went away).
+    #[tokio::test(start_paused = true)]
+    async fn a_body_dropped_at_its_served_calls_deadline_ends_as_deadline_exceeded() {
+        use std::time::Duration;
+
+        let ended = Ended::default();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(5);
+        let served = CallContext::new().with_deadline(deadline);
+        let (early, late) = served
+            .scope(async {
+                let body = || {
+                    watch(
+                        frames(vec![Frame::data(Bytes::from_static(b"m"))]),
+                        Some(ended.clone()),
+                    )
+                };
+                (body(), body())
+            })
+            .await;
+        drop(early);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        drop(late);
+        assert_eq!(
+            *ended.0.lock().unwrap(),
+            [Code::Cancelled, Code::DeadlineExceeded]
+        );
     }
 }
