@@ -11,3 +11,10 @@ pub mod bearer_auth;
 pub mod hot_upgrade;
 pub mod rolling;
 pub mod serving;
+
+/// A command-line duration (`50s`, `500ms`, `2m`) for the binaries' flags, with an error
+/// that quotes what was given.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("`{text}` is not a duration like 50s or 500ms: {e}"))
+}

@@ -323,3 +323,36 @@ fn a_rate_below_one_is_refused_with_its_range() {
         );
     }
 }
+
+/// A negative duration after a space is taken as the flag's value and refused naming
+/// the flag (it was taken for a flag of its own); a hot upgrade run that would send no
+/// request is refused rather than reported lossless.
+#[test]
+fn bad_durations_are_refused_naming_the_flag() {
+    let cases = [
+        (
+            env!("CARGO_BIN_EXE_rolling-deploy"),
+            &["--duration", "-3s"][..],
+            "'--duration <DURATION>'",
+        ),
+        (
+            env!("CARGO_BIN_EXE_hot-upgrade"),
+            &["--duration", "-3s"],
+            "'--duration <DURATION>'",
+        ),
+        (
+            env!("CARGO_BIN_EXE_hot-upgrade"),
+            &["--duration", "0s"],
+            "--duration 0s at --rate 2000 sends no request",
+        ),
+    ];
+    for (binary, args, expected) in cases {
+        let out = std::process::Command::new(binary)
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{binary} {args:?}: {stderr}");
+        assert!(stderr.contains(expected), "{binary} {args:?}: {stderr}");
+    }
+}

@@ -24,7 +24,7 @@ struct Args {
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
     rate: u32,
     /// How long the load runs (e.g. 15s); upgrades are spread across it.
-    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "15s", value_parser = rpc_examples::parse_duration, allow_hyphen_values = true)]
     duration: Duration,
     /// Upgrades to run.
     #[arg(long, default_value_t = 5)]
@@ -44,7 +44,7 @@ struct Args {
     #[arg(long, value_enum, default_value_t = ChildArg::Good)]
     child: ChildArg,
     /// The provider's upgrade.ready_timeout.
-    #[arg(long, default_value = "3s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "3s", value_parser = rpc_examples::parse_duration, allow_hyphen_values = true)]
     ready_timeout: Duration,
     /// The server streams: `short` (greeter streams of 1.5 s, each finishing within an
     /// upgrade's drain) or `resumable` (feed subscriptions lasting the whole run, moved
@@ -127,6 +127,15 @@ async fn main() {
         eprintln!(
             "hot-upgrade: --message-size must be at most {} bytes (gRPC's default 4 MiB message limit)",
             hot_upgrade::MAX_MESSAGE_SIZE
+        );
+        std::process::exit(2);
+    }
+    // A run that sends no request would print "lossless: yes" having shown nothing.
+    if u128::from(args.rate) * args.duration.as_millis() < 1000 {
+        eprintln!(
+            "hot-upgrade: --duration {} at --rate {} sends no request; give a longer --duration",
+            humantime::format_duration(args.duration),
+            args.rate
         );
         std::process::exit(2);
     }

@@ -23,7 +23,7 @@ struct Args {
     #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u32).range(1..))]
     rate: u32,
     /// How long the load runs (e.g. 50s, 2m); restarts are spread across it.
-    #[arg(long, default_value = "50s", value_parser = humantime_duration)]
+    #[arg(long, default_value = "50s", value_parser = rpc_examples::parse_duration, allow_hyphen_values = true)]
     duration: Duration,
     /// Number of proxies (each a consumer of the providers and a provider to the client).
     #[arg(long, default_value_t = 5)]
@@ -59,7 +59,7 @@ struct Args {
     #[arg(long, default_value_t = rpc_testkit::load::DEFAULT_MAX_OUTSTANDING)]
     max_outstanding: usize,
     /// Propagation delay of the in-process registry, standing in for a real registry's.
-    #[arg(long, default_value = "300ms", value_parser = humantime_duration)]
+    #[arg(long, default_value = "300ms", value_parser = rpc_examples::parse_duration, allow_hyphen_values = true)]
     registry_delay: Duration,
     /// `in-process`: every instance is an Application in this process; `processes`:
     /// every instance is a child process restarted by a real SIGTERM.
@@ -110,11 +110,6 @@ struct Args {
 enum Switch {
     On,
     Off,
-}
-
-fn humantime_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("`{text}` is not a duration like 50s or 500ms: {e}"))
 }
 
 #[tokio::main]
