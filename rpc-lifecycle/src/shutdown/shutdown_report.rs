@@ -44,7 +44,8 @@ pub struct ShutdownReport {
     /// Registrations that could not be withdrawn, by error or because the step's bound
     /// passed first (they expire with the registry session or lease).
     pub unregister_failures: usize,
-    /// Connections closed after the GOAWAY exchange.
+    /// Connections that ended gracefully from the start of the shutdown on: closed by
+    /// their consumer as it moved away (step 2), or after the GOAWAY exchange (step 6).
     pub connections_closed: usize,
     /// Connections closed by us with nothing in flight, without waiting for their peer
     /// to end the GOAWAY exchange (a peer that does not answer the PING, or ignores the
