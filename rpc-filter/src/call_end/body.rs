@@ -5,7 +5,7 @@ use rpc_core::{BodyEnd, BodyGuard, CallContext, GuardedBody};
 use tokio::time::Instant;
 use tonic::Code;
 
-use super::{OnCallEnd, code_in_headers};
+use super::{OnCallEnd, code_in_headers, code_when_dropped};
 
 /// The body of a watched call: it tells its [`OnCallEnd`] when the call ends — at the
 /// trailers (with their status), at an error or an end without trailers (`UNKNOWN`),
@@ -37,10 +37,7 @@ impl<E: OnCallEnd> BodyGuard for CallEnd<E> {
         let code = match end {
             BodyEnd::Trailers(trailers) => code_in_headers(trailers).unwrap_or(Code::Unknown),
             BodyEnd::NoTrailers | BodyEnd::Error => Code::Unknown,
-            BodyEnd::Dropped if self.deadline.is_some_and(|at| Instant::now() >= at) => {
-                Code::DeadlineExceeded
-            }
-            BodyEnd::Dropped => Code::Cancelled,
+            BodyEnd::Dropped => code_when_dropped(self.deadline),
         };
         self.end.call_ended(code);
         None

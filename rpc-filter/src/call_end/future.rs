@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use http::Response;
 use pin_project_lite::pin_project;
 
-use super::{CallEndBody, OnCallEnd, StatusOfError, code_in_response, watch};
+use super::{CallEndBody, OnCallEnd, StatusOfError, code_in_response, code_when_dropped, watch};
 
 pin_project! {
     /// Resolves to the inner future's response, its body wrapped in a [`CallEndBody`]
@@ -31,23 +31,11 @@ pin_project! {
     {
         fn drop(this: Pin<&mut Self>) {
             if let Some(end) = this.project().end.take() {
-                end.call_ended(code_when_dropped());
+                // Dropped by the transport inside the call's context (see rpc-core's
+                // `CallContext`), or because the caller went away.
+                end.call_ended(code_when_dropped(rpc_core::CallContext::current_deadline()));
             }
         }
-    }
-}
-
-/// The status of a call whose response future is dropped before it resolved: the
-/// transport drops a handler at its caller's deadline (inside the call's context, see
-/// lossless-rpc-core's `CallContext`), anything else is the caller going away.
-fn code_when_dropped() -> tonic::Code {
-    let deadline_passed = rpc_core::CallContext::current()
-        .and_then(|served| served.remaining())
-        .is_some_and(|left| left.is_zero());
-    if deadline_passed {
-        tonic::Code::DeadlineExceeded
-    } else {
-        tonic::Code::Cancelled
     }
 }
 
