@@ -21,6 +21,7 @@ fn the_readme_reference_configuration_loads_and_agrees_with_itself() {
         (&reference.group, &reference.version)
     );
     assert_eq!(reference.max_replay_bytes, 4 * 1024 * 1024);
+    assert_eq!(reference.max_replay_stream_bytes, 256 * 1024);
     assert!(config.application.logging);
     assert_eq!(config.origin(), REFERENCE);
 }

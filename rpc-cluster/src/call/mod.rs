@@ -140,7 +140,11 @@ impl Call {
             tried.push(avoid);
         }
         Self {
-            body: RequestBody::capture(body, config.max_replay_bytes),
+            body: RequestBody::capture(
+                body,
+                config.max_replay_bytes,
+                config.max_replay_stream_bytes,
+            ),
             headers,
             idempotent,
             rng: stack.rngs.for_call(),

@@ -95,6 +95,15 @@ pub struct ReferenceConfig {
     /// (gRPC's default message limit). Larger requests are sent once.
     #[serde(alias = "max-replay-bytes")]
     pub max_replay_bytes: usize,
+    /// Largest client or bidirectional stream (a request body still being written when
+    /// its call begins) kept as it is sent, in bytes, so that a refusal can send it
+    /// whole to another instance: the smaller of this and `max_replay_bytes`. Default
+    /// 256 KiB (gRPC core's per-call retry buffer): a stream that refusal finds longer,
+    /// or not yet finished by its caller, is sent again only if nothing of it was sent.
+    /// Keeping 4 MiB of each 6.4 MB stream of 64 KiB messages cost 10 % of their rate
+    /// (`docs/benchmarks.md`, "Streams").
+    #[serde(alias = "max-replay-stream-bytes")]
+    pub max_replay_stream_bytes: usize,
     /// How many retries failover may add to the calls (20 % plus 10/s over 10 s by
     /// default); see [`RetryBudgetConfig`].
     #[serde(alias = "retry-budget")]
@@ -128,6 +137,7 @@ impl Default for ReferenceConfig {
             backoff_base: Duration::from_millis(2),
             backoff_max: Duration::from_millis(50),
             max_replay_bytes: 4 * 1024 * 1024,
+            max_replay_stream_bytes: 256 * 1024,
             retry_budget: RetryBudgetConfig::default(),
             failback: FailbackConfig::default(),
             compression: Compression::None,
