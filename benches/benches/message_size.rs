@@ -30,6 +30,9 @@
 //! `MESSAGE_SIZE_PROFILE_MILLIS` (default 3000) at `MESSAGE_SIZE_PROFILE_CALLS`
 //! (default 8) calls, printing the requests made (`rpc-client`: our consumer against
 //! tonic's server; `rpc-server`: tonic's client against our provider; both uncompressed).
+//!
+//! `PROVIDER_CONNECTION_WINDOW=1048576` gives our provider the connection window of
+//! plain tonic's (one stream window instead of eight; `protocol.initial_connection_window_size`).
 
 use std::time::Duration;
 

@@ -109,8 +109,10 @@ pub fn plain_endpoint(addr: SocketAddr) -> tonic::transport::Endpoint {
 /// A configuration for an application of the benchmarks: admin endpoint and signal
 /// handling off, metrics and tracing on or off as `observed` says, and the provider's
 /// adaptive concurrency limit (`provider.limit`, off by default) on when the
-/// environment has `OVERHEAD_LIMIT=on`, and `OVERHEAD_CONNECTIONS` connections per
-/// instance (`consumer.connections_per_instance`, default 1).
+/// environment has `OVERHEAD_LIMIT=on`, `OVERHEAD_CONNECTIONS` connections per
+/// instance (`consumer.connections_per_instance`, default 1), and the provider's
+/// connection window (`protocol.initial_connection_window_size`, in bytes, default 8 MiB)
+/// from `PROVIDER_CONNECTION_WINDOW` (1048576: hyper's and tonic's).
 pub fn config(name: &str, observed: bool) -> Config {
     let mut config = Config::default();
     config.application.name = name.to_owned();
@@ -120,6 +122,11 @@ pub fn config(name: &str, observed: bool) -> Config {
     config.tracing.enabled = observed;
     config.provider.limit.enabled = std::env::var("OVERHEAD_LIMIT").is_ok_and(|v| v == "on");
     config.consumer.connections_per_instance = crate::env_u64("OVERHEAD_CONNECTIONS", 1) as usize;
+    if let Ok(window) = std::env::var("PROVIDER_CONNECTION_WINDOW")
+        && let Ok(window) = window.parse()
+    {
+        config.protocol.initial_connection_window_size = window;
+    }
     config
 }
 

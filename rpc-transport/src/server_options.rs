@@ -170,6 +170,18 @@ pub struct ServerOptions {
     /// Largest header list accepted, in bytes (`SETTINGS_MAX_HEADER_LIST_SIZE`).
     /// Default [`DEFAULT_MAX_HEADER_LIST_SIZE`].
     pub max_header_list_size: u32,
+    /// Flow-control window of each stream, in bytes (`SETTINGS_INITIAL_WINDOW_SIZE`):
+    /// request bytes a client may send on one stream before its handler reads them.
+    /// Default [`DEFAULT_STREAM_WINDOW_SIZE`] (1 MiB). Values from 65 535 to
+    /// 2³¹ − 1 are meaningful (the protocol's own bounds).
+    pub initial_stream_window_size: u32,
+    /// Flow-control window of the whole connection, in bytes: request bytes a client
+    /// may send on all of its streams together before handlers read them. Default
+    /// [`DEFAULT_CONNECTION_WINDOW_SIZE`] (8 MiB, eight stream windows, so that
+    /// handlers that do not read their uploads do not stop the rest); set it to the
+    /// stream window for hyper's and tonic's default, which moves large messages with
+    /// less memory in flight and lets one such handler stop the connection.
+    pub initial_connection_window_size: u32,
     /// Streams the peer may reset before they were accepted, before the connection is
     /// closed. Default [`DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS`].
     pub max_pending_accept_reset_streams: usize,
@@ -229,6 +241,8 @@ impl Default for ServerOptions {
             http2_keepalive_timeout: DEFAULT_KEEPALIVE_TIMEOUT,
             max_concurrent_streams: Some(DEFAULT_MAX_CONCURRENT_STREAMS),
             max_header_list_size: DEFAULT_MAX_HEADER_LIST_SIZE,
+            initial_stream_window_size: DEFAULT_STREAM_WINDOW_SIZE,
+            initial_connection_window_size: DEFAULT_CONNECTION_WINDOW_SIZE,
             max_pending_accept_reset_streams: DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS,
             max_local_error_reset_streams: DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS,
             accept_error_backoff: Duration::from_millis(50),
@@ -259,8 +273,8 @@ impl ServerOptions {
         let mut builder = http2::Builder::new(TokioExecutor::new());
         builder
             .timer(TokioTimer::new())
-            .initial_stream_window_size(DEFAULT_STREAM_WINDOW_SIZE)
-            .initial_connection_window_size(DEFAULT_CONNECTION_WINDOW_SIZE)
+            .initial_stream_window_size(self.initial_stream_window_size)
+            .initial_connection_window_size(self.initial_connection_window_size)
             .max_frame_size(DEFAULT_MAX_FRAME_SIZE)
             .max_send_buf_size(DEFAULT_MAX_SEND_BUF_SIZE)
             .keep_alive_interval(self.http2_keepalive_interval)

@@ -1,84 +1,21 @@
 //! The server against peers that misbehave without sending anything wrong: a socket
-//! that never speaks, a connection that stops calling, more connections than the limit,
-//! a handler that does not read its upload. Timing rules run on tokio's paused clock.
+//! that never speaks, a connection that stops calling, more connections than the limit
+//! (a handler that does not read its upload: `flow_control.rs`). Timing rules run on tokio's paused clock.
 
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::Arc;
+mod support;
+
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use lossless_rpc_transport::{
-    DEFAULT_PREFACE_TIMEOUT, DEFAULT_STREAM_WINDOW_SIZE, Server, ServerHandle, ServerOptions,
-};
+use lossless_rpc_transport::{DEFAULT_PREFACE_TIMEOUT, ServerHandle, ServerOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, timeout};
 
-/// Every wait on the real clock ends within this, whatever the code under test does.
-const BOUND: Duration = Duration::from_secs(20);
+use support::{BOUND, Handlers, h2_client, post, serve};
+
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// An empty SETTINGS frame (RFC 9113 §6.5).
 const SETTINGS: [u8; 9] = [0, 0, 0, 0x4, 0, 0, 0, 0, 0];
-
-/// What the test service does, by path: `/hold` waits for `release` (holding its
-/// request, body unread), `/stall` holds its request for ever, anything else reads
-/// the whole request and answers its length. Each request is announced on `entered`.
-#[derive(Clone)]
-struct Handlers {
-    release: Arc<Notify>,
-    entered: mpsc::UnboundedSender<String>,
-}
-
-impl Handlers {
-    fn new() -> (Self, mpsc::UnboundedReceiver<String>) {
-        let (entered, entries) = mpsc::unbounded_channel();
-        let handlers = Self {
-            release: Arc::new(Notify::new()),
-            entered,
-        };
-        (handlers, entries)
-    }
-
-    async fn handle(self, request: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
-        let path = request.uri().path().to_owned();
-        let _ = self.entered.send(path.clone());
-        let answer = match path.as_str() {
-            "/hold" => {
-                self.release.notified().await;
-                drop(request);
-                0
-            }
-            "/stall" => {
-                let _unread = request;
-                std::future::pending::<()>().await;
-                0
-            }
-            _ => request
-                .into_body()
-                .collect()
-                .await
-                .map_or(0, |body| body.to_bytes().len()),
-        };
-        Ok(Response::new(Full::new(Bytes::from(answer.to_string()))))
-    }
-}
-
-/// A server on 127.0.0.1:0 with `options`, serving `handlers`.
-async fn serve(options: ServerOptions, handlers: &Handlers) -> (ServerHandle, SocketAddr) {
-    let server = Server::bind("127.0.0.1:0".parse().unwrap(), options)
-        .await
-        .unwrap();
-    let handlers = handlers.clone();
-    let service = tower::service_fn(move |request| handlers.clone().handle(request));
-    let handle = server.serve(service);
-    let addr = handle.local_addr();
-    (handle, addr)
-}
 
 /// Options without keep-alive PINGs (nothing but the rule under test on the clock).
 fn quiet_options() -> ServerOptions {
@@ -234,26 +171,6 @@ async fn a_peer_that_stops_answering_is_closed_by_the_default_keep_alive() {
     until_open(&server, 0).await;
 }
 
-/// An h2 client on a new connection to `addr`, its connection driven in the background
-/// (the task ends when the server closes the connection).
-async fn h2_client(
-    addr: SocketAddr,
-) -> (h2::client::SendRequest<Bytes>, tokio::task::JoinHandle<()>) {
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let (client, connection) = h2::client::handshake(tcp).await.unwrap();
-    let driver = tokio::spawn(async move {
-        let _ = connection.await;
-    });
-    (client, driver)
-}
-
-fn post(path: &str) -> Request<()> {
-    Request::post(format!("http://test{path}"))
-        .header("content-type", "application/grpc")
-        .body(())
-        .unwrap()
-}
-
 #[tokio::test(start_paused = true)]
 async fn an_idle_connection_gets_goaway_and_one_with_a_call_in_flight_does_not() {
     let (handlers, mut entries) = Handlers::new();
@@ -343,51 +260,4 @@ async fn at_the_limit_a_silent_connection_makes_room_and_a_busy_one_does_not() {
     })
     .await
     .expect("within the bound");
-}
-
-#[tokio::test]
-async fn a_handler_that_does_not_read_its_upload_does_not_stall_the_connection() {
-    let (handlers, mut entries) = Handlers::new();
-    let (_server, addr) = serve(ServerOptions::default(), &handlers).await;
-    timeout(BOUND, async {
-        let (mut client, _driver) = h2_client(addr).await;
-        // A client stream whose handler never reads: it takes its whole stream window,
-        // which the server never gives back.
-        let (_stalled_response, mut stalled) = client.send_request(post("/stall"), false).unwrap();
-        assert_eq!(entries.recv().await.as_deref(), Some("/stall"));
-        send(&mut stalled, DEFAULT_STREAM_WINDOW_SIZE as usize).await;
-
-        // A unary call with a body on the same connection still goes through.
-        let upload = 64 << 10;
-        let (response, mut body) = client.send_request(post("/unary"), false).unwrap();
-        send(&mut body, upload).await;
-        body.send_data(Bytes::new(), true).unwrap();
-        let response = response.await.unwrap();
-        assert_eq!(response.status(), 200);
-        let mut answer = response.into_body();
-        let mut text = Vec::new();
-        while let Some(chunk) = answer.data().await {
-            text.extend_from_slice(&chunk.unwrap());
-        }
-        assert_eq!(String::from_utf8(text).unwrap(), upload.to_string());
-    })
-    .await
-    .expect("the unary call is not held up by the stalled upload");
-}
-
-/// Sends `bytes` zeroes on `stream`, each chunk once the flow-control windows (the
-/// stream's and the connection's) have room for it.
-async fn send(stream: &mut h2::SendStream<Bytes>, bytes: usize) {
-    let mut sent = 0;
-    while sent < bytes {
-        stream.reserve_capacity(bytes - sent);
-        let granted = std::future::poll_fn(|cx| stream.poll_capacity(cx))
-            .await
-            .expect("the stream is open")
-            .unwrap();
-        stream
-            .send_data(Bytes::from(vec![0; granted]), false)
-            .unwrap();
-        sent += granted;
-    }
 }

@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use rpc_transport::{
-    DEFAULT_IDLE_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL, DEFAULT_KEEPALIVE_TIMEOUT,
-    DEFAULT_LISTEN_BACKLOG, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_HEADER_LIST_SIZE,
-    DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_MESSAGE_SIZE,
-    DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, DEFAULT_PREFACE_TIMEOUT, DEFAULT_TCP_USER_TIMEOUT,
-    MessageLimits, ServerOptions, ServerTlsFiles,
+    DEFAULT_CONNECTION_WINDOW_SIZE, DEFAULT_IDLE_TIMEOUT, DEFAULT_KEEPALIVE_INTERVAL,
+    DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_LISTEN_BACKLOG, DEFAULT_MAX_CONCURRENT_STREAMS,
+    DEFAULT_MAX_HEADER_LIST_SIZE, DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_MESSAGE_SIZE,
+    DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, DEFAULT_PREFACE_TIMEOUT, DEFAULT_STREAM_WINDOW_SIZE,
+    DEFAULT_TCP_USER_TIMEOUT, MessageLimits, ServerOptions, ServerTlsFiles,
 };
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +46,20 @@ pub struct ProtocolConfig {
     /// Largest header list of a request, in bytes; at least 1 KiB. Default 16 KiB.
     #[serde(with = "byte_size", alias = "max-header-list-size")]
     pub max_header_list_size: u32,
+    /// Flow-control window of each stream, in bytes: request bytes a client may send on
+    /// one stream before its handler reads them; 65 535 (the protocol's initial
+    /// window) to 2 GiB − 1. Default 1 MiB (hyper's).
+    #[serde(with = "byte_size", alias = "initial-stream-window-size")]
+    pub initial_stream_window_size: u32,
+    /// Flow-control window of a whole connection, in bytes: request bytes a client may
+    /// send on all its streams before handlers read them; from the stream window to
+    /// 2 GiB − 1. Default 8 MiB, eight stream windows: handlers that do not read their
+    /// uploads hold a stream window each, and the rest of the connection goes on (see
+    /// `lossless_rpc::transport::DEFAULT_CONNECTION_WINDOW_SIZE`). The stream window
+    /// (hyper's and tonic's default) keeps less in memory with large messages, and
+    /// lets one such handler stop every upload on the connection.
+    #[serde(with = "byte_size", alias = "initial-connection-window-size")]
+    pub initial_connection_window_size: u32,
     /// Largest request message read, in bytes; at least 1. Default 4 MiB (gRPC's).
     /// Dubbo-go's `max-server-recv-msg-size` is an alias.
     #[serde(
@@ -123,6 +137,8 @@ impl Default for ProtocolConfig {
             advertise_host: None,
             max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
             max_header_list_size: DEFAULT_MAX_HEADER_LIST_SIZE,
+            initial_stream_window_size: DEFAULT_STREAM_WINDOW_SIZE,
+            initial_connection_window_size: DEFAULT_CONNECTION_WINDOW_SIZE,
             max_decoding_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             max_encoding_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             keepalive_interval: Some(DEFAULT_KEEPALIVE_INTERVAL),
@@ -141,6 +157,11 @@ impl Default for ProtocolConfig {
 
 /// The smallest header list limit accepted: below it, gRPC's own headers may not fit.
 const MIN_HEADER_LIST_SIZE: u32 = 1 << 10;
+/// The smallest flow-control window accepted: the protocol's initial one (RFC 9113
+/// §6.9.2); a smaller one slows every upload for nothing.
+const MIN_WINDOW_SIZE: u32 = 65_535;
+/// The largest flow-control window the protocol allows (RFC 9113 §6.9.1).
+const MAX_WINDOW_SIZE: u32 = (1 << 31) - 1;
 
 impl ProtocolConfig {
     /// The HTTP/2 settings of the listener.
@@ -151,6 +172,8 @@ impl ProtocolConfig {
         options.http2_keepalive_timeout = self.keepalive_timeout;
         options.max_concurrent_streams = Some(self.max_concurrent_streams);
         options.max_header_list_size = self.max_header_list_size;
+        options.initial_stream_window_size = self.initial_stream_window_size;
+        options.initial_connection_window_size = self.initial_connection_window_size;
         options.max_pending_accept_reset_streams = self.max_pending_accept_reset_streams;
         options.max_local_error_reset_streams = self.max_local_error_reset_streams;
         options.tls = self.tls.clone();
@@ -202,6 +225,13 @@ impl ProtocolConfig {
                 Ok(())
             }
         };
+        let at_most = |key, value: u64, max: u64| {
+            if value > max {
+                Err((key, format!("{value} is more than {max}")))
+            } else {
+                Ok(())
+            }
+        };
         at_least(
             "max_concurrent_streams",
             self.max_concurrent_streams.into(),
@@ -212,6 +242,28 @@ impl ProtocolConfig {
             self.max_header_list_size.into(),
             MIN_HEADER_LIST_SIZE.into(),
         )?;
+        at_least(
+            "initial_stream_window_size",
+            self.initial_stream_window_size.into(),
+            MIN_WINDOW_SIZE.into(),
+        )?;
+        at_least(
+            "initial_connection_window_size",
+            self.initial_connection_window_size.into(),
+            self.initial_stream_window_size.into(),
+        )?;
+        for (key, size) in [
+            (
+                "initial_stream_window_size",
+                self.initial_stream_window_size,
+            ),
+            (
+                "initial_connection_window_size",
+                self.initial_connection_window_size,
+            ),
+        ] {
+            at_most(key, size.into(), MAX_WINDOW_SIZE.into())?;
+        }
         for (key, size) in [
             ("max_decoding_message_size", self.max_decoding_message_size),
             ("max_encoding_message_size", self.max_encoding_message_size),
@@ -260,147 +312,4 @@ pub(super) fn readable(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{Config, ConfigError, ConfigFormat};
-
-    fn protocol(text: &str) -> Result<ProtocolConfig, ConfigError> {
-        Config::from_str(text, ConfigFormat::Yaml, "test.yaml").map(|c| c.protocol)
-    }
-
-    fn invalid_key(text: &str) -> String {
-        match protocol(text).unwrap_err() {
-            ConfigError::Invalid { key, origin, .. } => {
-                assert_eq!(origin, "test.yaml");
-                key
-            }
-            other => panic!("expected Invalid, got {other}"),
-        }
-    }
-
-    #[test]
-    fn the_defaults_are_the_transports() {
-        let protocol = protocol("").unwrap();
-        assert_eq!(protocol.server_options(), ServerOptions::default());
-        assert_eq!(protocol.message_limits(), MessageLimits::default());
-        assert_eq!(protocol.max_decoding_message_size, 4 << 20);
-    }
-
-    #[test]
-    fn sizes_read_as_numbers_or_with_units() {
-        let protocol = protocol(
-            "protocol:\n  max_decoding_message_size: 8 MiB\n  max-server-send-msg-size: 1048576\n  \
-             max_header_list_size: 32KiB\n  keepalive_interval: 10s\n",
-        )
-        .unwrap();
-        assert_eq!(protocol.max_decoding_message_size, 8 << 20);
-        assert_eq!(protocol.max_encoding_message_size, 1 << 20);
-        assert_eq!(protocol.max_header_list_size, 32 << 10);
-        let options = protocol.server_options();
-        assert_eq!(
-            options.http2_keepalive_interval,
-            Some(Duration::from_secs(10))
-        );
-        assert_eq!(options.max_header_list_size, 32 << 10);
-    }
-
-    #[test]
-    fn the_protections_read_from_their_keys_and_zero_turns_them_off() {
-        let options = protocol(
-            "protocol:\n  preface_timeout: 2s\n  idle-timeout: 1m\n  max_connections: 5000\n  \
-             tcp_user_timeout: 30s\n  keepalive_interval: 15s\n  keepalive_timeout: 5s\n  \
-             listen-backlog: 4096\n",
-        )
-        .unwrap()
-        .server_options();
-        assert_eq!(options.preface_timeout, Duration::from_secs(2));
-        assert_eq!(options.idle_timeout, Some(Duration::from_secs(60)));
-        assert_eq!(options.max_connections, Some(5000));
-        assert_eq!(options.connection_limit(), 5000);
-        assert_eq!(options.tcp_user_timeout, Some(Duration::from_secs(30)));
-        assert_eq!(
-            options.http2_keepalive_interval,
-            Some(Duration::from_secs(15))
-        );
-        assert_eq!(options.http2_keepalive_timeout, Duration::from_secs(5));
-        assert_eq!(options.listen_backlog, 4096);
-
-        let off = protocol(
-            "protocol: { idle_timeout: 0s, tcp_user_timeout: 0s, keepalive_interval: 0s }",
-        )
-        .unwrap()
-        .server_options();
-        assert_eq!(off.idle_timeout, None);
-        assert_eq!(off.tcp_user_timeout, None);
-        assert_eq!(off.http2_keepalive_interval, None);
-        let null = protocol("protocol: { keepalive_interval: null }").unwrap();
-        assert_eq!(null.server_options().http2_keepalive_interval, None);
-    }
-
-    #[test]
-    fn bad_limits_name_their_key() {
-        assert_eq!(
-            invalid_key("protocol: { max_concurrent_streams: 0 }"),
-            "protocol.max_concurrent_streams"
-        );
-        assert_eq!(
-            invalid_key("protocol: { max_header_list_size: 100 }"),
-            "protocol.max_header_list_size"
-        );
-        assert_eq!(
-            invalid_key("protocol: { max_header_list_size: 8 GiB }"),
-            "protocol.max_header_list_size"
-        );
-        assert_eq!(
-            invalid_key("protocol: { max_decoding_message_size: lots }"),
-            "protocol.max_decoding_message_size"
-        );
-        assert_eq!(
-            invalid_key("protocol: { max_encoding_message_size: -1 }"),
-            "protocol.max_encoding_message_size"
-        );
-        assert_eq!(
-            invalid_key("protocol: { keepalive_timeout: 0s }"),
-            "protocol.keepalive_timeout"
-        );
-        assert_eq!(
-            invalid_key("protocol: { preface_timeout: 0s }"),
-            "protocol.preface_timeout"
-        );
-        assert_eq!(
-            invalid_key("protocol: { max_connections: 0 }"),
-            "protocol.max_connections"
-        );
-        assert_eq!(
-            invalid_key("protocol: { listen_backlog: 0 }"),
-            "protocol.listen_backlog"
-        );
-        assert_eq!(
-            invalid_key("protocol: { idle_timeout: soon }"),
-            "protocol.idle_timeout"
-        );
-    }
-
-    #[test]
-    fn tls_files_must_be_readable_and_named_by_their_key() {
-        let dir = tempfile::tempdir().unwrap();
-        let cert = dir.path().join("cert.pem");
-        std::fs::write(&cert, "not read yet").unwrap();
-        let text = |key: &str| {
-            format!(
-                "protocol:\n  tls:\n    cert: {}\n    key: {key}\n    reload-interval: 1s\n",
-                cert.display()
-            )
-        };
-        assert_eq!(
-            invalid_key(&text("/nonexistent/key.pem")),
-            "protocol.tls.key"
-        );
-        let read = protocol(&text(&cert.display().to_string())).unwrap();
-        let tls = read.server_options().tls.unwrap();
-        assert_eq!(tls.reload_interval, Duration::from_secs(1));
-        assert_eq!(tls.client_ca, None);
-        let error = protocol("protocol: { tls: { cert: a.pem } }").unwrap_err();
-        assert!(error.to_string().contains("protocol.tls.key"), "{error}");
-    }
-}
+mod tests;
