@@ -265,11 +265,15 @@ impl Body for AttemptBody {
                 attempt,
                 cursor,
             } => {
-                // The body outgrew what is kept and this attempt took it: no lock.
+                // The body outgrew what is kept, or its call has ended, and this attempt
+                // took it: no lock.
                 if let Some(frame) = cursor.poll_own(cx) {
                     return frame;
                 }
-                slot.lock().poll_frame(*attempt, cursor, cx)
+                // Only this attempt holds the body: its call was answered (or gave up),
+                // so no other attempt will ever want what is kept.
+                let alone = Arc::strong_count(slot) == 1;
+                slot.lock().poll_frame(*attempt, cursor, alone, cx)
             }
         }
     }

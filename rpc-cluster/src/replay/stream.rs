@@ -7,7 +7,9 @@
 //! may have the body is the rule of `replay/mod.rs`: one that nothing was sent for yet,
 //! or, once the caller has finished writing, any — the body is then as complete as a
 //! unary request's. A body that outgrows `max_replay_stream_bytes` belongs to the
-//! attempt that is sending it, and to no other.
+//! attempt that is sending it, and to no other; so does one whose call has ended (was
+//! answered: a bidirectional stream's answer comes with its first messages), which
+//! then costs no more per frame than the caller's own body.
 //!
 //! Only the latest attempt may read it: once the call moves on, an older attempt still
 //! polled by its connection gets an error instead of a frame, so no frame goes to two
@@ -137,11 +139,14 @@ impl StreamSlot {
         self.frames.push(data);
     }
 
-    /// The next frame for attempt `attempt` at `cursor`.
+    /// The next frame for attempt `attempt` at `cursor`; `alone` when no one else holds
+    /// the body (its call ended): the attempt then takes the rest for itself once it
+    /// has sent what was kept.
     pub(crate) fn poll_frame(
         &mut self,
         attempt: u64,
         cursor: &mut Cursor,
+        alone: bool,
         cx: &mut Context<'_>,
     ) -> Polled {
         if self.latest != attempt {
@@ -163,7 +168,7 @@ impl StreamSlot {
             }
             return Poll::Ready(trailers.clone().map(|t| Ok(Frame::trailers(t))));
         }
-        if self.size > self.max_bytes {
+        if alone || self.size > self.max_bytes {
             return self.give_rest_to(cursor, cx);
         }
         self.poll_rest(cursor, cx)
@@ -210,7 +215,8 @@ impl StreamSlot {
         }
     }
 
-    /// Past `max_bytes` with every kept frame sent: this attempt takes the rest.
+    /// Every kept frame sent, and past `max_bytes` or alone: this attempt takes the
+    /// rest.
     fn give_rest_to(&mut self, cursor: &mut Cursor, cx: &mut Context<'_>) -> Polled {
         let mut rest = self.take_rest();
         self.give_up_kept();

@@ -208,6 +208,26 @@ async fn a_stream_is_kept_up_to_its_own_limit_and_a_complete_body_up_to_the_whol
     assert!(!stream.replayable(), "20 bytes sent, 15 kept at most");
 }
 
+#[tokio::test]
+async fn a_stream_whose_call_ended_is_sent_on_whole_by_its_attempt() {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Status>>(4);
+    tx.send(Ok(Frame::data(Bytes::from("a")))).await.unwrap();
+    let body = RequestBody::capture(
+        TonicBody::new(StreamBody::new(tokio_stream_from(rx))),
+        1024,
+        1024,
+    );
+    let mut attempt = body.attempt().unwrap();
+    assert_eq!(data_of(attempt.frame().await), &b"a"[..]);
+    tx.send(Ok(Frame::data(Bytes::from("b")))).await.unwrap();
+    // The call was answered (a bidirectional stream's answer comes early): only the
+    // attempt holds the body now.
+    drop(body);
+    tx.send(Ok(Frame::data(Bytes::from("c")))).await.unwrap();
+    drop(tx);
+    assert_eq!(collect(attempt).await, b"bc");
+}
+
 fn data_of(frame: Option<Result<Frame<Bytes>, Status>>) -> Bytes {
     frame
         .expect("a frame")
