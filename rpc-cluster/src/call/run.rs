@@ -176,6 +176,17 @@ impl Call {
         response
     }
 
+    /// The result when `send` made no attempt: after an attempt that failed, a body that
+    /// cannot be sent again (a stream sent in part) gives the caller that failure — a
+    /// closing provider's refusal, say — rather than "no provider" while others serve;
+    /// otherwise no instance was left.
+    fn no_attempt_left(self) -> Answer {
+        if self.last_failure.is_some() && !self.body.replayable() {
+            return self.give_up(None);
+        }
+        self.no_provider()
+    }
+
     /// The result when no attempt could be made (no instance left, after the wait for
     /// one): "no provider", as documented, even after attempts that failed — the last
     /// of them is told in the message, and the status's source is still
@@ -255,7 +266,7 @@ async fn one_at_a_time(mut call: Box<Call>, route: Route) -> Answer {
                 return Ok(swallow(*call, failure, retry_later, route));
             }
             // A retry asked for when no attempt could be made has nothing to send again.
-            (Decision::Retry { .. } | Decision::Fail, None) => return call.no_provider(),
+            (Decision::Retry { .. } | Decision::Fail, None) => return call.no_attempt_left(),
             (Decision::Fail, failure) => return call.give_up(failure),
         }
     }

@@ -62,3 +62,41 @@ async fn a_seed_makes_two_channels_choose_alike_backoffs_included() {
     );
     assert_ne!(first, choices(43, 40), "another seed, other choices");
 }
+
+#[tokio::test]
+async fn a_stream_that_cannot_be_sent_again_fails_with_its_refusal_not_no_provider() {
+    use bytes::Bytes;
+    use http_body::Frame;
+    use http_body_util::BodyExt;
+
+    let channel = channel(
+        &[1, 2],
+        ReferenceConfig::default(),
+        BlacklistConfig::default(),
+        7,
+    );
+    let mut call = call(&channel);
+    let frames = futures_util::stream::iter([Ok::<_, tonic::Status>(Frame::data(Bytes::from(
+        vec![0u8; 512 << 10],
+    )))])
+    .chain(futures_util::stream::pending());
+    call.body = crate::replay::RequestBody::capture(
+        TonicBody::new(http_body_util::StreamBody::new(frames)),
+        4 << 20,
+        256 << 10,
+    );
+    let mut sent = call.body.attempt().expect("a first attempt");
+    sent.frame().await.expect("a frame").expect("data");
+    call.last_failure = Some(Failure::error(
+        FailureKind::Rejected,
+        tonic::Status::unavailable("provider is shutting down; request not executed"),
+    ));
+    let status = match call.no_attempt_left() {
+        Err(error) => *error.downcast::<tonic::Status>().expect("a status"),
+        Ok(_) => panic!("no attempt was answered"),
+    };
+    assert!(
+        status.message().contains("not executed") && !status.message().contains("no provider"),
+        "{status:?}"
+    );
+}
