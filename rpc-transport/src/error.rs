@@ -18,6 +18,14 @@ pub enum TransportError {
     /// A TLS file cannot be used (see [`TlsError`](super::TlsError)).
     #[error(transparent)]
     Tls(#[from] super::TlsError),
+    /// A server option is out of its range (see [`ServerOptions`](super::ServerOptions)).
+    #[error("server option `{option}`: {reason}")]
+    InvalidOption {
+        /// The option's field name.
+        option: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An address or URI is malformed.
     #[error("invalid address `{addr}`: {reason}")]
     InvalidAddress {

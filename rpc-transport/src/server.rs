@@ -48,9 +48,12 @@ impl Server {
     /// name some.
     ///
     /// # Errors
-    /// [`TransportError::Bind`] when the address cannot be bound, e.g. the port is in use;
-    /// [`TransportError::Tls`] when a TLS file cannot be used.
+    /// [`TransportError::InvalidOption`] when an option is out of its range (checked
+    /// first, see [`ServerOptions::check`]); [`TransportError::Bind`] when the address
+    /// cannot be bound, e.g. the port is in use; [`TransportError::Tls`] when a TLS file
+    /// cannot be used.
     pub async fn bind(addr: SocketAddr, options: ServerOptions) -> Result<Self, TransportError> {
+        options.check()?;
         let bind_error = |source| TransportError::Bind { addr, source };
         let listener = match &options.network {
             None => Listener::Tcp(bind_tcp(addr, options.listen_backlog).map_err(bind_error)?),
@@ -65,12 +68,14 @@ impl Server {
     /// (its backlog set to `options.listen_backlog`).
     ///
     /// # Errors
+    /// [`TransportError::InvalidOption`] when an option is out of its range;
     /// [`TransportError::Bind`] when the socket cannot be registered with the runtime;
     /// [`TransportError::Tls`] when a TLS file cannot be used.
     pub fn from_std(
         listener: std::net::TcpListener,
         options: ServerOptions,
     ) -> Result<Self, TransportError> {
+        options.check()?;
         let addr = listener
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));

@@ -5,7 +5,7 @@
 mod support;
 
 use bytes::Bytes;
-use lossless_rpc_transport::{DEFAULT_STREAM_WINDOW_SIZE, ServerOptions};
+use lossless_rpc_transport::{DEFAULT_STREAM_WINDOW_SIZE, Server, ServerOptions, TransportError};
 use tokio::time::timeout;
 
 use support::{BOUND, Handlers, h2_client, post, serve};
@@ -87,4 +87,32 @@ async fn with_the_connection_window_of_one_stream_a_handler_that_does_not_read_s
     })
     .await
     .expect("within the bound");
+}
+
+#[tokio::test]
+async fn a_window_out_of_the_protocols_range_is_refused_when_binding() {
+    let cases = [
+        (
+            u32::MAX,
+            DEFAULT_STREAM_WINDOW_SIZE,
+            "initial_stream_window_size",
+        ),
+        (0, DEFAULT_STREAM_WINDOW_SIZE, "initial_stream_window_size"),
+        (
+            DEFAULT_STREAM_WINDOW_SIZE,
+            u32::MAX,
+            "initial_connection_window_size",
+        ),
+        (2 << 20, 1 << 20, "initial_connection_window_size"),
+    ];
+    for (stream, connection, named) in cases {
+        let mut options = ServerOptions::default();
+        options.initial_stream_window_size = stream;
+        options.initial_connection_window_size = connection;
+        match Server::bind("127.0.0.1:0".parse().unwrap(), options).await {
+            Err(TransportError::InvalidOption { option, .. }) => assert_eq!(option, named),
+            Err(other) => panic!("{stream}/{connection}: {other}"),
+            Ok(_) => panic!("{stream}/{connection} was accepted"),
+        }
+    }
 }

@@ -10,7 +10,8 @@ use rpc_transport::{
     DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_LISTEN_BACKLOG, DEFAULT_MAX_CONCURRENT_STREAMS,
     DEFAULT_MAX_HEADER_LIST_SIZE, DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_MESSAGE_SIZE,
     DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, DEFAULT_PREFACE_TIMEOUT, DEFAULT_STREAM_WINDOW_SIZE,
-    DEFAULT_TCP_USER_TIMEOUT, MessageLimits, ServerOptions, ServerTlsFiles,
+    DEFAULT_TCP_USER_TIMEOUT, MAX_WINDOW_SIZE, MIN_WINDOW_SIZE, MessageLimits, ServerOptions,
+    ServerTlsFiles,
 };
 use serde::{Deserialize, Serialize};
 
@@ -157,11 +158,6 @@ impl Default for ProtocolConfig {
 
 /// The smallest header list limit accepted: below it, gRPC's own headers may not fit.
 const MIN_HEADER_LIST_SIZE: u32 = 1 << 10;
-/// The smallest flow-control window accepted: the protocol's initial one (RFC 9113
-/// §6.9.2); a smaller one slows every upload for nothing.
-const MIN_WINDOW_SIZE: u32 = 65_535;
-/// The largest flow-control window the protocol allows (RFC 9113 §6.9.1).
-const MAX_WINDOW_SIZE: u32 = (1 << 31) - 1;
 
 impl ProtocolConfig {
     /// The HTTP/2 settings of the listener.
@@ -242,16 +238,6 @@ impl ProtocolConfig {
             self.max_header_list_size.into(),
             MIN_HEADER_LIST_SIZE.into(),
         )?;
-        at_least(
-            "initial_stream_window_size",
-            self.initial_stream_window_size.into(),
-            MIN_WINDOW_SIZE.into(),
-        )?;
-        at_least(
-            "initial_connection_window_size",
-            self.initial_connection_window_size.into(),
-            self.initial_stream_window_size.into(),
-        )?;
         for (key, size) in [
             (
                 "initial_stream_window_size",
@@ -262,8 +248,14 @@ impl ProtocolConfig {
                 self.initial_connection_window_size,
             ),
         ] {
+            at_least(key, size.into(), MIN_WINDOW_SIZE.into())?;
             at_most(key, size.into(), MAX_WINDOW_SIZE.into())?;
         }
+        at_least(
+            "initial_connection_window_size",
+            self.initial_connection_window_size.into(),
+            self.initial_stream_window_size.into(),
+        )?;
         for (key, size) in [
             ("max_decoding_message_size", self.max_decoding_message_size),
             ("max_encoding_message_size", self.max_encoding_message_size),

@@ -131,6 +131,11 @@ fn bad_limits_name_their_key() {
         "protocol.initial_stream_window_size"
     );
     assert_eq!(
+        invalid_key("protocol: { initial_stream_window_size: 2GiB }"),
+        "protocol.initial_stream_window_size",
+        "its own bound, before the connection window's"
+    );
+    assert_eq!(
         invalid_key(
             "protocol: { initial_stream_window_size: 2MiB, initial_connection_window_size: 1MiB }"
         ),
