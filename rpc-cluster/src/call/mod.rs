@@ -180,9 +180,10 @@ impl Call {
     /// them costs allocations on every call); later attempts get a copy of the headers
     /// and no extensions, as nothing below the cluster reads them.
     ///
-    /// Each attempt is bounded by the configured timeout or what remains of the
-    /// caller's deadline, whichever is shorter; its `grpc-timeout` says what remains of
-    /// the caller's deadline, so a retry sends only that, and a provider never works on
+    /// Each attempt is bounded by the configured timeout (when its request is complete
+    /// as it is sent) or what remains of the caller's deadline, whichever is shorter;
+    /// its `grpc-timeout` says what remains of the caller's deadline, so a retry sends
+    /// only that, and a provider never works on
     /// past the moment its caller stops waiting. The reference's own `timeout` is not
     /// sent: it bounds an attempt until its response head, while a provider reads
     /// `grpc-timeout` as the deadline of the whole call — a server stream would be cut
@@ -205,7 +206,13 @@ impl Call {
                 .headers_mut()
                 .insert(GRPC_TIMEOUT, grpc_timeout_value(remaining));
         }
-        let timeout = match (self.timeout, remaining) {
+        // A request still being written (a client or bidirectional stream) is answered
+        // once its caller has finished: the reference's `timeout`, which runs until the
+        // response head, would cut every upload longer than it (and tonic's handler
+        // reads a cut upload as a whole one). Such an attempt has the caller's deadline
+        // only.
+        let configured = self.timeout.filter(|_| watch_overdue);
+        let timeout = match (configured, remaining) {
             (Some(configured), Some(remaining)) => Some(configured.min(remaining)),
             (configured, remaining) => configured.or(remaining),
         };
