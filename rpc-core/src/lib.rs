@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 mod activity;
+pub mod byte_size;
 mod call_context;
 mod compression;
 pub mod exported_spans;

@@ -94,9 +94,10 @@ pub struct ReferenceConfig {
     /// Largest backoff before a retry. Default 50 ms.
     #[serde(with = "humantime_serde", alias = "backoff-max")]
     pub backoff_max: Duration,
-    /// Largest request body buffered for replay on retry, in bytes. Default 4 MiB
+    /// Largest request body buffered for replay on retry, in bytes (a number, or a
+    /// size with a unit: `4 MiB`). Default 4 MiB
     /// (gRPC's default message limit). Larger requests are sent once.
-    #[serde(alias = "max-replay-bytes")]
+    #[serde(with = "rpc_core::byte_size", alias = "max-replay-bytes")]
     pub max_replay_bytes: usize,
     /// Largest client or bidirectional stream (a request body still being written when
     /// its call begins) kept as it is sent, in bytes, so that a refusal can send it
@@ -105,7 +106,7 @@ pub struct ReferenceConfig {
     /// or not yet finished by its caller, is sent again only if nothing of it was sent.
     /// Keeping 4 MiB of each 6.4 MB stream of 64 KiB messages cost 10 % of their rate
     /// (`docs/benchmarks.md`, "Streams").
-    #[serde(alias = "max-replay-stream-bytes")]
+    #[serde(with = "rpc_core::byte_size", alias = "max-replay-stream-bytes")]
     pub max_replay_stream_bytes: usize,
     /// How many retries failover may add to the calls (20 % plus 10/s over 10 s by
     /// default); see [`RetryBudgetConfig`].

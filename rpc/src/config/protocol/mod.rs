@@ -15,7 +15,7 @@ use rpc_transport::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::byte_size;
+use rpc_core::byte_size;
 
 /// `protocol`: the listener of this application's providers.
 ///

@@ -2,7 +2,8 @@
 //! (`"4 MiB"`, `"16KiB"`, `"1MB"`: binary units are powers of 1024, decimal ones of
 //! 1000), as the `parse-size` crate reads them. Written back as a number of bytes.
 //!
-//! Use as `#[serde(with = "byte_size")]` on an unsigned integer field.
+//! Use as `#[serde(with = "rpc_core::byte_size")]` on an unsigned integer field (the
+//! settings of `lossless-rpc`'s `protocol` and of a reference's replay limits).
 
 use std::fmt;
 
@@ -10,7 +11,10 @@ use serde::de::{self, Visitor};
 use serde::{Deserializer, Serializer};
 
 /// Writes the size as a number of bytes.
-pub(super) fn serialize<T, S>(value: &T, serializer: S) -> Result<S::Ok, S::Error>
+///
+/// # Errors
+/// What `serializer` fails with.
+pub fn serialize<T, S>(value: &T, serializer: S) -> Result<S::Ok, S::Error>
 where
     T: Copy + TryInto<u64>,
     S: Serializer,
@@ -19,8 +23,12 @@ where
     serializer.serialize_u64((*value).try_into().unwrap_or(u64::MAX))
 }
 
-/// Reads a number of bytes or a size with a unit; an error says which sizes fit.
-pub(super) fn deserialize<'de, T, D>(deserializer: D) -> Result<T, D::Error>
+/// Reads a number of bytes or a size with a unit.
+///
+/// # Errors
+/// A value that is neither a non-negative number nor a size `parse-size` reads, or a
+/// size larger than `T` holds (the error says the largest).
+pub fn deserialize<'de, T, D>(deserializer: D) -> Result<T, D::Error>
 where
     T: TryFrom<u64>,
     D: Deserializer<'de>,
