@@ -9,8 +9,9 @@
 #       MESSAGE_SIZE_BYTES, default 1048576, and MESSAGE_SIZE_COMPRESSION, default none;
 #       also prints instructions per payload byte, the request's and the reply's)
 #   bash benches/instructions.sh streaming [STACK...]   (default: plain rpc rpc-resumable;
-#       server streams of 1 000 messages of 100 B, also per message: rpc-resumable less
-#       rpc is the resume layer's cost)
+#       rpc-server: tonic's client against our provider; server streams of 1 000
+#       messages of 100 B, also per message: rpc-resumable less rpc is the resume
+#       layer's cost)
 #
 # Each stack runs twice in the bench's profile mode (OVERHEAD_PROFILE / BALANCE_PROFILE /
 # MESSAGE_SIZE_PROFILE / STREAMING_PROFILE, 16 concurrent calls, 8 for message_size, 4

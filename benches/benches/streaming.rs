@@ -25,11 +25,12 @@
 //! `both`: ours on both sides). `STREAMING_ROUNDS`, `STREAMING_MILLIS` and
 //! `STREAMING_CALLS` that are 0 or not numbers fall back to their defaults.
 //!
-//! `STREAMING_PROFILE=plain|rpc|rpc-resumable` runs one stack alone for
+//! `STREAMING_PROFILE=plain|rpc|rpc-resumable|rpc-server` runs one stack alone for
 //! `STREAMING_PROFILE_MILLIS` (default 5000) on server streams of 1 000 messages of
 //! 100 B, for a profiler or `bash benches/instructions.sh streaming`: `rpc-resumable` is
 //! ours with the method declared resumable (`methods.StreamingOutputCall.resumable`),
-//! so the two `rpc` rows differ by the resume layer's cost. With `STREAMING_SHAPES` the
+//! so the two `rpc` rows differ by the resume layer's cost; `rpc-server` is tonic's
+//! client against our provider. With `STREAMING_SHAPES` the
 //! profile runs the first shape it names, in the order above, at its smaller size
 //! (`ping_pong`: calls of 100 round trips).
 
@@ -255,12 +256,8 @@ async fn measured_client(side: &str) -> (MeasuredClient, Vec<Application>) {
             (MeasuredClient::Ours(client), vec![app])
         }
         "provider" => {
-            let provider = our_provider(Arc::new(hub.client())).await;
-            let addr = provider.local_addr().expect("a started provider's address");
-            (
-                MeasuredClient::Plain(plain_client(addr).await),
-                vec![provider],
-            )
+            let (client, provider) = plain_client_of_our_provider().await;
+            (MeasuredClient::Plain(client), vec![provider])
         }
         _ => {
             let provider = our_provider(Arc::new(hub.client())).await;
@@ -268,6 +265,15 @@ async fn measured_client(side: &str) -> (MeasuredClient, Vec<Application>) {
             (MeasuredClient::Ours(client), vec![consumer, provider])
         }
     }
+}
+
+/// Tonic's client against our provider (found through no registry: dialled directly),
+/// and the provider.
+async fn plain_client_of_our_provider() -> (TestServiceClient<Channel>, Application) {
+    let hub = MemoryHub::new();
+    let provider = our_provider(Arc::new(hub.client())).await;
+    let addr = provider.local_addr().expect("a started provider's address");
+    (plain_client(addr).await, provider)
 }
 
 /// A stub through our consumer, or tonic's against our provider.
@@ -287,6 +293,11 @@ async fn profiled(stack: &str, shapes: &[String], concurrency: usize, duration: 
         let client = plain_client(plain_server().await).await;
         let calls = calls(client, "plain", shape, size, messages);
         return profile("plain", calls, concurrency, duration).await;
+    }
+    if stack == "rpc-server" {
+        let (client, _provider) = plain_client_of_our_provider().await;
+        let calls = calls(client, "rpc-server", shape, size, messages);
+        return profile(stack, calls, concurrency, duration).await;
     }
     let hub = MemoryHub::new();
     let _provider = our_provider(Arc::new(hub.client())).await;
@@ -324,8 +335,11 @@ async fn main() {
     let side = env_name("STREAMING_SIDE", &["both", "consumer", "provider"])
         .unwrap_or_else(|error| usage(error));
     if std::env::var_os("STREAMING_PROFILE").is_some() {
-        let stack = env_name("STREAMING_PROFILE", &["plain", "rpc", "rpc-resumable"])
-            .unwrap_or_else(|error| usage(error));
+        let stack = env_name(
+            "STREAMING_PROFILE",
+            &["plain", "rpc", "rpc-resumable", "rpc-server"],
+        )
+        .unwrap_or_else(|error| usage(error));
         let millis = env_u64("STREAMING_PROFILE_MILLIS", 5_000);
         return profiled(&stack, &shapes, concurrency, Duration::from_millis(millis)).await;
     }
