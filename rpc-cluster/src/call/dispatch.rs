@@ -38,6 +38,7 @@ use tonic::body::Body as TonicBody;
 use crate::classify::{Failure, FailureKind, Outcome, classify_error, classify_response};
 use crate::health::Availability;
 use crate::invoker::{ActiveCall, Invoker, Suspicion};
+use crate::replay::RequestEnd;
 
 /// One attempt as it came back from its instance.
 pub(super) struct Dispatched {
@@ -68,10 +69,13 @@ impl Dispatched {
 }
 
 /// How one attempt waits for its answer.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Wait {
     /// Bound on the attempt, until its response head.
     pub(super) timeout: Option<Duration>,
+    /// For a request still being written: a bound that starts when it ends (its
+    /// caller finished writing), and the signal of that end.
+    pub(super) after_request: Option<(Duration, RequestEnd)>,
     /// Whether an overdue answer has its connection checked (a complete request).
     pub(super) watch_overdue: bool,
     /// Whether the call wrote the attempt's `traceparent` (not the caller): an exporter's
@@ -206,7 +210,35 @@ async fn answer(
         ))
         .await;
     }
-    rest_of_the_wait(invoker, response, deadline).await
+    match wait.after_request {
+        Some((limit, end)) => after_the_request(invoker, response, deadline, limit, end).await,
+        None => rest_of_the_wait(invoker, response, deadline).await,
+    }
+}
+
+/// The wait of a request still being written: as [`rest_of_the_wait`], and once its
+/// caller has finished writing it, at most `limit` more (an upload takes as long as
+/// its caller writes; its answer is due after).
+async fn after_the_request(
+    invoker: &Invoker,
+    response: impl Future<Output = Result<Response<ResponseBody>, BoxError>>,
+    deadline: Option<(Instant, Duration)>,
+    limit: Duration,
+    mut end: RequestEnd,
+) -> Answer {
+    let after_end = async {
+        // A body dropped unfinished ends the attempt's stream: its response says so.
+        if end.wait_for(|ended| *ended).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+        tokio::time::sleep(limit).await;
+        Answer::TimedOut(limit)
+    };
+    tokio::select! {
+        biased;
+        answer = rest_of_the_wait(invoker, response, deadline) => answer,
+        answer = after_end => answer,
+    }
 }
 
 /// The wait of a call whose answer is overdue: unless the peer has sent anything since

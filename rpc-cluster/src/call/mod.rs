@@ -46,7 +46,7 @@ use tonic::body::Body as TonicBody;
 use self::dispatch::Wait;
 use self::headers::RequestHeaders;
 use crate::classify::Failure;
-use crate::replay::RequestBody;
+use crate::replay::{RequestBody, RequestEnd};
 use crate::resume::ResumeAttempt;
 use crate::stack::ReferenceStack;
 use crate::strategy::Plan;
@@ -180,15 +180,20 @@ impl Call {
     /// them costs allocations on every call); later attempts get a copy of the headers
     /// and no extensions, as nothing below the cluster reads them.
     ///
-    /// Each attempt is bounded by the configured timeout (when its request is complete
-    /// as it is sent) or what remains of the caller's deadline, whichever is shorter;
+    /// Each attempt is bounded by the configured timeout (for a request still being
+    /// written, `end`'s, from when it ends) or what remains of the caller's deadline,
+    /// whichever is shorter;
     /// its `grpc-timeout` says what remains of the caller's deadline, so a retry sends
     /// only that, and a provider never works on
     /// past the moment its caller stops waiting. The reference's own `timeout` is not
     /// sent: it bounds an attempt until its response head, while a provider reads
     /// `grpc-timeout` as the deadline of the whole call — a server stream would be cut
     /// at it (docs/cluster.md, "Failover").
-    fn request_with(&mut self, body: TonicBody) -> (Request<TonicBody>, Wait) {
+    fn request_with(
+        &mut self,
+        body: TonicBody,
+        end: Option<RequestEnd>,
+    ) -> (Request<TonicBody>, Wait) {
         let watch_overdue = self.body.is_complete();
         let mut request = Request::new(body);
         *request.method_mut() = self.parts.method.clone();
@@ -207,17 +212,19 @@ impl Call {
                 .insert(GRPC_TIMEOUT, grpc_timeout_value(remaining));
         }
         // A request still being written (a client or bidirectional stream) is answered
-        // once its caller has finished: the reference's `timeout`, which runs until the
-        // response head, would cut every upload longer than it (and tonic's handler
-        // reads a cut upload as a whole one). Such an attempt has the caller's deadline
-        // only.
-        let configured = self.timeout.filter(|_| watch_overdue);
+        // once its caller has finished: counted from the start, the reference's
+        // `timeout` would cut every upload longer than it (and tonic's handler reads a
+        // cut upload as a whole one). For such an attempt it counts from the end of
+        // the request.
+        let after_request = end.and_then(|end| self.timeout.map(|limit| (limit, end)));
+        let configured = self.timeout.filter(|_| after_request.is_none());
         let timeout = match (configured, remaining) {
             (Some(configured), Some(remaining)) => Some(configured.min(remaining)),
             (configured, remaining) => configured.or(remaining),
         };
         let wait = Wait {
             timeout,
+            after_request,
             watch_overdue,
             own_trace: self.trace.is_some(),
         };

@@ -86,10 +86,10 @@ impl Call {
 
     /// Sends one attempt to `invoker`. `None` when the body can no longer be sent.
     async fn attempt(&mut self, invoker: &Arc<Invoker>) -> Option<Outcome> {
-        let body = self.body.attempt()?;
+        let (body, end) = self.body.attempt()?;
         self.tried.push(invoker.id().clone());
         self.sent += 1;
-        let (request, wait) = self.request_with(body);
+        let (request, wait) = self.request_with(body, end);
         let target = Target {
             invoker,
             path: self.parts.uri.path(),
@@ -107,10 +107,10 @@ impl Call {
     ) -> Vec<impl Future<Output = Outcome> + 'a> {
         let mut attempts = Vec::with_capacity(invokers.len());
         for invoker in invokers {
-            let Some(body) = self.body.attempt() else {
+            let Some((body, end)) = self.body.attempt() else {
                 break;
             };
-            let (request, wait) = self.request_with(body);
+            let (request, wait) = self.request_with(body, end);
             let stack = self.stack.clone();
             let mut rng = rng::fork(&mut self.rng);
             self.sent += 1;

@@ -19,7 +19,7 @@ async fn each_attempt_sends_what_remains_of_the_callers_deadline() {
         .body(TonicBody::empty())
         .unwrap();
     let mut call = Call::new(channel.stack().clone(), request);
-    let (first, wait) = call.request_with(TonicBody::empty());
+    let (first, wait) = call.request_with(TonicBody::empty(), None);
     assert_eq!(sent_timeout(&first), Duration::from_secs(1));
     assert_eq!(
         wait.timeout,
@@ -27,7 +27,7 @@ async fn each_attempt_sends_what_remains_of_the_callers_deadline() {
         "the shorter bounds it"
     );
     tokio::time::advance(Duration::from_millis(300)).await;
-    let (retry, wait) = call.request_with(TonicBody::empty());
+    let (retry, wait) = call.request_with(TonicBody::empty(), None);
     assert_eq!(sent_timeout(&retry), Duration::from_millis(700));
     assert_eq!(wait.timeout, Some(Duration::from_millis(700)));
 }
@@ -40,7 +40,7 @@ async fn without_a_callers_deadline_nothing_is_sent_and_the_attempt_timeout_boun
     };
     let channel = channel(&[1], config, BlacklistConfig::default(), 1);
     let mut call = super::testing::call(&channel);
-    let (request, wait) = call.request_with(TonicBody::empty());
+    let (request, wait) = call.request_with(TonicBody::empty(), None);
     assert_eq!(
         grpc_timeout(request.headers()),
         None,
@@ -65,7 +65,7 @@ async fn a_call_made_while_serving_one_sends_what_remains_of_the_served_deadline
         .scope(async {
             tokio::time::advance(Duration::from_millis(200)).await;
             let mut call = super::testing::call(&channel);
-            let (first, wait) = call.request_with(TonicBody::empty());
+            let (first, wait) = call.request_with(TonicBody::empty(), None);
             assert_eq!(sent_timeout(&first), Duration::from_millis(100));
             assert_eq!(
                 wait.timeout,
@@ -73,7 +73,7 @@ async fn a_call_made_while_serving_one_sends_what_remains_of_the_served_deadline
                 "below the 3 s timeout"
             );
             tokio::time::advance(Duration::from_millis(40)).await;
-            let (retry, _) = call.request_with(TonicBody::empty());
+            let (retry, _) = call.request_with(TonicBody::empty(), None);
             assert_eq!(sent_timeout(&retry), Duration::from_millis(60));
         })
         .await;
@@ -95,7 +95,7 @@ async fn the_shorter_of_the_callers_own_timeout_and_the_inherited_one_is_sent() 
                 .body(TonicBody::empty())
                 .unwrap();
             let mut call = Call::new(channel.stack().clone(), request);
-            let (first, _) = call.request_with(TonicBody::empty());
+            let (first, _) = call.request_with(TonicBody::empty(), None);
             assert_eq!(sent_timeout(&first), Duration::from_millis(50));
         })
         .await;
@@ -111,7 +111,7 @@ async fn a_reference_that_does_not_inherit_sends_no_deadline() {
     served_call_with(Duration::from_millis(300))
         .scope(async {
             let mut call = super::testing::call(&channel);
-            let (request, wait) = call.request_with(TonicBody::empty());
+            let (request, wait) = call.request_with(TonicBody::empty(), None);
             assert_eq!(grpc_timeout(request.headers()), None);
             assert_eq!(wait.timeout, Some(Duration::from_secs(3)));
         })
@@ -161,8 +161,8 @@ async fn attempts_continue_the_served_calls_trace_each_a_span_of_its_own() {
         .with_trace(served.clone())
         .scope(async {
             let mut call = super::testing::call(&channel);
-            let (first, _) = call.request_with(TonicBody::empty());
-            let (retry, _) = call.request_with(TonicBody::empty());
+            let (first, _) = call.request_with(TonicBody::empty(), None);
+            let (retry, _) = call.request_with(TonicBody::empty(), None);
             let (first, retry) = (sent_trace(&first), sent_trace(&retry));
             assert_eq!(first.trace_id(), served.trace_id());
             assert_eq!(retry.trace_id(), served.trace_id());
@@ -171,7 +171,7 @@ async fn attempts_continue_the_served_calls_trace_each_a_span_of_its_own() {
         })
         .await;
     // Outside a served call, with no exporter, a call is in no trace: it sends none.
-    let (alone, _) = super::testing::call(&channel).request_with(TonicBody::empty());
+    let (alone, _) = super::testing::call(&channel).request_with(TonicBody::empty(), None);
     assert_eq!(TraceContext::from_headers(alone.headers()), None);
 }
 
@@ -190,8 +190,8 @@ async fn a_traceparent_the_caller_wrote_is_sent_unchanged() {
         .body(TonicBody::empty())
         .unwrap();
     let mut call = Call::new(channel.stack().clone(), request);
-    let (first, _) = call.request_with(TonicBody::empty());
-    let (retry, _) = call.request_with(TonicBody::empty());
+    let (first, _) = call.request_with(TonicBody::empty(), None);
+    let (retry, _) = call.request_with(TonicBody::empty(), None);
     assert_eq!(first.headers()[TRACEPARENT], own);
     assert_eq!(retry.headers()[TRACEPARENT], own);
 }

@@ -48,10 +48,10 @@ pub struct ReferenceConfig {
     /// Bound on each attempt, until the response headers arrive. Default 3 s (Dubbo's
     /// meaning: per attempt, so a retry gets a full timeout). `grpc-timeout` set by the
     /// caller lowers it, as does the deadline a provider's handler inherits
-    /// (`inherit_deadline`). Not applied to a request still being written when its
-    /// attempt starts (a client or bidirectional stream): its headers come only once the
-    /// caller has finished, so the timeout would cut every longer upload; such a call
-    /// is bounded by its caller's deadline.
+    /// (`inherit_deadline`). For a request still being written when its attempt starts
+    /// (a client or bidirectional stream not complete at once) it counts from the end of
+    /// the request: its headers come only once the caller has finished, so counted from
+    /// the start it would cut every longer upload.
     #[serde(with = "humantime_serde::option")]
     pub timeout: Option<Duration>,
     /// Whether a call made while serving a call (inside a provider's handler) inherits

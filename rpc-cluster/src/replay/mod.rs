@@ -42,6 +42,10 @@ use tonic::body::Body as TonicBody;
 
 use stream::{Cursor, StreamSlot};
 
+/// Tells when an attempt's request body has ended (its caller finished writing it):
+/// `true` from then on. An attempt whose body was complete when it began has none.
+pub(crate) type RequestEnd = tokio::sync::watch::Receiver<bool>;
+
 /// How much of a body that has not ended is read when its call begins, in bytes, before
 /// its frames are sent as they come: 64 KiB, so a stream of small messages that is
 /// ready whole is kept as a unary request is, and a larger one starts to leave at once.
@@ -200,8 +204,10 @@ impl RequestBody {
         }
     }
 
-    /// The body of one attempt. `None` when it cannot be sent whole again.
-    pub(crate) fn attempt(&self) -> Option<TonicBody> {
+    /// The body of one attempt, and for a body still being written, when it ends.
+    /// `None` when it cannot be sent whole again.
+    pub(crate) fn attempt(&self) -> Option<(TonicBody, Option<RequestEnd>)> {
+        let mut end = None;
         let source = match self {
             Self::Buffered { data, trailers } => Source::Buffered {
                 data: data.clone(),
@@ -211,14 +217,17 @@ impl RequestBody {
             Self::Streaming(slot) => {
                 // From now on the earlier attempts can no longer read the body.
                 let attempt = slot.lock().next_attempt()?;
+                let (ended, receiver) = tokio::sync::watch::channel(false);
+                end = Some(receiver);
                 Source::Shared {
                     slot: slot.clone(),
                     attempt,
                     cursor: Cursor::default(),
+                    ended,
                 }
             }
         };
-        Some(TonicBody::new(AttemptBody { source }))
+        Some((TonicBody::new(AttemptBody { source }), end))
     }
 }
 
@@ -233,6 +242,9 @@ enum Source {
         /// This attempt's number: only the latest may read.
         attempt: u64,
         cursor: Cursor,
+        /// Set once the body has ended (the attempt's wait for its answer counts from
+        /// then).
+        ended: tokio::sync::watch::Sender<bool>,
     },
 }
 
@@ -264,16 +276,23 @@ impl Body for AttemptBody {
                 slot,
                 attempt,
                 cursor,
+                ended,
             } => {
                 // The body outgrew what is kept, or its call has ended, and this attempt
                 // took it: no lock.
-                if let Some(frame) = cursor.poll_own(cx) {
-                    return frame;
+                let frame = match cursor.poll_own(cx) {
+                    Some(frame) => frame,
+                    None => {
+                        // Only this attempt holds the body: its call was answered (or
+                        // gave up), so no other attempt will ever want what is kept.
+                        let alone = Arc::strong_count(slot) == 1;
+                        slot.lock().poll_frame(*attempt, cursor, alone, cx)
+                    }
+                };
+                if is_end(&frame) {
+                    ended.send_replace(true);
                 }
-                // Only this attempt holds the body: its call was answered (or gave up),
-                // so no other attempt will ever want what is kept.
-                let alone = Arc::strong_count(slot) == 1;
-                slot.lock().poll_frame(*attempt, cursor, alone, cx)
+                frame
             }
         }
     }
@@ -291,6 +310,15 @@ impl Body for AttemptBody {
 
     // No exact size hint: gRPC does not use content-length (tonic's own request bodies
     // give none either).
+}
+
+/// Whether `frame` ends a body: its end, or its trailers.
+fn is_end(frame: &Poll<Option<Result<Frame<Bytes>, Status>>>) -> bool {
+    match frame {
+        Poll::Ready(None) => true,
+        Poll::Ready(Some(Ok(frame))) => frame.is_trailers(),
+        _ => false,
+    }
 }
 
 /// A body that fails with the error its source failed with.

@@ -16,7 +16,7 @@ async fn a_complete_body_is_replayed_to_every_attempt() {
     );
     assert!(body.replayable());
     for _ in 0..3 {
-        let attempt = body.attempt().unwrap();
+        let attempt = body.attempt().unwrap().0;
         assert_eq!(collect(attempt).await, b"abc");
     }
 }
@@ -31,10 +31,10 @@ async fn a_stream_sent_in_part_goes_to_no_other_attempt_until_its_caller_finishe
         1024,
     );
     assert!(body.replayable());
-    let first = body.attempt().unwrap();
+    let first = body.attempt().unwrap().0;
     drop(first);
     assert!(body.replayable(), "untouched: another attempt may have it");
-    let mut second = body.attempt().unwrap();
+    let mut second = body.attempt().unwrap().0;
     assert_eq!(data_of(second.frame().await), &b"a"[..]);
     assert!(
         !body.replayable(),
@@ -51,7 +51,7 @@ async fn a_stream_sent_in_part_goes_to_no_other_attempt_until_its_caller_finishe
         "finished and kept whole: as a unary request"
     );
     assert!(body.is_complete());
-    assert_eq!(collect(body.attempt().unwrap()).await, b"ab");
+    assert_eq!(collect(body.attempt().unwrap().0).await, b"ab");
 }
 
 #[tokio::test]
@@ -62,14 +62,14 @@ async fn a_stream_its_caller_finished_ahead_of_what_was_sent_goes_again_whole() 
         1024,
         1024,
     );
-    let mut first = body.attempt().unwrap();
+    let mut first = body.attempt().unwrap().0;
     tx.send(Ok(Frame::data(Bytes::from("a")))).await.unwrap();
     assert_eq!(data_of(first.frame().await), &b"a"[..]);
     // The caller writes the rest and finishes while the first attempt is refused.
     tx.send(Ok(Frame::data(Bytes::from("b")))).await.unwrap();
     drop(tx);
     assert!(body.replayable(), "the rest was ready: the body is whole");
-    let second = body.attempt().unwrap();
+    let second = body.attempt().unwrap().0;
     assert!(
         first.frame().await.unwrap().is_err(),
         "the older attempt is fenced off"
@@ -85,7 +85,7 @@ async fn a_stream_polled_with_nothing_to_send_can_still_go_elsewhere() {
         1024,
         1024,
     );
-    let mut first = body.attempt().unwrap();
+    let mut first = body.attempt().unwrap().0;
     // Polled right after the headers, as HTTP/2 clients do: nothing to send yet.
     assert!(futures_util::poll!(first.frame()).is_pending());
     assert!(
@@ -94,7 +94,7 @@ async fn a_stream_polled_with_nothing_to_send_can_still_go_elsewhere() {
     );
     // The call moves on (the first attempt was refused); the first attempt, still
     // alive in its connection task, can no longer take the message that comes now.
-    let second = body.attempt().unwrap();
+    let second = body.attempt().unwrap().0;
     tx.send(Ok(Frame::data(Bytes::from("m")))).await.unwrap();
     let stale = first.frame().await.unwrap();
     assert!(stale.is_err(), "the older attempt is fenced off");
@@ -108,7 +108,7 @@ async fn a_body_over_the_limit_goes_to_one_attempt_whole() {
         stream::iter((0..4).map(|_| Ok::<_, Status>(Frame::data(Bytes::from(vec![0u8; 10])))));
     let body = RequestBody::capture(TonicBody::new(StreamBody::new(frames)), 15, 15);
     assert!(matches!(body, RequestBody::Streaming(_)));
-    let attempt = body.attempt().unwrap();
+    let attempt = body.attempt().unwrap().0;
     assert_eq!(collect(attempt).await.len(), 40, "nothing lost");
     assert!(!body.replayable(), "sent and not kept");
     assert!(!body.is_complete());
@@ -122,7 +122,7 @@ async fn a_stream_that_outgrows_the_limit_while_sent_is_let_go_and_sent_on_whole
         25,
         25,
     );
-    let mut first = body.attempt().unwrap();
+    let mut first = body.attempt().unwrap().0;
     for _ in 0..2 {
         tx.send(Ok(Frame::data(Bytes::from(vec![1u8; 10]))))
             .await
@@ -160,7 +160,7 @@ async fn a_ready_stream_is_read_ahead_only_a_little_before_it_is_sent() {
         "up to 64 KiB, the frame past it and one more, of 100"
     );
     assert!(!body.is_complete());
-    let attempt = body.attempt().unwrap();
+    let attempt = body.attempt().unwrap().0;
     assert_eq!(
         collect(attempt).await.len(),
         100 * 64 * 1024,
@@ -197,7 +197,7 @@ async fn a_stream_is_kept_up_to_its_own_limit_and_a_complete_body_up_to_the_whol
         1024,
         15,
     );
-    let attempt = stream.attempt().unwrap();
+    let attempt = stream.attempt().unwrap().0;
     for _ in 0..2 {
         tx.send(Ok(Frame::data(Bytes::from(vec![0u8; 10]))))
             .await
@@ -217,7 +217,7 @@ async fn a_stream_whose_call_ended_is_sent_on_whole_by_its_attempt() {
         1024,
         1024,
     );
-    let mut attempt = body.attempt().unwrap();
+    let mut attempt = body.attempt().unwrap().0;
     assert_eq!(data_of(attempt.frame().await), &b"a"[..]);
     tx.send(Ok(Frame::data(Bytes::from("b")))).await.unwrap();
     // The call was answered (a bidirectional stream's answer comes early): only the

@@ -85,7 +85,7 @@ async fn a_stream_that_cannot_be_sent_again_fails_with_its_refusal_not_no_provid
         4 << 20,
         256 << 10,
     );
-    let mut sent = call.body.attempt().expect("a first attempt");
+    let (mut sent, _) = call.body.attempt().expect("a first attempt");
     sent.frame().await.expect("a frame").expect("data");
     call.last_failure = Some(Failure::error(
         FailureKind::Rejected,
