@@ -140,10 +140,11 @@ impl Call {
             tried.push(avoid);
         }
         Self {
-            body: RequestBody::capture(
+            body: RequestBody::capture_reading_ahead(
                 body,
                 config.max_replay_bytes,
                 config.max_replay_stream_bytes,
+                read_ahead(&stack.strategy.plan(), config.max_replay_bytes),
             ),
             headers,
             idempotent,
@@ -244,6 +245,17 @@ impl Call {
             (Some(configured), Some(remaining)) => Some(configured.min(remaining)),
             (configured, remaining) => configured.or(remaining),
         }
+    }
+}
+
+/// How much of a request body that has not ended is read when its call begins: a
+/// little (it is sent as it comes) for one attempt at a time; all that is ready, up to
+/// `max_replay_bytes`, for attempts sent to several instances at once, each of which
+/// needs the whole body (a stream read only a little goes to one of them).
+fn read_ahead(plan: &Plan, max_replay_bytes: usize) -> usize {
+    match plan {
+        Plan::Balanced | Plan::InOrder => crate::replay::READ_AHEAD_BYTES,
+        Plan::Race(_) | Plan::All => max_replay_bytes,
     }
 }
 

@@ -195,3 +195,33 @@ async fn a_traceparent_the_caller_wrote_is_sent_unchanged() {
     assert_eq!(first.headers()[TRACEPARENT], own);
     assert_eq!(retry.headers()[TRACEPARENT], own);
 }
+
+#[test]
+fn a_ready_stream_is_read_whole_for_forks_and_only_a_little_for_one_attempt_at_a_time() {
+    let ready_stream = || {
+        let frames = (0..3).map(|_| {
+            Ok::<_, tonic::Status>(http_body::Frame::data(bytes::Bytes::from(vec![
+                0u8;
+                64 << 10
+            ])))
+        });
+        let body = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+        Request::builder()
+            .uri("/t.S/M")
+            .body(TonicBody::new(body))
+            .unwrap()
+    };
+    for (cluster, whole) in [
+        (crate::config::ClusterKind::Failover, false),
+        (crate::config::ClusterKind::Forking, true),
+        (crate::config::ClusterKind::Broadcast, true),
+    ] {
+        let config = ReferenceConfig {
+            cluster,
+            ..ReferenceConfig::default()
+        };
+        let channel = channel(&[1, 2], config, BlacklistConfig::default(), 1);
+        let call = Call::new(channel.stack().clone(), ready_stream());
+        assert_eq!(call.body.is_complete(), whole, "{cluster:?}");
+    }
+}

@@ -4,8 +4,10 @@
 //! request (and of any request complete by then, a server stream's), which is kept, up
 //! to `max_replay_bytes`, and sent again whole to each attempt. A body still being
 //! written (a client or bidirectional stream) is read ahead only a little
-//! ([`READ_AHEAD_BYTES`]): its frames go out as the caller writes them, and those sent
-//! are kept too, up to `max_replay_stream_bytes` (`stream.rs`). Another attempt may have it
+//! ([`READ_AHEAD_BYTES`]; all that is ready, up to `max_replay_bytes`, for calls sent
+//! to several instances at once, which each need the whole body): its frames go out as
+//! the caller writes them, and those sent are kept too, up to `max_replay_stream_bytes`
+//! (`stream.rs`). Another attempt may have it
 //! only if the whole of it can be sent again — nothing of it left this process yet, or
 //! the caller has finished it and all of it is kept — which is the rule "a stream is
 //! re-sent elsewhere only if nothing of it was sent, unless it is complete and
@@ -161,8 +163,21 @@ impl RequestBody {
     /// [`READ_AHEAD_BYTES`] and one frame more of a body that has not ended, and never
     /// past `max_bytes`; a body that has not ended is then kept as it is sent up to
     /// `max_stream_bytes` (at most `max_bytes`).
-    pub(crate) fn capture(mut body: TonicBody, max_bytes: usize, max_stream_bytes: usize) -> Self {
-        let read_ahead = READ_AHEAD_BYTES.min(max_bytes);
+    #[cfg(test)]
+    pub(crate) fn capture(body: TonicBody, max_bytes: usize, max_stream_bytes: usize) -> Self {
+        Self::capture_reading_ahead(body, max_bytes, max_stream_bytes, READ_AHEAD_BYTES)
+    }
+
+    /// As `capture`, reading up to `read_ahead` bytes (and one frame more) of a body
+    /// that has not ended: calls sent to several instances at once (forking, broadcast)
+    /// read all that is ready, up to `max_bytes`, so that each gets the whole body.
+    pub(crate) fn capture_reading_ahead(
+        mut body: TonicBody,
+        max_bytes: usize,
+        max_stream_bytes: usize,
+        read_ahead: usize,
+    ) -> Self {
+        let read_ahead = read_ahead.min(max_bytes);
         let max_stream_bytes = max_stream_bytes.min(max_bytes);
         let mut read = Read::default();
         let mut past_read_ahead = false;
