@@ -5,7 +5,7 @@
 //! began may close without its peer's answer.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::call_bounds::ShutdownCut;
 use super::connection_table::Tracked;
 use super::connection_timeouts::{Limits, idle_for, preface_late};
+use super::counts::ServerShutdown;
 use super::peer::Peer;
 
 /// How long a connection with no call in flight waits, once the server's shutdown has
@@ -70,6 +71,19 @@ pub(crate) struct ConnectionSignals {
     pub(crate) idle_timeouts: AtomicU64,
     /// `accept` failures for lack of a descriptor (`EMFILE`, `ENFILE`, ...).
     pub(crate) descriptor_shortages: AtomicU64,
+}
+
+impl ConnectionSignals {
+    /// How the server's connections have ended so far, and the calls cut.
+    pub(crate) fn tallies(&self) -> ServerShutdown {
+        ServerShutdown {
+            closed_gracefully: self.closed_gracefully.load(Ordering::Relaxed),
+            closed_idle: self.closed_idle.load(Ordering::Relaxed),
+            forced: self.forced.load(Ordering::Relaxed),
+            unused: self.unused.load(Ordering::Relaxed),
+            streams_cut: self.cut.calls(),
+        }
+    }
 }
 
 /// Why a connection it serves must stop.

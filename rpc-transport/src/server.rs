@@ -48,10 +48,9 @@ impl Server {
     /// name some.
     ///
     /// # Errors
-    /// [`TransportError::InvalidOption`] when an option is out of its range (checked
-    /// first, see [`ServerOptions::check`]); [`TransportError::Bind`] when the address
-    /// cannot be bound, e.g. the port is in use; [`TransportError::Tls`] when a TLS file
-    /// cannot be used.
+    /// [`TransportError::InvalidOption`] when an option is out of its range
+    /// ([`ServerOptions::check`]); [`TransportError::Bind`] when the address cannot be
+    /// bound, e.g. the port is in use; [`TransportError::Tls`] when a TLS file cannot be used.
     pub async fn bind(addr: SocketAddr, options: ServerOptions) -> Result<Self, TransportError> {
         options.check()?;
         let bind_error = |source| TransportError::Bind { addr, source };
@@ -291,7 +290,9 @@ impl ServerHandle {
     /// `shutdown` mark it too): [`ServerShutdown`] counts the connections that end from
     /// here. The lifecycle marks it as its shutdown starts, before consumers move away.
     pub fn begin_close(&self) {
-        self.shared.close_began.get_or_init(|| self.tallies());
+        self.shared
+            .close_began
+            .get_or_init(|| self.shared.signals.tallies());
     }
 
     /// Stops accepting and closes every connection gracefully, by `deadline`.
@@ -324,7 +325,7 @@ impl ServerHandle {
                 self.shared.tracker.wait().await;
             }
         }
-        let after = self.tallies();
+        let after = self.shared.signals.tallies();
         ServerShutdown {
             closed_gracefully: after.closed_gracefully - before.closed_gracefully,
             closed_idle: after.closed_idle - before.closed_idle,
@@ -390,16 +391,5 @@ impl ServerHandle {
         self.shared.signals.force.cancel();
         self.shared.tracker.close();
         self.shared.tracker.wait().await;
-    }
-
-    fn tallies(&self) -> ServerShutdown {
-        let signals = &self.shared.signals;
-        ServerShutdown {
-            closed_gracefully: signals.closed_gracefully.load(Ordering::Relaxed),
-            closed_idle: signals.closed_idle.load(Ordering::Relaxed),
-            forced: signals.forced.load(Ordering::Relaxed),
-            unused: signals.unused.load(Ordering::Relaxed),
-            streams_cut: signals.cut.calls(),
-        }
     }
 }
