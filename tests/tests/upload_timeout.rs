@@ -32,6 +32,31 @@ const MESSAGE: usize = 64;
 /// The test's own bound: a hang fails it.
 const BOUND: Duration = Duration::from_secs(20);
 
+/// A consumer whose reference has [`TIMEOUT`].
+fn consumer_config() -> rpc::config::Config {
+    let mut config = common::config("consumer");
+    let mut reference = rpc::cluster::ReferenceConfig::default();
+    reference.timeout = Some(TIMEOUT);
+    config
+        .consumer
+        .references
+        .insert("grpc.testing.TestService".to_owned(), reference);
+    config
+}
+
+/// `count` messages on `sender`, one every [`PACE`].
+fn feed(
+    sender: mpsc::Sender<StreamingInputCallRequest>,
+    count: usize,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        for _ in 0..count {
+            tokio::time::sleep(PACE).await;
+            sender.send(message()).await.expect("the stream takes it");
+        }
+    })
+}
+
 fn message() -> StreamingInputCallRequest {
     StreamingInputCallRequest {
         payload: Some(Payload {
@@ -50,24 +75,12 @@ async fn an_upload_longer_than_the_reference_timeout_completes_whole() {
     server::provide(&mut builder);
     let provider = builder.start().await.expect("provider starts");
 
-    let mut config = common::config("consumer");
-    let mut reference = rpc::cluster::ReferenceConfig::default();
-    reference.timeout = Some(TIMEOUT);
-    config
-        .consumer
-        .references
-        .insert("grpc.testing.TestService".to_owned(), reference);
-    let mut builder = backend.builder(config);
+    let mut builder = backend.builder(consumer_config());
     let mut client = TestServiceClient::new(builder.reference("grpc.testing.TestService"));
     let consumer = builder.start().await.expect("consumer starts");
 
     let (sender, receiver) = mpsc::channel(1);
-    let feeder = tokio::spawn(async move {
-        for _ in 0..MESSAGES {
-            tokio::time::sleep(PACE).await;
-            sender.send(message()).await.expect("the stream takes it");
-        }
-    });
+    let feeder = feed(sender, MESSAGES);
     let response = timeout(
         BOUND,
         client.streaming_input_call(ReceiverStream::new(receiver)),
@@ -111,17 +124,11 @@ async fn an_upload_its_provider_never_answers_ends_at_the_timeout_after_it() {
         }
     });
 
-    let mut config = common::config("consumer");
+    let mut config = consumer_config();
     config.registries.insert(
         "default".to_owned(),
         RegistryConfig::new(format!("static://{addr}")),
     );
-    let mut reference = rpc::cluster::ReferenceConfig::default();
-    reference.timeout = Some(TIMEOUT);
-    config
-        .consumer
-        .references
-        .insert("grpc.testing.TestService".to_owned(), reference);
     let mut builder = rpc::Application::builder(config);
     let mut client = TestServiceClient::new(builder.reference("grpc.testing.TestService"));
     let consumer = builder.start().await.expect("consumer starts");
@@ -129,12 +136,7 @@ async fn an_upload_its_provider_never_answers_ends_at_the_timeout_after_it() {
     // Written after the call began, so still being written when it is sent (a ready
     // one is complete at once, and bounded from the start).
     let (sender, receiver) = mpsc::channel(1);
-    let feeder = tokio::spawn(async move {
-        for _ in 0..3 {
-            tokio::time::sleep(PACE).await;
-            sender.send(message()).await.expect("the stream takes it");
-        }
-    });
+    let feeder = feed(sender, 3);
     let upload = ReceiverStream::new(receiver);
     let status = timeout(BOUND, client.streaming_input_call(upload))
         .await

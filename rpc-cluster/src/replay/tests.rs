@@ -23,13 +23,9 @@ async fn a_complete_body_is_replayed_to_every_attempt() {
 
 #[tokio::test]
 async fn a_stream_sent_in_part_goes_to_no_other_attempt_until_its_caller_finishes_it() {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Status>>(4);
+    let (tx, caller) = written_by_caller();
     tx.send(Ok(Frame::data(Bytes::from("a")))).await.unwrap();
-    let body = RequestBody::capture(
-        TonicBody::new(StreamBody::new(tokio_stream_from(rx))),
-        1024,
-        1024,
-    );
+    let body = RequestBody::capture(caller, 1024, 1024);
     assert!(body.replayable());
     let first = body.attempt().unwrap().0;
     drop(first);
@@ -56,12 +52,8 @@ async fn a_stream_sent_in_part_goes_to_no_other_attempt_until_its_caller_finishe
 
 #[tokio::test]
 async fn a_stream_its_caller_finished_ahead_of_what_was_sent_goes_again_whole() {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Status>>(4);
-    let body = RequestBody::capture(
-        TonicBody::new(StreamBody::new(tokio_stream_from(rx))),
-        1024,
-        1024,
-    );
+    let (tx, caller) = written_by_caller();
+    let body = RequestBody::capture(caller, 1024, 1024);
     let mut first = body.attempt().unwrap().0;
     tx.send(Ok(Frame::data(Bytes::from("a")))).await.unwrap();
     assert_eq!(data_of(first.frame().await), &b"a"[..]);
@@ -79,12 +71,8 @@ async fn a_stream_its_caller_finished_ahead_of_what_was_sent_goes_again_whole() 
 
 #[tokio::test]
 async fn a_stream_polled_with_nothing_to_send_can_still_go_elsewhere() {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Status>>(4);
-    let body = RequestBody::capture(
-        TonicBody::new(StreamBody::new(tokio_stream_from(rx))),
-        1024,
-        1024,
-    );
+    let (tx, caller) = written_by_caller();
+    let body = RequestBody::capture(caller, 1024, 1024);
     let mut first = body.attempt().unwrap().0;
     // Polled right after the headers, as HTTP/2 clients do: nothing to send yet.
     assert!(futures_util::poll!(first.frame()).is_pending());
@@ -116,12 +104,8 @@ async fn a_body_over_the_limit_goes_to_one_attempt_whole() {
 
 #[tokio::test]
 async fn a_stream_that_outgrows_the_limit_while_sent_is_let_go_and_sent_on_whole() {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Status>>(8);
-    let body = RequestBody::capture(
-        TonicBody::new(StreamBody::new(tokio_stream_from(rx))),
-        25,
-        25,
-    );
+    let (tx, caller) = written_by_caller();
+    let body = RequestBody::capture(caller, 25, 25);
     let mut first = body.attempt().unwrap().0;
     for _ in 0..2 {
         tx.send(Ok(Frame::data(Bytes::from(vec![1u8; 10]))))
@@ -191,12 +175,8 @@ async fn a_stream_is_kept_up_to_its_own_limit_and_a_complete_body_up_to_the_whol
         matches!(whole, RequestBody::Buffered { .. }),
         "complete at the start"
     );
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Status>>(4);
-    let stream = RequestBody::capture(
-        TonicBody::new(StreamBody::new(tokio_stream_from(rx))),
-        1024,
-        15,
-    );
+    let (tx, caller) = written_by_caller();
+    let stream = RequestBody::capture(caller, 1024, 15);
     let attempt = stream.attempt().unwrap().0;
     for _ in 0..2 {
         tx.send(Ok(Frame::data(Bytes::from(vec![0u8; 10]))))
@@ -210,13 +190,9 @@ async fn a_stream_is_kept_up_to_its_own_limit_and_a_complete_body_up_to_the_whol
 
 #[tokio::test]
 async fn a_stream_whose_call_ended_is_sent_on_whole_by_its_attempt() {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, Status>>(4);
+    let (tx, caller) = written_by_caller();
     tx.send(Ok(Frame::data(Bytes::from("a")))).await.unwrap();
-    let body = RequestBody::capture(
-        TonicBody::new(StreamBody::new(tokio_stream_from(rx))),
-        1024,
-        1024,
-    );
+    let body = RequestBody::capture(caller, 1024, 1024);
     let mut attempt = body.attempt().unwrap().0;
     assert_eq!(data_of(attempt.frame().await), &b"a"[..]);
     tx.send(Ok(Frame::data(Bytes::from("b")))).await.unwrap();
@@ -234,6 +210,16 @@ fn data_of(frame: Option<Result<Frame<Bytes>, Status>>) -> Bytes {
         .expect("not an error")
         .into_data()
         .expect("data")
+}
+
+/// A request body its caller writes as the test goes: the sender of its frames, and
+/// the body.
+fn written_by_caller() -> (
+    tokio::sync::mpsc::Sender<Result<Frame<Bytes>, Status>>,
+    TonicBody,
+) {
+    let (tx, rx) = tokio::sync::mpsc::channel(8);
+    (tx, TonicBody::new(StreamBody::new(tokio_stream_from(rx))))
 }
 
 fn tokio_stream_from<T: Send + 'static>(
