@@ -10,8 +10,7 @@ use rpc_transport::{
     DEFAULT_KEEPALIVE_TIMEOUT, DEFAULT_LISTEN_BACKLOG, DEFAULT_MAX_CONCURRENT_STREAMS,
     DEFAULT_MAX_HEADER_LIST_SIZE, DEFAULT_MAX_LOCAL_ERROR_RESET_STREAMS, DEFAULT_MAX_MESSAGE_SIZE,
     DEFAULT_MAX_PENDING_ACCEPT_RESET_STREAMS, DEFAULT_PREFACE_TIMEOUT, DEFAULT_STREAM_WINDOW_SIZE,
-    DEFAULT_TCP_USER_TIMEOUT, MAX_WINDOW_SIZE, MIN_WINDOW_SIZE, MessageLimits, ServerOptions,
-    ServerTlsFiles,
+    DEFAULT_TCP_USER_TIMEOUT, MessageLimits, ServerOptions, ServerTlsFiles, TransportError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -221,13 +220,6 @@ impl ProtocolConfig {
                 Ok(())
             }
         };
-        let at_most = |key, value: u64, max: u64| {
-            if value > max {
-                Err((key, format!("{value} is more than {max}")))
-            } else {
-                Ok(())
-            }
-        };
         at_least(
             "max_concurrent_streams",
             self.max_concurrent_streams.into(),
@@ -238,24 +230,12 @@ impl ProtocolConfig {
             self.max_header_list_size.into(),
             MIN_HEADER_LIST_SIZE.into(),
         )?;
-        for (key, size) in [
-            (
-                "initial_stream_window_size",
-                self.initial_stream_window_size,
-            ),
-            (
-                "initial_connection_window_size",
-                self.initial_connection_window_size,
-            ),
-        ] {
-            at_least(key, size.into(), MIN_WINDOW_SIZE.into())?;
-            at_most(key, size.into(), MAX_WINDOW_SIZE.into())?;
+        // The windows' bounds are the transport's own (`ServerOptions::check`), whose
+        // option names are these keys.
+        if let Err(TransportError::InvalidOption { option, reason }) = self.server_options().check()
+        {
+            return Err((option, reason));
         }
-        at_least(
-            "initial_connection_window_size",
-            self.initial_connection_window_size.into(),
-            self.initial_stream_window_size.into(),
-        )?;
         for (key, size) in [
             ("max_decoding_message_size", self.max_decoding_message_size),
             ("max_encoding_message_size", self.max_encoding_message_size),
