@@ -32,7 +32,9 @@
 //! tonic's server; `rpc-server`: tonic's client against our provider; both uncompressed).
 //!
 //! `PROVIDER_CONNECTION_WINDOW=1048576` gives our provider the connection window of
-//! plain tonic's (one stream window instead of eight; `protocol.initial_connection_window_size`).
+//! plain tonic's (one stream window instead of eight; `protocol.initial_connection_window_size`),
+//! `CONSUMER_CONNECTION_WINDOW=5242880` our consumer the one of tonic's channel (5 MiB
+//! instead of 256 MiB; `consumer.initial_connection_window_size`).
 
 use std::time::Duration;
 

@@ -112,7 +112,9 @@ pub fn plain_endpoint(addr: SocketAddr) -> tonic::transport::Endpoint {
 /// environment has `OVERHEAD_LIMIT=on`, `OVERHEAD_CONNECTIONS` connections per
 /// instance (`consumer.connections_per_instance`, default 1), and the provider's
 /// connection window (`protocol.initial_connection_window_size`, in bytes, default 8 MiB)
-/// from `PROVIDER_CONNECTION_WINDOW` (1048576: hyper's and tonic's).
+/// from `PROVIDER_CONNECTION_WINDOW` (1048576: hyper's and tonic's), and the consumer's
+/// (`consumer.initial_connection_window_size`, default 256 MiB) from
+/// `CONSUMER_CONNECTION_WINDOW` (5242880: tonic's channel's).
 pub fn config(name: &str, observed: bool) -> Config {
     let mut config = Config::default();
     config.application.name = name.to_owned();
@@ -126,6 +128,11 @@ pub fn config(name: &str, observed: bool) -> Config {
         && let Ok(window) = window.parse()
     {
         config.protocol.initial_connection_window_size = window;
+    }
+    if let Ok(window) = std::env::var("CONSUMER_CONNECTION_WINDOW")
+        && let Ok(window) = window.parse()
+    {
+        config.consumer.initial_connection_window_size = window;
     }
     config
 }

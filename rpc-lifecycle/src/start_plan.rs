@@ -118,7 +118,7 @@ pub enum StartError {
         /// The bound that passed.
         timeout: Duration,
     },
-    /// A listener could not be bound.
+    /// A listener could not be bound, or a transport option is out of its range.
     #[error(transparent)]
     Transport(#[from] TransportError),
     /// A readiness gate failed.

@@ -26,6 +26,15 @@ pub enum TransportError {
         /// What is wrong with it.
         reason: String,
     },
+    /// A channel option is out of its range (see
+    /// [`ChannelOptions::check`](super::ChannelOptions::check)).
+    #[error("channel option `{option}`: {reason}")]
+    InvalidChannelOption {
+        /// The option's field name.
+        option: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An address or URI is malformed.
     #[error("invalid address `{addr}`: {reason}")]
     InvalidAddress {

@@ -46,6 +46,7 @@ use std::time::Duration;
 
 use hyper::server::conn::http2;
 
+use super::windows::window_error;
 use super::{Network, ServerTlsFiles, TransportError};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
@@ -79,13 +80,6 @@ pub const DEFAULT_STREAM_WINDOW_SIZE: u32 = 1 << 20;
 /// rest, and up to eight streams upload at full speed side by side; the cost is at
 /// most 8 MiB of unread request bytes per connection (see the module documentation).
 pub const DEFAULT_CONNECTION_WINDOW_SIZE: u32 = 8 * DEFAULT_STREAM_WINDOW_SIZE;
-/// The smallest flow-control window [`ServerOptions::check`] accepts: 65 535 bytes,
-/// the protocol's initial window (RFC 9113 §6.9.2); a smaller one slows every upload
-/// for nothing.
-pub const MIN_WINDOW_SIZE: u32 = 65_535;
-/// The largest flow-control window the protocol allows: 2³¹ − 1 bytes (RFC 9113
-/// §6.9.1); h2 panics past it.
-pub const MAX_WINDOW_SIZE: u32 = (1 << 31) - 1;
 /// Largest frame a client may send (`SETTINGS_MAX_FRAME_SIZE`): 16 KiB, hyper's default
 /// and the protocol's own initial value.
 pub const DEFAULT_MAX_FRAME_SIZE: u32 = 16 << 10;
@@ -282,34 +276,13 @@ impl ServerOptions {
     /// # Errors
     /// [`TransportError::InvalidOption`] naming the first field out of its range.
     pub fn check(&self) -> Result<(), TransportError> {
-        let windows = [
-            (
-                "initial_stream_window_size",
-                self.initial_stream_window_size,
-            ),
-            (
-                "initial_connection_window_size",
-                self.initial_connection_window_size,
-            ),
-        ];
-        for (option, size) in windows {
-            if !(MIN_WINDOW_SIZE..=MAX_WINDOW_SIZE).contains(&size) {
-                return Err(TransportError::InvalidOption {
-                    option,
-                    reason: format!("{size} is not from {MIN_WINDOW_SIZE} to {MAX_WINDOW_SIZE}"),
-                });
-            }
+        match window_error(
+            self.initial_stream_window_size,
+            self.initial_connection_window_size,
+        ) {
+            Some((option, reason)) => Err(TransportError::InvalidOption { option, reason }),
+            None => Ok(()),
         }
-        if self.initial_connection_window_size < self.initial_stream_window_size {
-            return Err(TransportError::InvalidOption {
-                option: "initial_connection_window_size",
-                reason: format!(
-                    "{} is less than initial_stream_window_size ({})",
-                    self.initial_connection_window_size, self.initial_stream_window_size
-                ),
-            });
-        }
-        Ok(())
     }
 
     /// hyper's HTTP/2 connection builder with these settings.

@@ -1,8 +1,9 @@
 //! Issue 15, a new user's first hour, at the application's edge: configuration that names
 //! nothing the code registered fails start-up (key, file, closest name); a reference to
-//! the application's own service starts; a reference whose version differs from what
-//! the application provides says so; a wildcard bind advertises a reachable address; and
-//! start-up installs a logging subscriber unless told not to or one exists.
+//! the application's own service starts; channel options out of range fail start-up; a
+//! reference whose version differs from what the application provides says so; a
+//! wildcard bind advertises a reachable address; and start-up installs a logging
+//! subscriber unless told not to or one exists.
 
 mod common;
 
@@ -50,6 +51,27 @@ async fn a_misspelt_service_fails_start_up_naming_key_file_and_the_right_name() 
         error.to_string(),
         "app.yaml: key `provider.services.helloworld.Gretter`: names no service this \
          application provides; did you mean `helloworld.Greeter`?"
+    );
+    assert!(
+        hub.instances(&ServiceKey::new("helloworld.Greeter"))
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn channel_options_out_of_range_fail_start_up_before_anything_registers() {
+    let hub = MemoryHub::new();
+    let mut builder = common::builder_with(config(""), &hub, Duration::ZERO);
+    let mut options = rpc::transport::ChannelOptions::default();
+    // Past the protocol's largest window (h2 would panic at the first dial).
+    options.initial_connection_window_size = u32::MAX;
+    builder.channel_options(options);
+    builder.service(GreeterServer::new(GreeterProvider));
+    let error = builder.start().await.err().expect("refused");
+    assert_eq!(
+        error.to_string(),
+        "channel option `initial_connection_window_size`: 4294967295 is not from 65535 to \
+         2147483647"
     );
     assert!(
         hub.instances(&ServiceKey::new("helloworld.Greeter"))

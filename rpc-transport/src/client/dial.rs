@@ -32,6 +32,8 @@ pub(super) struct Target {
     watch: Watch,
     connect_timeout: Duration,
     tcp_user_timeout: Option<Duration>,
+    /// Flow-control windows: of each stream, of the whole connection.
+    windows: (u32, u32),
     /// Dial through this stack instead of TCP (a simulation's network).
     network: Option<Network>,
 }
@@ -50,6 +52,10 @@ impl Target {
             },
             connect_timeout: options.connect_timeout,
             tcp_user_timeout: options.tcp_user_timeout,
+            windows: (
+                options.initial_stream_window_size,
+                options.initial_connection_window_size,
+            ),
             network: options.network.clone(),
         }
     }
@@ -145,8 +151,8 @@ where
     T: AsyncRead + AsyncWrite + Send + Unpin + 'static,
 {
     let (send, connection) = h2::client::Builder::new()
-        .initial_window_size(http2::STREAM_WINDOW)
-        .initial_connection_window_size(http2::CONNECTION_WINDOW)
+        .initial_window_size(target.windows.0)
+        .initial_connection_window_size(target.windows.1)
         .max_frame_size(http2::MAX_FRAME_SIZE)
         .max_header_list_size(http2::MAX_HEADER_LIST_SIZE)
         .max_send_buffer_size(http2::MAX_SEND_BUFFER)

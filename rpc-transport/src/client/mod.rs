@@ -59,8 +59,9 @@ use rpc_core::BoxError;
 pub use link::Liveness;
 pub use not_sent::NotSent;
 pub use options::{
-    ChannelOptions, DEFAULT_CLIENT_IDLE_KEEPALIVE_INTERVAL, DEFAULT_CLIENT_KEEPALIVE_INTERVAL,
-    DEFAULT_CLIENT_KEEPALIVE_TIMEOUT, DEFAULT_CLIENT_TCP_USER_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
+    ChannelOptions, DEFAULT_CLIENT_CONNECTION_WINDOW_SIZE, DEFAULT_CLIENT_IDLE_KEEPALIVE_INTERVAL,
+    DEFAULT_CLIENT_KEEPALIVE_INTERVAL, DEFAULT_CLIENT_KEEPALIVE_TIMEOUT,
+    DEFAULT_CLIENT_STREAM_WINDOW_SIZE, DEFAULT_CLIENT_TCP_USER_TIMEOUT, DEFAULT_PROBE_TIMEOUT,
 };
 pub use report::SendReport;
 pub use response_body::ResponseBody;
@@ -103,7 +104,9 @@ struct Shared {
 /// cannot be read (half-written during a rotation) fails that dial only, as not sent.
 ///
 /// # Errors
-/// [`TransportError::InvalidAddress`] when `authority` is not a valid `host:port`.
+/// [`TransportError::InvalidAddress`] when `authority` is not a valid `host:port`;
+/// [`TransportError::InvalidChannelOption`] when an option is out of its range
+/// ([`ChannelOptions::check`]).
 pub fn connect_lazy(
     authority: &str,
     options: &ChannelOptions,
@@ -118,6 +121,7 @@ pub fn connect_lazy(
     if parsed.port_u16().is_none() {
         return Err(invalid("no port".to_owned()));
     }
+    options.check()?;
     let target = Target::new(authority.to_owned(), parsed.host().to_owned(), options);
     let scheme = if target.is_tls() {
         Scheme::HTTPS

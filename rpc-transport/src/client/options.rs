@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use crate::{ClientTls, Network};
+use crate::windows::window_error;
+use crate::{ClientTls, Network, TransportError};
 
 /// Default [`ChannelOptions::http2_keepalive_interval`]: 20 s.
 pub const DEFAULT_CLIENT_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(20);
@@ -14,6 +15,17 @@ pub const DEFAULT_CLIENT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Default [`ChannelOptions::tcp_user_timeout`]: 20 s.
 pub const DEFAULT_CLIENT_TCP_USER_TIMEOUT: Duration = Duration::from_secs(20);
+/// Default [`ChannelOptions::initial_stream_window_size`]: 2 MiB, as hyper's client
+/// (and so tonic's channel) has it.
+pub const DEFAULT_CLIENT_STREAM_WINDOW_SIZE: u32 = 2 << 20;
+/// Default [`ChannelOptions::initial_connection_window_size`]: 256 MiB, 128 stream
+/// windows (Envoy's default), not hyper's 5 MiB.
+///
+/// With hyper's 5 MiB, three streams whose readers paused held the whole window and
+/// every other call on the connection stalled until it timed out; now it takes 128.
+/// Memory is bounded by the stream windows, not by this: what a provider may send and
+/// nobody has read is at most one stream window per paused stream.
+pub const DEFAULT_CLIENT_CONNECTION_WINDOW_SIZE: u32 = 128 * DEFAULT_CLIENT_STREAM_WINDOW_SIZE;
 
 /// Settings of the connection to one instance.
 ///
@@ -68,6 +80,21 @@ pub struct ChannelOptions {
     /// concurrency more than one may carry more; each also costs the provider a
     /// connection. Values below 1 count as 1.
     pub connections_per_instance: usize,
+    /// Flow-control window of each stream (`SETTINGS_INITIAL_WINDOW_SIZE`), in bytes:
+    /// response bytes a provider may send on one call before its caller reads them.
+    /// From [`MIN_WINDOW_SIZE`](crate::MIN_WINDOW_SIZE) to
+    /// [`MAX_WINDOW_SIZE`](crate::MAX_WINDOW_SIZE). Default
+    /// [`DEFAULT_CLIENT_STREAM_WINDOW_SIZE`] (2 MiB): a response arrives at full speed on
+    /// a path of up to 2 MiB in flight.
+    pub initial_stream_window_size: u32,
+    /// Flow-control window of the whole connection, in bytes: response bytes providers
+    /// may send on all of its calls together before their callers read them; from the
+    /// stream window to [`MAX_WINDOW_SIZE`](crate::MAX_WINDOW_SIZE). Default
+    /// [`DEFAULT_CLIENT_CONNECTION_WINDOW_SIZE`] (256 MiB). Smaller values (hyper's 5 MiB)
+    /// keep less unread response data per connection and cost less memory at large
+    /// messages (docs/benchmarks.md, "The 1 MiB row"), at the price of calls stalled
+    /// behind a few callers that stopped reading.
+    pub initial_connection_window_size: u32,
     /// TLS: dial providers over HTTPS and verify them with these settings, read from
     /// their files at each dial. Default none (plain HTTP/2).
     pub tls: Option<ClientTls>,
@@ -86,24 +113,36 @@ impl Default for ChannelOptions {
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
             tcp_user_timeout: Some(DEFAULT_CLIENT_TCP_USER_TIMEOUT),
             connections_per_instance: 1,
+            initial_stream_window_size: DEFAULT_CLIENT_STREAM_WINDOW_SIZE,
+            initial_connection_window_size: DEFAULT_CLIENT_CONNECTION_WINDOW_SIZE,
             tls: None,
             network: None,
         }
     }
 }
 
-/// HTTP/2 settings of every connection: they decide how much one call may have in
-/// flight.
+impl ChannelOptions {
+    /// Checks what the protocol bounds: each flow-control window from
+    /// [`MIN_WINDOW_SIZE`](crate::MIN_WINDOW_SIZE) to
+    /// [`MAX_WINDOW_SIZE`](crate::MAX_WINDOW_SIZE), the connection's no smaller than a
+    /// stream's. [`connect_lazy`](crate::connect_lazy) checks this first, and an
+    /// application's start-up before it starts anything.
+    ///
+    /// # Errors
+    /// [`TransportError::InvalidChannelOption`] naming the first field out of its range.
+    pub fn check(&self) -> Result<(), TransportError> {
+        match window_error(
+            self.initial_stream_window_size,
+            self.initial_connection_window_size,
+        ) {
+            Some((option, reason)) => Err(TransportError::InvalidChannelOption { option, reason }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// HTTP/2 settings of every connection that are not options.
 pub(super) mod http2 {
-    /// Initial stream flow-control window: 2 MiB, as hyper's client (and so tonic's
-    /// channel) has it.
-    pub(crate) const STREAM_WINDOW: u32 = 2 * 1024 * 1024;
-    /// Initial connection flow-control window: 128 stream windows (256 MiB, Envoy's
-    /// default). With hyper's 5 MiB, three streams whose readers paused held the whole
-    /// window and every other call on the connection stalled until it timed out; now
-    /// it takes 128. Memory is bounded by the stream windows, not by this: what the
-    /// peer may send and nobody has read is at most 2 MiB per paused stream.
-    pub(crate) const CONNECTION_WINDOW: u32 = 128 * STREAM_WINDOW;
     /// Largest frame this end accepts: 16 KiB (the protocol's default).
     pub(crate) const MAX_FRAME_SIZE: u32 = 16 * 1024;
     /// Largest header list this end accepts: 16 KiB.

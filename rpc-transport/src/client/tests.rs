@@ -226,7 +226,7 @@ async fn after_a_goaway_the_next_call_dials_again_and_none_is_lost() {
 #[tokio::test]
 async fn a_response_larger_than_the_windows_arrives_whole() {
     // Three stream windows, and more than hyper's 5 MiB connection window.
-    let size = 3 * options::http2::STREAM_WINDOW as usize;
+    let size = 3 * options::DEFAULT_CLIENT_STREAM_WINDOW_SIZE as usize;
     let (addr, _) = server(Serve::Send(size)).await;
     let connection = connect_lazy(&addr, &ChannelOptions::default()).unwrap();
     let response = tokio::time::timeout(BOUND, connection.oneshot(request(b"")))
@@ -448,7 +448,7 @@ async fn an_idle_connection_to_a_mute_peer_is_closed_by_its_idle_keepalive() {
 async fn streams_whose_readers_paused_do_not_stall_the_other_calls_of_the_connection() {
     // Each answer is larger than a stream window: the peer sends until the window is
     // full and waits for a reader who never comes.
-    let size = 2 * options::http2::STREAM_WINDOW as usize;
+    let size = 2 * options::DEFAULT_CLIENT_STREAM_WINDOW_SIZE as usize;
     let (paused_addr, _) = server(Serve::Send(size)).await;
     let connection = connect_lazy(&paused_addr, &ChannelOptions::default()).unwrap();
     let mut paused = Vec::new();

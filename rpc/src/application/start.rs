@@ -86,8 +86,8 @@ impl ApplicationBuilder {
     }
 
     /// What start-up checks before it starts anything: configuration and code agree
-    /// (services, references, load balances, reflection's descriptors), and the access
-    /// log could be opened.
+    /// (services, references, load balances, reflection's descriptors), the channel
+    /// options are in range, and the access log could be opened.
     fn check_against_code(&mut self) -> Result<(), ApplicationError> {
         let reference_keys: Vec<ServiceKey> = self
             .references
@@ -95,6 +95,11 @@ impl ApplicationBuilder {
             .map(|(channel, _)| channel.directory().service().clone())
             .collect();
         check_agreement(&self.config, &self.services, &reference_keys)?;
+        // Options given in code (`channel_options`) are checked here, before anything
+        // starts; those from `consumer` were checked with the configuration.
+        self.channel_options
+            .check()
+            .map_err(|error| ApplicationError::Start(StartError::Transport(error)))?;
         match std::mem::replace(&mut self.access_log, Ok(None)) {
             Err(error) => return Err(ApplicationError::Config(error)),
             Ok(sink) => self.access_log = Ok(sink),

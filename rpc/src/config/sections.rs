@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rpc_cluster::{BlacklistConfig, DirectoryConfig, ReferenceConfig};
-use rpc_core::Compression;
+use rpc_core::{Compression, byte_size};
 use rpc_registry::RegistryFormat;
-use rpc_transport::ClientTls;
+use rpc_transport::{ClientTls, TransportError};
 use serde::{Deserialize, Serialize};
 
 use super::limit::LimitConfig;
@@ -177,6 +177,20 @@ pub struct ConsumerConfig {
     /// 1 to 64.
     #[serde(alias = "connections-per-instance")]
     pub connections_per_instance: usize,
+    /// Flow-control window of each call on a connection to a provider, in bytes
+    /// (`256KiB`, `2MiB` or a number): response bytes a provider may send before the
+    /// caller reads them; 65 535 (the protocol's initial window) to 2 GiB − 1. Default
+    /// 2 MiB (hyper's, so tonic's channel's).
+    #[serde(with = "byte_size", alias = "initial-stream-window-size")]
+    pub initial_stream_window_size: u32,
+    /// Flow-control window of a whole connection to a provider, in bytes: response
+    /// bytes all its calls may have unread together; from the stream window to
+    /// 2 GiB − 1. Default 256 MiB (128 stream windows, Envoy's): callers that stop
+    /// reading hold a stream window each, and the other calls go on. Smaller values
+    /// (tonic's channel: 5 MiB) cost less memory at large messages and stall the
+    /// connection's other calls behind a few paused readers.
+    #[serde(with = "byte_size", alias = "initial-connection-window-size")]
+    pub initial_connection_window_size: u32,
 }
 
 impl ConsumerConfig {
@@ -190,6 +204,8 @@ impl ConsumerConfig {
         options.probe_timeout = self.probe_timeout;
         options.tcp_user_timeout = self.tcp_user_timeout;
         options.connections_per_instance = self.connections_per_instance;
+        options.initial_stream_window_size = self.initial_stream_window_size;
+        options.initial_connection_window_size = self.initial_connection_window_size;
         options.tls = self.tls.clone();
         options
     }
@@ -216,6 +232,13 @@ impl ConsumerConfig {
                 format!("must be 1 to 64, not {}", self.connections_per_instance),
             ));
         }
+        // The windows' bounds are the transport's own (`ChannelOptions::check`), whose
+        // option names are these keys.
+        if let Err(TransportError::InvalidChannelOption { option, reason }) =
+            self.channel_options().check()
+        {
+            return Err((option, reason));
+        }
         Ok(())
     }
 }
@@ -237,6 +260,8 @@ impl Default for ConsumerConfig {
             probe_timeout: rpc_transport::DEFAULT_PROBE_TIMEOUT,
             tcp_user_timeout: Some(rpc_transport::DEFAULT_CLIENT_TCP_USER_TIMEOUT),
             connections_per_instance: 1,
+            initial_stream_window_size: rpc_transport::DEFAULT_CLIENT_STREAM_WINDOW_SIZE,
+            initial_connection_window_size: rpc_transport::DEFAULT_CLIENT_CONNECTION_WINDOW_SIZE,
         }
     }
 }
@@ -268,10 +293,13 @@ mod tests {
         assert_eq!(defaults.probe_timeout, Duration::from_secs(1));
         assert_eq!(defaults.tcp_user_timeout, Some(Duration::from_secs(20)));
         assert_eq!(defaults.connections_per_instance, 1);
+        assert_eq!(defaults.initial_stream_window_size, 2 << 20);
+        assert_eq!(defaults.initial_connection_window_size, 256 << 20);
         let set = consumer(
             "consumer: { connect_timeout: 250ms, keepalive_interval: 10s, \
              idle_keepalive_interval: null, keepalive_timeout: 2s, probe_timeout: 300ms, \
-             tcp_user_timeout: 5s, connections_per_instance: 4 }",
+             tcp_user_timeout: 5s, connections_per_instance: 4, \
+             initial_stream_window_size: 1MiB, initial_connection_window_size: 5MiB }",
         )
         .unwrap()
         .channel_options();
@@ -282,6 +310,8 @@ mod tests {
         assert_eq!(set.probe_timeout, Duration::from_millis(300));
         assert_eq!(set.tcp_user_timeout, Some(Duration::from_secs(5)));
         assert_eq!(set.connections_per_instance, 4);
+        assert_eq!(set.initial_stream_window_size, 1 << 20);
+        assert_eq!(set.initial_connection_window_size, 5 << 20);
     }
 
     #[test]
@@ -311,6 +341,18 @@ mod tests {
             (
                 "consumer: { connections_per_instance: 65 }",
                 "consumer.connections_per_instance",
+            ),
+            (
+                "consumer: { initial_stream_window_size: 1KiB }",
+                "consumer.initial_stream_window_size",
+            ),
+            (
+                "consumer: { initial_connection_window_size: 2GiB }",
+                "consumer.initial_connection_window_size",
+            ),
+            (
+                "consumer: { initial_stream_window_size: 8MiB, initial_connection_window_size: 4MiB }",
+                "consumer.initial_connection_window_size",
             ),
         ] {
             match consumer(text).unwrap_err() {
