@@ -270,7 +270,8 @@ impl ServerOptions {
     }
 
     /// Checks what the protocol bounds: each flow-control window from
-    /// [`MIN_WINDOW_SIZE`] to [`MAX_WINDOW_SIZE`], the connection's no smaller than a
+    /// [`MIN_WINDOW_SIZE`](crate::MIN_WINDOW_SIZE) to
+    /// [`MAX_WINDOW_SIZE`](crate::MAX_WINDOW_SIZE), the connection's no smaller than a
     /// stream's. [`Server::bind`](crate::Server::bind) checks this first.
     ///
     /// # Errors
