@@ -72,8 +72,82 @@ impl Visitor<'_> for SizeVisitor {
             .map_err(|_| E::custom(format!("{value} is negative: expected {EXPECTED}")))
     }
 
+    /// A YAML or TOML reader gives a whole number too large for an integer as a float
+    /// (`99999999999999999999` reads as `1e20`): it is named as a size too large, not as
+    /// a float. A float that is a whole number of bytes (`65536.0`) is that number.
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<u64, E> {
+        if value < 0.0 {
+            return Err(E::custom(format!(
+                "{value} is negative: expected {EXPECTED}"
+            )));
+        }
+        if value.fract() != 0.0 || !value.is_finite() {
+            return Err(E::custom(format!(
+                "{value} is not a whole number of bytes: expected {EXPECTED}"
+            )));
+        }
+        // 2^64 as a float: every float below it converts to a u64 exactly.
+        if value >= 18_446_744_073_709_551_616.0 {
+            return Err(E::custom(format!(
+                "{value:.0} bytes is more than any size ({} bytes at most)",
+                u64::MAX
+            )));
+        }
+        Ok(value as u64)
+    }
+
     fn visit_str<E: de::Error>(self, value: &str) -> Result<u64, E> {
         parse_size::parse_size(value)
             .map_err(|error| E::custom(format!("`{value}`: {error}: expected {EXPECTED}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, serde::Deserialize)]
+    struct Setting {
+        #[serde(with = "super")]
+        size: u32,
+    }
+
+    fn read(json: &str) -> Result<u32, String> {
+        serde_json::from_str::<Setting>(json)
+            .map(|setting| setting.size)
+            .map_err(|error| error.to_string())
+    }
+
+    #[test]
+    fn numbers_and_units_are_read() {
+        assert_eq!(read(r#"{"size": 65536}"#), Ok(65536));
+        assert_eq!(read(r#"{"size": "64KiB"}"#), Ok(65536));
+        assert_eq!(read(r#"{"size": "1 MB"}"#), Ok(1_000_000));
+        assert_eq!(read(r#"{"size": 65536.0}"#), Ok(65536));
+    }
+
+    #[test]
+    fn a_number_too_large_for_an_integer_is_named_as_too_large_not_as_a_float() {
+        let error = read(r#"{"size": 1e20}"#).unwrap_err();
+        assert!(
+            error.starts_with("100000000000000000000 bytes is more than any size"),
+            "{error}"
+        );
+        let error = read(r#"{"size": 5000000000}"#).unwrap_err();
+        assert!(
+            error.contains("more than this setting can hold (4294967295 bytes at most)"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn fractions_and_negative_numbers_are_refused() {
+        let error = read(r#"{"size": 1.5}"#).unwrap_err();
+        assert!(
+            error.starts_with("1.5 is not a whole number of bytes"),
+            "{error}"
+        );
+        let error = read(r#"{"size": -1}"#).unwrap_err();
+        assert!(error.starts_with("-1 is negative"), "{error}");
+        let error = read(r#"{"size": -1.0}"#).unwrap_err();
+        assert!(error.starts_with("-1 is negative"), "{error}");
     }
 }

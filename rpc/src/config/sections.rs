@@ -315,6 +315,17 @@ mod tests {
     }
 
     #[test]
+    fn a_size_too_large_for_an_integer_is_named_as_too_large() {
+        let error = consumer("consumer: { initial_connection_window_size: 99999999999999999999 }")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("100000000000000000000 bytes is more than any size"),
+            "{error}"
+        );
+    }
+
+    #[test]
     fn out_of_range_connection_settings_name_their_key() {
         for (text, key) in [
             (
@@ -352,6 +363,10 @@ mod tests {
             ),
             (
                 "consumer: { initial_stream_window_size: 8MiB, initial_connection_window_size: 4MiB }",
+                "consumer.initial_connection_window_size",
+            ),
+            (
+                "consumer: { initial_connection_window_size: 99999999999999999999 }",
                 "consumer.initial_connection_window_size",
             ),
         ] {
