@@ -46,7 +46,7 @@ use std::time::Duration;
 
 use hyper::server::conn::http2;
 
-use super::windows::window_error;
+use super::windows::check_windows;
 use super::{Network, ServerTlsFiles, TransportError};
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
@@ -277,13 +277,11 @@ impl ServerOptions {
     /// # Errors
     /// [`TransportError::InvalidOption`] naming the first field out of its range.
     pub fn check(&self) -> Result<(), TransportError> {
-        match window_error(
+        check_windows(
             self.initial_stream_window_size,
             self.initial_connection_window_size,
-        ) {
-            Some((option, reason)) => Err(TransportError::InvalidOption { option, reason }),
-            None => Ok(()),
-        }
+            |option, reason| TransportError::InvalidOption { option, reason },
+        )
     }
 
     /// hyper's HTTP/2 connection builder with these settings.

@@ -3,6 +3,8 @@
 //! lets its clients send, [`ChannelOptions`](crate::ChannelOptions) for what a consumer
 //! lets its providers send).
 
+use crate::TransportError;
+
 /// The smallest flow-control window [`ServerOptions::check`](crate::ServerOptions::check)
 /// and [`ChannelOptions::check`](crate::ChannelOptions::check) accept: 65 535 bytes, the
 /// protocol's initial window (RFC 9113 §6.9.2); a smaller one slows every transfer for
@@ -12,11 +14,22 @@ pub const MIN_WINDOW_SIZE: u32 = 65_535;
 /// §6.9.1); h2 panics past it.
 pub const MAX_WINDOW_SIZE: u32 = (1 << 31) - 1;
 
+/// Checks a stream window and a connection window; the first out of range becomes the
+/// error `invalid` makes of its option name and why (each side's options have their
+/// own error variant).
+pub(crate) fn check_windows(
+    stream: u32,
+    connection: u32,
+    invalid: fn(&'static str, String) -> TransportError,
+) -> Result<(), TransportError> {
+    window_error(stream, connection).map_or(Ok(()), |(option, reason)| Err(invalid(option, reason)))
+}
+
 /// The first of a stream window and a connection window that is out of range: its
 /// option name (`initial_stream_window_size` or `initial_connection_window_size`) and
 /// why. A connection window smaller than the stream window is refused too: no stream
 /// could use its own window.
-pub(crate) fn window_error(stream: u32, connection: u32) -> Option<(&'static str, String)> {
+fn window_error(stream: u32, connection: u32) -> Option<(&'static str, String)> {
     let windows = [
         ("initial_stream_window_size", stream),
         ("initial_connection_window_size", connection),

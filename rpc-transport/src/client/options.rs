@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::windows::window_error;
+use crate::windows::check_windows;
 use crate::{ClientTls, Network, TransportError};
 
 /// Default [`ChannelOptions::http2_keepalive_interval`]: 20 s.
@@ -131,13 +131,11 @@ impl ChannelOptions {
     /// # Errors
     /// [`TransportError::InvalidChannelOption`] naming the first field out of its range.
     pub fn check(&self) -> Result<(), TransportError> {
-        match window_error(
+        check_windows(
             self.initial_stream_window_size,
             self.initial_connection_window_size,
-        ) {
-            Some((option, reason)) => Err(TransportError::InvalidChannelOption { option, reason }),
-            None => Ok(()),
-        }
+            |option, reason| TransportError::InvalidChannelOption { option, reason },
+        )
     }
 }
 
