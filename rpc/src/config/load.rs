@@ -9,6 +9,7 @@ use config::{Map, Value, ValueKind};
 
 use super::dubbo_go;
 use super::error::{ConfigError, KeyError};
+use super::origins::Origins;
 use super::plain_messages;
 use super::spellings::Spellings;
 use super::{Config, whole_numbers};
@@ -140,8 +141,8 @@ impl Config {
         }
         let named = |(key, message): (String, String)| ConfigError::Invalid {
             origin: origins.of(&key),
+            message: origins.with_other_origins(&key, message),
             key,
-            message,
         };
         if let Some(rounded) = rounded_number(&merged, &config) {
             return Err(named(rounded));
@@ -244,80 +245,6 @@ fn overlay(mut base: Map<String, Value>, top: Map<String, Value>) -> Map<String,
         base.insert(key, merged);
     }
     base
-}
-
-/// What an error needs to say where a value came from.
-struct Origins<'a> {
-    /// The file's name.
-    file: &'a str,
-    /// The file's keys, respelled.
-    file_keys: &'a Map<String, Value>,
-    /// Each key the environment set, respelled, and the variable that set it.
-    variables: Vec<(String, String)>,
-}
-
-impl<'a> Origins<'a> {
-    fn new(
-        file: &'a str,
-        file_keys: &'a Map<String, Value>,
-        environment: &Map<String, Value>,
-    ) -> Self {
-        let mut variables = Vec::new();
-        set_by_variables(environment, "", &mut variables);
-        Self {
-            file,
-            file_keys,
-            variables,
-        }
-    }
-
-    /// Where the value at `key` came from: the variable that set it; else the file, if
-    /// it has the key; else a variable that set a key under it (an unknown section
-    /// `RPC_FOO__BAR` is refused at `foo`); else the file.
-    fn of(&self, key: &str) -> String {
-        let under = format!("{key}.");
-        let exact = self.variables.iter().find(|(set, _)| set == key);
-        let below = || {
-            self.variables
-                .iter()
-                .find(|(set, _)| set.starts_with(&under))
-        };
-        match exact {
-            Some((_, variable)) => variable.clone(),
-            None if has_key(self.file_keys, key) => self.file.to_owned(),
-            None => below().map_or_else(|| self.file.to_owned(), |(_, v)| v.clone()),
-        }
-    }
-}
-
-/// The dotted keys of the values in `tree`, each with its origin (the variable).
-fn set_by_variables(tree: &Map<String, Value>, prefix: &str, out: &mut Vec<(String, String)>) {
-    for (key, value) in tree {
-        let path = if prefix.is_empty() {
-            key.clone()
-        } else {
-            format!("{prefix}.{key}")
-        };
-        match &value.kind {
-            ValueKind::Table(below) => set_by_variables(below, &path, out),
-            _ => out.push((path, value.origin().unwrap_or_default().to_owned())),
-        }
-    }
-}
-
-/// Whether `tree` has the dotted `key` (whose parts may hold dots themselves, as a
-/// service name does).
-fn has_key(tree: &Map<String, Value>, key: &str) -> bool {
-    tree.iter().any(|(name, value)| {
-        name == key
-            || key
-                .strip_prefix(name.as_str())
-                .and_then(|rest| rest.strip_prefix('.'))
-                .is_some_and(|rest| match &value.kind {
-                    ValueKind::Table(below) => has_key(below, rest),
-                    _ => false,
-                })
-    })
 }
 
 fn invalid(

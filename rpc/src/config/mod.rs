@@ -72,6 +72,7 @@ mod error;
 mod limit;
 mod load;
 pub(crate) mod origin;
+mod origins;
 mod plain_messages;
 mod protocol;
 mod sections;
