@@ -141,7 +141,11 @@ impl Config {
         }
         let named = |(key, message): (String, String)| ConfigError::Invalid {
             origin: origins.of(&key),
-            message: origins.with_other_origins(&key, message),
+            message: plain_messages::with_decimal_units(
+                &merged,
+                &key,
+                origins.with_other_origins(&key, message),
+            ),
             key,
         };
         if let Some(rounded) = rounded_number(&merged, &config) {

@@ -11,6 +11,13 @@
 //! and the crate parses only unsigned text for an unsigned setting); `port: -5` in a
 //! file was "invalid type: 64-bit integer `-5`, expected an unsigned 64 bit or less
 //! integer". Both now say the setting takes no negative number.
+//!
+//! **A size in decimal units.** `initial_stream_window_size: 64KB` is 64 000 bytes
+//! (`parse-size`: K, M, G count in 1000s, Ki, Mi, Gi in 1024s) and was refused as "64000
+//! is not from 65535 to …", leaving the reader to find why 64 KB is not 64 KiB. A value
+//! refused after it loaded, written with a decimal unit, now says what it was read as.
+
+use config::{Value, ValueKind};
 
 use super::Config;
 
@@ -45,6 +52,55 @@ fn with_choices(merged: &config::Value, key: &str, message: &str) -> Option<Stri
     let error = serde_path_to_error::deserialize::<_, Config>(tree).err()?;
     let listed = error.inner().to_string();
     (error.path().to_string() == key && listed.starts_with("unknown variant")).then_some(listed)
+}
+
+/// `message`, refusing the value at `key` after it loaded, with what a size written in
+/// decimal units was read as (`` `64KB` is 64000 bytes ``) and the binary spelling.
+pub(super) fn with_decimal_units(merged: &Value, key: &str, message: String) -> String {
+    let Some(text) = text_at(merged, key) else {
+        return message;
+    };
+    let Some((number, unit)) = decimal_unit(&text) else {
+        return message;
+    };
+    let Ok(bytes) = parse_size::parse_size(&text) else {
+        return message;
+    };
+    format!(
+        "{message}; `{text}` is {bytes} bytes: K, M and G count in 1000s, Ki, Mi and Gi in \
+         1024s (`{number}{}iB`)",
+        unit[..1].to_ascii_uppercase()
+    )
+}
+
+/// The text of the value at the dotted `key` of `tree` (whose parts may hold dots, as a
+/// service name does), if it is text.
+fn text_at(tree: &Value, key: &str) -> Option<String> {
+    let ValueKind::Table(table) = &tree.kind else {
+        return None;
+    };
+    table.iter().find_map(|(name, value)| {
+        if name == key {
+            match &value.kind {
+                ValueKind::String(text) => Some(text.clone()),
+                _ => None,
+            }
+        } else {
+            let rest = key.strip_prefix(name.as_str())?.strip_prefix('.')?;
+            text_at(value, rest)
+        }
+    })
+}
+
+/// A size written with a decimal unit (`64KB`, `2 mb`): its number and its unit. A bare
+/// `K`/`M`/`G` is left alone: `5m` may be a duration.
+fn decimal_unit(text: &str) -> Option<(&str, &str)> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let (number, unit) = (text[..split].trim(), text[split..].trim());
+    let decimal = ["kb", "mb", "gb", "tb"];
+    (!number.is_empty() && decimal.contains(&unit.to_ascii_lowercase().as_str()))
+        .then_some((number, unit))
 }
 
 #[cfg(test)]
@@ -87,6 +143,34 @@ mod tests {
         }
         let (_, message) = invalid("", &[("RPC_PROTOCOL__PORT", "five")]);
         assert!(message.contains("\"five\""), "{message}");
+    }
+
+    #[test]
+    fn a_size_refused_in_decimal_units_says_what_it_was_read_as() {
+        let (key, message) = invalid("consumer:\n  initial_stream_window_size: 64KB\n", &[]);
+        assert_eq!(key, "consumer.initial_stream_window_size");
+        assert!(
+            message.ends_with(
+                "; `64KB` is 64000 bytes: K, M and G count in 1000s, Ki, Mi and Gi in 1024s \
+                 (`64KiB`)"
+            ),
+            "{message}"
+        );
+        let variable = [("RPC_PROTOCOL__INITIAL_STREAM_WINDOW_SIZE", "60 kb")];
+        let (_, message) = invalid("", &variable);
+        assert!(message.contains("`60 kb` is 60000 bytes"), "{message}");
+        assert!(message.ends_with("(`60KiB`)"), "{message}");
+        // Binary units and plain numbers are read as written, a duration is no size:
+        // nothing to add.
+        for (key, value) in [
+            ("initial_stream_window_size", "60KiB"),
+            ("initial_stream_window_size", "61440"),
+            ("keepalive_timeout", "0m"),
+        ] {
+            let text = format!("consumer:\n  {key}: {value}\n");
+            let (_, message) = invalid(&text, &[]);
+            assert!(!message.contains("count in 1000s"), "{value}: {message}");
+        }
     }
 
     #[test]
