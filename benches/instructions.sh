@@ -22,6 +22,10 @@
 # syscalls). Needs valgrind (`apt-get install valgrind`). Prints one line per stack and
 # the ratios to the first one (plain, or tonic's balancer).
 #
+# INSTRUCTIONS_CACHE=1 runs callgrind's cache simulation too (slower) and prints each
+# stack's first-level instruction and data-read cache misses per request, and their
+# ratios: two stacks that run the same instructions at different speeds differ there.
+#
 # INSTRUCTIONS_KEEP=DIR keeps both runs of each stack (DIR/STACK.MILLIS.callgrind and
 # DIR/STACK.MILLIS.requests), for `callgrind_annotate --inclusive=yes` on one run, or for
 # `python3 benches/where.py DIR BASE STACK`: each function's instructions per request
@@ -59,27 +63,36 @@ for line in sys.stdin:
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# count STACK MILLIS: prints "<instructions> <requests>" of one run.
+cache=no
+[[ ${INSTRUCTIONS_CACHE:-0} == 1 ]] && cache=yes
+
+# count STACK MILLIS: prints "<instructions> <requests> <I1 misses> <D1 read misses>" of
+# one run (the misses 0 without INSTRUCTIONS_CACHE=1).
 count() {
-    env "$profile_var=$1" "${profile_var}_MILLIS=$2" valgrind --tool=callgrind --cache-sim=no \
+    env "$profile_var=$1" "${profile_var}_MILLIS=$2" valgrind --tool=callgrind --cache-sim=$cache \
         --callgrind-out-file="$work/out" "$bench" --bench >"$work/stdout" 2>"$work/stderr"
-    local requests instructions
+    local requests instructions misses
     requests=$(sed -n 's/.* calls: \([0-9]*\) requests.*/\1/p' "$work/stdout")
-    instructions=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' "$work/stderr")
+    # "Collected : Ir [Dr Dw I1mr D1mr ...]": the instructions, then with the cache
+    # simulation the 4th and 5th counts.
+    read -r instructions misses < <(sed -n 's/.*Collected : //p' "$work/stderr" |
+        awk '{ print $1, (NF >= 5 ? $4 " " $5 : "0 0") }')
     if [[ -n ${INSTRUCTIONS_KEEP:-} ]]; then
         mkdir -p "$INSTRUCTIONS_KEEP"
         cp "$work/out" "$INSTRUCTIONS_KEEP/$1.$2.callgrind"
         echo "$requests" >"$INSTRUCTIONS_KEEP/$1.$2.requests"
     fi
-    echo "$instructions $requests"
+    echo "$instructions $requests $misses"
 }
 
 printf '%-11s %14s\n' stack "instr/request"
-declare -A per
+declare -A per imiss dmiss
 for stack in "${stacks[@]}"; do
-    read -r i1 r1 < <(count "$stack" 2000)
-    read -r i2 r2 < <(count "$stack" 6000)
+    read -r i1 r1 im1 dm1 < <(count "$stack" 2000)
+    read -r i2 r2 im2 dm2 < <(count "$stack" 6000)
     per[$stack]=$(( (i2 - i1) / (r2 - r1) ))
+    imiss[$stack]=$(( (im2 - im1) / (r2 - r1) ))
+    dmiss[$stack]=$(( (dm2 - dm1) / (r2 - r1) ))
     if [[ $target == message_size ]]; then
         python3 -c "import sys; print(f'{sys.argv[1]:<11} {int(sys.argv[2]):>14} ({int(sys.argv[2]) / int(sys.argv[3]):.2f} per payload byte)')" \
             "$stack" "${per[$stack]}" "$(( 2 * bytes ))"
@@ -89,9 +102,17 @@ for stack in "${stacks[@]}"; do
     else
         printf '%-11s %14s\n' "$stack" "${per[$stack]}"
     fi
+    if [[ $cache == yes ]]; then
+        printf '%-11s first-level misses per request: instruction %s, data read %s\n' \
+            "$stack" "${imiss[$stack]}" "${dmiss[$stack]}"
+    fi
 done
 base=${stacks[0]}
 for stack in "${stacks[@]:1}"; do
     python3 -c "import sys; a, b = int(sys.argv[3]), int(sys.argv[4]); print(f'{sys.argv[1]}/{sys.argv[2]}: {a / b:.3f} ({a - b:+d} instructions per request)')" \
         "$stack" "$base" "${per[$stack]}" "${per[$base]}"
+    if [[ $cache == yes ]]; then
+        python3 -c "import sys; i, j, d, e = map(int, sys.argv[3:]); print(f'{sys.argv[1]}/{sys.argv[2]} misses: instruction {i / j:.3f}, data read {d / e:.3f}')" \
+            "$stack" "$base" "${imiss[$stack]}" "${imiss[$base]}" "${dmiss[$stack]}" "${dmiss[$base]}"
+    fi
 done

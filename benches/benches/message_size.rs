@@ -18,7 +18,10 @@
 //! concurrent calls; one line each:
 //! `message_size: size=1MiB compression=gzip plain_qps=… rpc_qps=… rpc_mb_s=…
 //! qps_ratio=X p99_ratio=Y` (rpc / plain, medians of the per-pair ratios; MB/s is the
-//! payload echoed, counted once). The last line is `message_size: min_qps_ratio=X`.
+//! payload echoed, counted once). `plain_qps` and `rpc_qps` are each stack's median run
+//! on its own, so on a noisy machine they may lean the other way from `qps_ratio`, which
+//! compares the runs of a pair, made side by side. The last line is
+//! `message_size: min_qps_ratio=X`.
 //! `MESSAGE_SIZE_SIZES=1MiB,4MiB` and `MESSAGE_SIZE_COMPRESSIONS=none,zstd` measure only
 //! those (comma-separated names as printed); a name it does not know exits 2, as does a
 //! `MESSAGE_SIZE_BYTES` that is not a size from 1 to 4 MiB less 64. Counts and durations
@@ -34,7 +37,11 @@
 //! `PROVIDER_CONNECTION_WINDOW=1048576` gives our provider the connection window of
 //! plain tonic's (one stream window instead of eight; `protocol.initial_connection_window_size`),
 //! `CONSUMER_CONNECTION_WINDOW=5242880` our consumer the one of tonic's channel (5 MiB
-//! instead of 256 MiB; `consumer.initial_connection_window_size`).
+//! instead of 256 MiB; `consumer.initial_connection_window_size`), and
+//! `CONSUMER_MAX_REPLAY_BYTES=0` keeps no request for a retry, as plain tonic keeps none
+//! (`consumer.references.echo.Echo.max_replay_bytes`, default 4 MiB): the three buffers
+//! behind the 1 MiB row. Each exits 2, naming itself, when it is not a number of bytes
+//! the setting takes.
 
 use std::time::Duration;
 

@@ -17,7 +17,9 @@
 //! `streaming: shape=server_stream size=64KiB messages_per_call=100 plain_msgs_s=…
 //! rpc_msgs_s=… rpc_mb_s=… rpc_p99_us=… qps_ratio=X p99_ratio=Y` (rpc / plain, medians of
 //! the per-pair ratios; messages and bytes counted in the shape's main direction; the
-//! p99 is a whole call's). Last line: `streaming: min_qps_ratio=X`.
+//! p99 is a whole call's; the messages/s are each stack's median run on its own, which
+//! on a noisy machine may lean the other way from the pairs' ratio). Last line:
+//! `streaming: min_qps_ratio=X`.
 //! `STREAMING_SHAPES=ping_pong,...` measures only those shapes (`server_stream`,
 //! `client_stream`, `ping_pong`; a shape's two sizes both run); a name it does not know
 //! exits 2. `STREAMING_SIDE=consumer` measures our consumer against tonic's

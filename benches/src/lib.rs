@@ -6,6 +6,7 @@
 
 pub mod idle_peer;
 pub mod plain_h2;
+pub mod runtime_metrics;
 pub mod shares;
 pub mod stacks;
 
@@ -217,6 +218,7 @@ where
     println!(
         "{name} alone at {concurrency} calls: {requests:.0} requests, {measured:?}, CPU {cpu_us:.1} µs per request"
     );
+    runtime_metrics::print_per_request(name, requests);
 }
 
 /// The median of each of the three figures of `triples` (the per-run ratios of
@@ -230,9 +232,35 @@ pub fn median_of(triples: &[(f64, f64, f64)]) -> (f64, f64, f64) {
 
 /// Tracing as a service runs it in production: a subscriber logging at INFO (here to
 /// nowhere), so the DEBUG call and attempt spans stop at their interest check.
+///
+/// `BENCH_TRACE=h2=debug` (an `EnvFilter` directive) logs what it selects instead, to
+/// the file `BENCH_TRACE_FILE` (default `bench-trace.log` in the working directory):
+/// e.g. h2's `send frame=Data` and `received frame=Data` events, to count the frames
+/// a profile run's calls take. Exits 2 when the directive or the file is bad.
 pub fn trace_as_in_production() {
+    if let Ok(directive) = std::env::var("BENCH_TRACE") {
+        return trace_to_file(&directive);
+    }
     tracing_subscriber::fmt()
         .with_max_level(tracing::Level::INFO)
         .with_writer(std::io::sink)
+        .init();
+}
+
+/// The subscriber of `BENCH_TRACE` (see [`trace_as_in_production`]).
+fn trace_to_file(directive: &str) {
+    let path = std::env::var("BENCH_TRACE_FILE").unwrap_or_else(|_| "bench-trace.log".into());
+    let filter = tracing_subscriber::EnvFilter::try_new(directive).unwrap_or_else(|error| {
+        eprintln!("BENCH_TRACE: `{directive}`: {error}");
+        std::process::exit(2)
+    });
+    let file = std::fs::File::create(&path).unwrap_or_else(|error| {
+        eprintln!("BENCH_TRACE_FILE: {path}: {error}");
+        std::process::exit(2)
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::sync::Mutex::new(file))
+        .with_ansi(false)
         .init();
 }

@@ -114,7 +114,8 @@ pub fn plain_endpoint(addr: SocketAddr) -> tonic::transport::Endpoint {
 /// connection window (`protocol.initial_connection_window_size`, in bytes, default 8 MiB)
 /// from `PROVIDER_CONNECTION_WINDOW` (1048576: hyper's and tonic's), and the consumer's
 /// (`consumer.initial_connection_window_size`, default 256 MiB) from
-/// `CONSUMER_CONNECTION_WINDOW` (5242880: tonic's channel's).
+/// `CONSUMER_CONNECTION_WINDOW` (5242880: tonic's channel's). A window variable that is
+/// not a number of bytes the transport takes exits 2, naming it.
 pub fn config(name: &str, observed: bool) -> Config {
     let mut config = Config::default();
     config.application.name = name.to_owned();
@@ -124,17 +125,55 @@ pub fn config(name: &str, observed: bool) -> Config {
     config.tracing.enabled = observed;
     config.provider.limit.enabled = std::env::var("OVERHEAD_LIMIT").is_ok_and(|v| v == "on");
     config.consumer.connections_per_instance = crate::env_u64("OVERHEAD_CONNECTIONS", 1) as usize;
-    if let Ok(window) = std::env::var("PROVIDER_CONNECTION_WINDOW")
-        && let Ok(window) = window.parse()
-    {
-        config.protocol.initial_connection_window_size = window;
-    }
-    if let Ok(window) = std::env::var("CONSUMER_CONNECTION_WINDOW")
-        && let Ok(window) = window.parse()
-    {
-        config.consumer.initial_connection_window_size = window;
-    }
+    windows_from_env(&mut config).unwrap_or_else(|error| {
+        eprintln!("{error}");
+        std::process::exit(2)
+    });
     config
+}
+
+/// The connection windows of `PROVIDER_CONNECTION_WINDOW` and `CONSUMER_CONNECTION_WINDOW`
+/// set into `config`, checked as the transport checks them.
+fn windows_from_env(config: &mut Config) -> Result<(), String> {
+    if let Some(window) = env_bytes("PROVIDER_CONNECTION_WINDOW")? {
+        config.protocol.initial_connection_window_size = window;
+        (config.protocol.server_options().check())
+            .map_err(|error| format!("PROVIDER_CONNECTION_WINDOW: {error}"))?;
+    }
+    if let Some(window) = env_bytes("CONSUMER_CONNECTION_WINDOW")? {
+        config.consumer.initial_connection_window_size = window;
+        (config.consumer.channel_options().check())
+            .map_err(|error| format!("CONSUMER_CONNECTION_WINDOW: {error}"))?;
+    }
+    Ok(())
+}
+
+/// The number of bytes in environment variable `variable`, if it is set.
+///
+/// # Errors
+/// A value that is not a whole number of bytes that fits in `T`, said with the variable.
+pub fn env_bytes<T: TryFrom<u64>>(variable: &str) -> Result<Option<T>, String> {
+    let Ok(value) = std::env::var(variable) else {
+        return Ok(None);
+    };
+    (value.trim().parse::<u64>().ok())
+        .and_then(|bytes| T::try_from(bytes).ok())
+        .map(Some)
+        .ok_or_else(|| format!("{variable} takes a number of bytes, not `{value}`"))
+}
+
+/// The echo reference's `max_replay_bytes` from `CONSUMER_MAX_REPLAY_BYTES` (0: a
+/// request is never kept for a retry, as plain tonic keeps none), if it is set; exits 2
+/// naming the variable when it is not a number of bytes.
+pub fn replay_from_env(reference: &mut ReferenceConfig) {
+    match env_bytes("CONSUMER_MAX_REPLAY_BYTES") {
+        Ok(Some(bytes)) => reference.max_replay_bytes = bytes,
+        Ok(None) => {}
+        Err(error) => {
+            eprintln!("{error}");
+            std::process::exit(2)
+        }
+    }
 }
 
 /// An `Application` provider of the echo service, registered in `hub`.
@@ -194,6 +233,7 @@ fn compressed_service(mut config: Config, compression: Compression) -> Config {
 fn compressed_reference(mut config: Config, compression: Compression) -> Config {
     let mut reference = ReferenceConfig::default();
     reference.compression = compression;
+    replay_from_env(&mut reference);
     config
         .consumer
         .references
