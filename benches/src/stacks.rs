@@ -152,7 +152,7 @@ fn windows_from_env(config: &mut Config) -> Result<(), String> {
 ///
 /// # Errors
 /// A value that is not a whole number of bytes that fits in `T`, said with the variable.
-pub fn env_bytes<T: TryFrom<u64>>(variable: &str) -> Result<Option<T>, String> {
+fn env_bytes<T: TryFrom<u64>>(variable: &str) -> Result<Option<T>, String> {
     let Ok(value) = std::env::var(variable) else {
         return Ok(None);
     };
@@ -165,7 +165,7 @@ pub fn env_bytes<T: TryFrom<u64>>(variable: &str) -> Result<Option<T>, String> {
 /// The echo reference's `max_replay_bytes` from `CONSUMER_MAX_REPLAY_BYTES` (0: a
 /// request is never kept for a retry, as plain tonic keeps none), if it is set; exits 2
 /// naming the variable when it is not a number of bytes.
-pub fn replay_from_env(reference: &mut ReferenceConfig) {
+fn replay_from_env(reference: &mut ReferenceConfig) {
     match env_bytes("CONSUMER_MAX_REPLAY_BYTES") {
         Ok(Some(bytes)) => reference.max_replay_bytes = bytes,
         Ok(None) => {}
