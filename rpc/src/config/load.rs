@@ -9,7 +9,7 @@ use config::{Map, Value, ValueKind};
 
 use super::dubbo_go;
 use super::error::{ConfigError, KeyError};
-use super::origins::Origins;
+use super::origins::{self, Origins};
 use super::plain_messages;
 use super::spellings::Spellings;
 use super::{Config, whole_numbers};
@@ -143,7 +143,7 @@ impl Config {
             origin: origins.of(&key),
             message: plain_messages::with_decimal_units(
                 &merged,
-                &key,
+                &[[key.clone()].as_slice(), &origins::checked_against(&key)].concat(),
                 origins.with_other_origins(&key, message),
             ),
             key,

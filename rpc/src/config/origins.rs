@@ -57,30 +57,49 @@ impl<'a> Origins<'a> {
         }
     }
 
-    /// `message`, refusing the value at `key`, with where each other key of the same
-    /// section it names was set, when another source set it: a check across two keys
-    /// (a connection window less than a stream window) names one of them, whose source
-    /// alone would otherwise point at the wrong place — the file, when a variable set
-    /// the other value.
+    /// `message`, refusing the value at `key`, with where each key it was checked
+    /// against ([`checked_against`]) was set, when another source set it: a check across
+    /// two keys (a connection window less than a stream window) names one of them, whose
+    /// source alone would otherwise point at the wrong place — the file, when a variable
+    /// set the other value.
     pub(super) fn with_other_origins(&self, key: &str, message: String) -> String {
-        let Some((section, _)) = key.rsplit_once('.') else {
-            return message;
-        };
         let origin = self.of(key);
-        let mut noted: Vec<&str> = Vec::new();
-        let mut notes = String::new();
-        for word in message.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-            let other = format!("{section}.{word}");
-            if word.is_empty() || other == key || noted.contains(&word) {
-                continue;
-            }
-            if let Some(set) = self.set_at(&other).filter(|set| *set != origin) {
-                notes.push_str(&format!("; `{other}` is set by {}", by(&set, self.file)));
-                noted.push(word);
-            }
-        }
+        let notes: String = checked_against(key)
+            .into_iter()
+            .filter_map(|other| {
+                let set = self.set_at(&other).filter(|set| *set != origin)?;
+                Some(format!("; `{other}` is set by {}", by(&set, self.file)))
+            })
+            .collect();
         message + &notes
     }
+}
+
+/// The checks across keys of a section: a key, by its last part, and the keys of the same
+/// section its value is checked against (`rpc_transport`'s windows, `provider.limit`,
+/// a reference's backoff, the blacklist's ejection times). The checks' messages name
+/// these keys; the tests below load a configuration that fails each.
+const CHECKED_AGAINST: [(&str, &[&str]); 5] = [
+    (
+        "initial_connection_window_size",
+        &["initial_stream_window_size"],
+    ),
+    ("max_limit", &["min_limit"]),
+    ("initial_limit", &["min_limit", "max_limit"]),
+    ("backoff_base", &["backoff_max"]),
+    ("base_ejection_time", &["max_ejection_time"]),
+];
+
+/// The whole keys the value at `key` is checked against, if any.
+pub(super) fn checked_against(key: &str) -> Vec<String> {
+    let Some((section, last)) = key.rsplit_once('.') else {
+        return Vec::new();
+    };
+    CHECKED_AGAINST
+        .iter()
+        .filter(|(checked, _)| *checked == last)
+        .flat_map(|(_, others)| others.iter().map(|other| format!("{section}.{other}")))
+        .collect()
 }
 
 /// A source as the end of "set by …": a variable as it is named, the file as "the file …".
@@ -174,6 +193,47 @@ mod tests {
             message.ends_with("; `provider.limit.min_limit` is set by the file app.yaml"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn the_checks_of_a_reference_and_of_the_blacklist_are_noted_too() {
+        let file = "consumer:\n  references:\n    a.b: { backoff_base: 2s }\n";
+        let variable = "RPC_CONSUMER__REFERENCES__A.B__BACKOFF_MAX";
+        let (key, _, message) = refused(file, &[(variable, "1s")]);
+        assert_eq!(key, "consumer.references.a.b.backoff_base");
+        assert!(
+            message.ends_with(&format!(
+                "; `consumer.references.a.b.backoff_max` is set by environment variable {variable}"
+            )),
+            "{message}"
+        );
+        let variable = "RPC_CONSUMER__BLACKLIST__BASE_EJECTION_TIME";
+        let file = "consumer:\n  blacklist: { max_ejection_time: 1s }\n";
+        let (key, _, message) = refused(file, &[(variable, "5s")]);
+        assert_eq!(key, "consumer.blacklist.base_ejection_time");
+        assert!(
+            message
+                .ends_with("; `consumer.blacklist.max_ejection_time` is set by the file app.yaml"),
+            "{message}"
+        );
+    }
+
+    /// helper-24's find: words of the message (a value echoed back, a hint) that happen
+    /// to be keys of the section were noted as if checked against.
+    #[test]
+    fn a_key_only_named_in_the_message_gets_no_note() {
+        let (key, _, message) = refused(
+            "protocol:\n  name: host\n",
+            &[("RPC_PROTOCOL__HOST", "0.0.0.0")],
+        );
+        assert_eq!(key, "protocol.name");
+        assert!(!message.contains("is set by"), "{message}");
+        let (key, _, message) = refused(
+            "consumer:\n  directory: { stall_factor: 0 }\n",
+            &[("RPC_CONSUMER__DIRECTORY__STALL_DETECTION", "true")],
+        );
+        assert_eq!(key, "consumer.directory.stall_factor");
+        assert!(!message.contains("is set by"), "{message}");
     }
 
     #[test]

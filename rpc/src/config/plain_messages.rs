@@ -15,7 +15,8 @@
 //! **A size in decimal units.** `initial_stream_window_size: 64KB` is 64 000 bytes
 //! (`parse-size`: K, M, G count in 1000s, Ki, Mi, Gi in 1024s) and was refused as "64000
 //! is not from 65535 to …", leaving the reader to find why 64 KB is not 64 KiB. A value
-//! refused after it loaded, written with a decimal unit, now says what it was read as.
+//! refused after it loaded, or a value it was checked against, written with a decimal
+//! unit (`64KB`, `64k`) now says what it was read as.
 
 use config::{Value, ValueKind};
 
@@ -54,23 +55,35 @@ fn with_choices(merged: &config::Value, key: &str, message: &str) -> Option<Stri
     (error.path().to_string() == key && listed.starts_with("unknown variant")).then_some(listed)
 }
 
-/// `message`, refusing the value at `key` after it loaded, with what a size written in
-/// decimal units was read as (`` `64KB` is 64000 bytes ``) and the binary spelling.
-pub(super) fn with_decimal_units(merged: &Value, key: &str, message: String) -> String {
-    let Some(text) = text_at(merged, key) else {
-        return message;
-    };
-    let Some((number, unit)) = decimal_unit(&text) else {
-        return message;
-    };
-    let Ok(bytes) = parse_size::parse_size(&text) else {
-        return message;
-    };
-    format!(
-        "{message}; `{text}` is {bytes} bytes: K, M and G count in 1000s, Ki, Mi and Gi in \
-         1024s (`{number}{}iB`)",
-        unit[..1].to_ascii_uppercase()
-    )
+/// `message`, refusing the values at `keys` after they loaded (the refused key and the
+/// keys it was checked against), with what each size written in decimal units was read
+/// as (`` `64KB` is 64000 bytes ``) and its binary spelling.
+pub(super) fn with_decimal_units(merged: &Value, keys: &[String], message: String) -> String {
+    let notes: String = keys
+        .iter()
+        .filter_map(|key| decimal_note(&text_at(merged, key)?, &message))
+        .collect();
+    message + &notes
+}
+
+/// The note on `text`, if it is a size in decimal units whose number of bytes `message`
+/// names: so `5m`, a duration, is never called bytes (no duration's message names a
+/// number of bytes of 1000 or more).
+fn decimal_note(text: &str, message: &str) -> Option<String> {
+    let (number, unit) = decimal_unit(text)?;
+    let bytes = parse_size::parse_size(text)
+        .ok()
+        .filter(|bytes| *bytes >= 1000)?;
+    let named = message
+        .split(|c: char| !c.is_ascii_digit())
+        .any(|word| word == bytes.to_string());
+    named.then(|| {
+        format!(
+            "; `{text}` is {bytes} bytes: K, M and G count in 1000s, Ki, Mi and Gi in 1024s \
+             (`{number}{}iB`)",
+            unit[..1].to_ascii_uppercase()
+        )
+    })
 }
 
 /// The text of the value at the dotted `key` of `tree` (whose parts may hold dots, as a
@@ -92,13 +105,12 @@ fn text_at(tree: &Value, key: &str) -> Option<String> {
     })
 }
 
-/// A size written with a decimal unit (`64KB`, `2 mb`): its number and its unit. A bare
-/// `K`/`M`/`G` is left alone: `5m` may be a duration.
+/// A size written with a decimal unit (`64KB`, `2 mb`, `64k`): its number and its unit.
 fn decimal_unit(text: &str) -> Option<(&str, &str)> {
     let text = text.trim();
     let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
     let (number, unit) = (text[..split].trim(), text[split..].trim());
-    let decimal = ["kb", "mb", "gb", "tb"];
+    let decimal = ["k", "kb", "m", "mb", "g", "gb", "t", "tb"];
     (!number.is_empty() && decimal.contains(&unit.to_ascii_lowercase().as_str()))
         .then_some((number, unit))
 }
@@ -160,12 +172,27 @@ mod tests {
         let (_, message) = invalid("", &variable);
         assert!(message.contains("`60 kb` is 60000 bytes"), "{message}");
         assert!(message.ends_with("(`60KiB`)"), "{message}");
+        // A bare `k` is a decimal unit too (helper-24), and the key checked against is
+        // read the same way: a stream window of `16MB` above an 8 MiB connection window.
+        let (_, message) = invalid("consumer:\n  initial_stream_window_size: 64k\n", &[]);
+        assert!(message.ends_with("(`64KiB`)"), "{message}");
+        let (key, message) = invalid(
+            "consumer:\n  initial_stream_window_size: 16MB\n  \
+             initial_connection_window_size: 8MiB\n",
+            &[],
+        );
+        assert_eq!(key, "consumer.initial_connection_window_size");
+        assert!(
+            message.contains("`16MB` is 16000000 bytes") && message.ends_with("(`16MiB`)"),
+            "{message}"
+        );
         // Binary units and plain numbers are read as written, a duration is no size:
         // nothing to add.
         for (key, value) in [
             ("initial_stream_window_size", "60KiB"),
             ("initial_stream_window_size", "61440"),
             ("keepalive_timeout", "0m"),
+            ("keepalive_timeout", "0k"),
         ] {
             let text = format!("consumer:\n  {key}: {value}\n");
             let (_, message) = invalid(&text, &[]);
