@@ -63,8 +63,11 @@ for line in sys.stdin:
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-cache=no
-[[ ${INSTRUCTIONS_CACHE:-0} == 1 ]] && cache=yes
+case ${INSTRUCTIONS_CACHE:-0} in
+0) cache=no ;;
+1) cache=yes ;;
+*) echo "instructions.sh: INSTRUCTIONS_CACHE is 1 (simulate the caches) or 0, not ${INSTRUCTIONS_CACHE}" >&2; exit 2 ;;
+esac
 
 # count STACK MILLIS: prints "<instructions> <requests> <I1 misses> <D1 read misses>" of
 # one run (the misses 0 without INSTRUCTIONS_CACHE=1).

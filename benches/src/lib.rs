@@ -234,9 +234,13 @@ pub fn median_of(triples: &[(f64, f64, f64)]) -> (f64, f64, f64) {
 /// nowhere), so the DEBUG call and attempt spans stop at their interest check.
 ///
 /// `BENCH_TRACE=h2=debug` (an `EnvFilter` directive) logs what it selects instead, to
-/// the file `BENCH_TRACE_FILE` (default `bench-trace.log` in the working directory):
+/// the file `BENCH_TRACE_FILE` (default `bench-trace.log` in the working directory,
+/// which `cargo bench` makes the bench's package directory), and says so on stderr:
 /// e.g. h2's `send frame=Data` and `received frame=Data` events, to count the frames
-/// a profile run's calls take. Exits 2 when the directive or the file is bad.
+/// a profile run's calls take. Exits 2 when the directive is empty or malformed, or the
+/// file cannot be made. As `EnvFilter` reads directives, a word that is no level names a
+/// target (`BENCH_TRACE=h2:debug` selects a target of that name): an empty file after a
+/// run means the directive selected nothing.
 pub fn trace_as_in_production() {
     if let Ok(directive) = std::env::var("BENCH_TRACE") {
         return trace_to_file(&directive);
@@ -250,6 +254,10 @@ pub fn trace_as_in_production() {
 /// The subscriber of `BENCH_TRACE` (see [`trace_as_in_production`]).
 fn trace_to_file(directive: &str) {
     let path = std::env::var("BENCH_TRACE_FILE").unwrap_or_else(|_| "bench-trace.log".into());
+    if directive.trim().is_empty() {
+        eprintln!("BENCH_TRACE is set but empty: give a directive such as h2=debug");
+        std::process::exit(2)
+    }
     let filter = tracing_subscriber::EnvFilter::try_new(directive).unwrap_or_else(|error| {
         eprintln!("BENCH_TRACE: `{directive}`: {error}");
         std::process::exit(2)
@@ -258,6 +266,7 @@ fn trace_to_file(directive: &str) {
         eprintln!("BENCH_TRACE_FILE: {path}: {error}");
         std::process::exit(2)
     });
+    eprintln!("BENCH_TRACE: `{directive}` to {path}");
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::sync::Mutex::new(file))

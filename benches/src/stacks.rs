@@ -135,17 +135,37 @@ pub fn config(name: &str, observed: bool) -> Config {
 /// The connection windows of `PROVIDER_CONNECTION_WINDOW` and `CONSUMER_CONNECTION_WINDOW`
 /// set into `config`, checked as the transport checks them.
 fn windows_from_env(config: &mut Config) -> Result<(), String> {
-    if let Some(window) = env_bytes("PROVIDER_CONNECTION_WINDOW")? {
+    if let Some(window) = env_window("PROVIDER_CONNECTION_WINDOW")? {
         config.protocol.initial_connection_window_size = window;
         (config.protocol.server_options().check())
             .map_err(|error| format!("PROVIDER_CONNECTION_WINDOW: {error}"))?;
     }
-    if let Some(window) = env_bytes("CONSUMER_CONNECTION_WINDOW")? {
+    if let Some(window) = env_window("CONSUMER_CONNECTION_WINDOW")? {
         config.consumer.initial_connection_window_size = window;
         (config.consumer.channel_options().check())
             .map_err(|error| format!("CONSUMER_CONNECTION_WINDOW: {error}"))?;
     }
     Ok(())
+}
+
+/// The window in environment variable `variable`, if it is set.
+///
+/// # Errors
+/// Not a number of bytes, or one past what any window takes (2³¹ − 1), said with the
+/// variable.
+fn env_window(variable: &str) -> Result<Option<u32>, String> {
+    let Some(bytes) = env_bytes::<u64>(variable)? else {
+        return Ok(None);
+    };
+    let (min, max) = (
+        rpc::transport::MIN_WINDOW_SIZE,
+        rpc::transport::MAX_WINDOW_SIZE,
+    );
+    u32::try_from(bytes)
+        .ok()
+        .filter(|window| *window <= max)
+        .map(Some)
+        .ok_or_else(|| format!("{variable}: {bytes} is not from {min} to {max}"))
 }
 
 /// The number of bytes in environment variable `variable`, if it is set.
@@ -164,7 +184,9 @@ fn env_bytes<T: TryFrom<u64>>(variable: &str) -> Result<Option<T>, String> {
 
 /// The echo reference's `max_replay_bytes` from `CONSUMER_MAX_REPLAY_BYTES` (0: a
 /// request is never kept for a retry, as plain tonic keeps none), if it is set; exits 2
-/// naming the variable when it is not a number of bytes.
+/// naming the variable when it is not a number of bytes. Read by the benches that call
+/// the echo service through [`ours`] or [`ours_with`] (`message_size`, `overhead`, …),
+/// not by `streaming`, whose server streams' requests are small.
 fn replay_from_env(reference: &mut ReferenceConfig) {
     match env_bytes("CONSUMER_MAX_REPLAY_BYTES") {
         Ok(Some(bytes)) => reference.max_replay_bytes = bytes,
