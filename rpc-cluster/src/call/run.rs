@@ -276,6 +276,10 @@ async fn one_at_a_time(mut call: Box<Call>, route: Route) -> Answer {
 /// are cancelled. A closing provider's refusal is counted as re-routed: the other
 /// forks cover the call.
 async fn race(mut call: Box<Call>, forks: usize) -> Answer {
+    // A stream not read whole when the call began can go to one attempt only (each new
+    // attempt fences off the ones before it): it goes to one instance, not to several
+    // whose streams would all but the last be cut.
+    let forks = if call.body.is_complete() { forks } else { 1 };
     let invokers = call.pick_forks(forks);
     if invokers.is_empty() {
         return call.give_up(None);
@@ -326,6 +330,9 @@ async fn start_each<F: Future>(
 /// closing provider's refusal is skipped: it is leaving, and every other instance got
 /// the request.
 async fn all(mut call: Box<Call>) -> Answer {
+    if !call.body.is_complete() {
+        return Err(Box::new(not_whole_for_broadcast(&call)));
+    }
     let invokers = call.pick_all();
     if invokers.is_empty() {
         return call.give_up(None);
@@ -352,6 +359,19 @@ async fn all(mut call: Box<Call>) -> Answer {
         (None, Some(response)) => Ok(response),
         (None, None) => call.give_up(None),
     }
+}
+
+/// The refusal of a broadcast whose request was not whole when the call began (a client
+/// or bidirectional stream still being written, or larger than `max_replay_bytes`):
+/// every instance needs all of it, and only one attempt can have a stream as it comes.
+/// Nothing was sent.
+fn not_whole_for_broadcast(call: &Call) -> tonic::Status {
+    tonic::Status::failed_precondition(format!(
+        "broadcast sends the whole request to every instance: this stream was not \
+         complete when the call began, or is larger than max_replay_bytes ({} bytes); \
+         nothing was sent",
+        call.stack.config.max_replay_bytes
+    ))
 }
 
 #[cfg(test)]

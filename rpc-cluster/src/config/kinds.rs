@@ -16,9 +16,15 @@ pub enum ClusterKind {
     Failsafe,
     /// Like failsafe, and the failed request is retried in the background (bounded queue).
     Failback,
-    /// `forks` attempts in parallel on different instances; the first success wins.
+    /// `forks` attempts in parallel on different instances; the first success wins. Each
+    /// fork sends the whole request: a client or bidirectional stream not complete when
+    /// the call begins (still being written, or past `max_replay_bytes`) goes to one
+    /// instance only.
     Forking,
-    /// Every instance is called; any error fails the call.
+    /// Every instance is called; any error fails the call. Each is sent the whole
+    /// request: a client or bidirectional stream not complete when the call begins
+    /// (still being written, or past `max_replay_bytes`) is refused with
+    /// `FAILED_PRECONDITION` before anything is sent.
     Broadcast,
     /// The first selectable instance, without load balancing.
     Available,
