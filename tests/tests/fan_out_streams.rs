@@ -14,7 +14,7 @@ use bytes::Bytes;
 use common::backend::Backend;
 use futures_util::StreamExt as _;
 use proto::interop::test_service_client::TestServiceClient;
-use proto::interop::{Payload, StreamingInputCallRequest};
+use proto::interop::{Payload, SimpleRequest, StreamingInputCallRequest};
 use rpc::Application;
 use rpc::cluster::{ClusterKind, ReferenceConfig};
 use rpc::registry::MemoryHub;
@@ -45,6 +45,18 @@ async fn fleet(
     Vec<InteropService>,
     Vec<Application>,
 ) {
+    fleet_keeping(cluster, ReferenceConfig::default().max_replay_bytes).await
+}
+
+/// As [`fleet`], the reference keeping requests up to `max_replay_bytes`.
+async fn fleet_keeping(
+    cluster: ClusterKind,
+    max_replay_bytes: usize,
+) -> (
+    TestServiceClient<rpc::ReferenceChannel>,
+    Vec<InteropService>,
+    Vec<Application>,
+) {
     let backend = Backend::Memory(MemoryHub::new());
     let (mut services, mut apps) = (Vec::new(), Vec::new());
     for n in 0..2 {
@@ -55,6 +67,7 @@ async fn fleet(
     let mut config = common::config("consumer");
     let mut reference = ReferenceConfig::default();
     reference.cluster = cluster;
+    reference.max_replay_bytes = max_replay_bytes;
     config
         .consumer
         .references
@@ -67,9 +80,14 @@ async fn fleet(
 
 /// Client-stream calls the handlers of `services` took.
 fn uploads(services: &[InteropService]) -> usize {
+    taken(services, Method::StreamingInput)
+}
+
+/// Calls of `method` the handlers of `services` took.
+fn taken(services: &[InteropService], method: Method) -> usize {
     services
         .iter()
-        .map(|service| service.calls().get(Method::StreamingInput))
+        .map(|service| service.calls().get(method))
         .sum()
 }
 
@@ -133,4 +151,33 @@ async fn a_broadcast_refuses_a_stream_still_being_written_before_sending_it() {
         "{status:?}"
     );
     assert_eq!(uploads(&services), 0, "no instance took it");
+}
+
+/// helper-25's find: a unary request larger than `max_replay_bytes` is not kept either,
+/// so it takes the same path: one instance under forking, refused by broadcast.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_unary_request_past_max_replay_bytes_is_forked_to_one_and_refused_by_broadcast() {
+    common::logs();
+    let request = || SimpleRequest {
+        payload: Some(Payload {
+            r#type: 0,
+            body: Bytes::from(vec![0u8; 2048]),
+        }),
+        ..SimpleRequest::default()
+    };
+    let (mut client, services, _apps) = fleet_keeping(ClusterKind::Forking, 1024).await;
+    tokio::time::timeout(BOUND, client.unary_call(request()))
+        .await
+        .expect("no hang")
+        .expect("the fork that has the request answers");
+    assert_eq!(taken(&services, Method::Unary), 1, "one instance");
+
+    let (mut client, services, _apps) = fleet_keeping(ClusterKind::Broadcast, 1024).await;
+    let status = tokio::time::timeout(BOUND, client.unary_call(request()))
+        .await
+        .expect("no hang")
+        .expect_err("refused");
+    assert_eq!(status.code(), Code::FailedPrecondition, "{status:?}");
+    assert!(status.message().contains("1024 bytes"), "{status:?}");
+    assert_eq!(taken(&services, Method::Unary), 0, "no instance took it");
 }

@@ -362,13 +362,14 @@ async fn all(mut call: Box<Call>) -> Answer {
 }
 
 /// The refusal of a broadcast whose request was not whole when the call began (a client
-/// or bidirectional stream still being written, or larger than `max_replay_bytes`):
-/// every instance needs all of it, and only one attempt can have a stream as it comes.
-/// Nothing was sent.
+/// or bidirectional stream still being written, or any request larger than
+/// `max_replay_bytes`, unary included): every instance needs all of it, and only one
+/// attempt can have a request that is not kept. Nothing was sent.
 fn not_whole_for_broadcast(call: &Call) -> tonic::Status {
     tonic::Status::failed_precondition(format!(
-        "broadcast sends the whole request to every instance: this stream was not \
-         complete when the call began, or is larger than max_replay_bytes ({} bytes); \
+        "broadcast sends the whole request to every instance: this request was not \
+         complete when the call began (a stream still being written), or is larger than \
+         max_replay_bytes ({} bytes, counted as sent: framing and compression included); \
          nothing was sent",
         call.stack.config.max_replay_bytes
     ))

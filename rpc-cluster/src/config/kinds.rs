@@ -17,14 +17,14 @@ pub enum ClusterKind {
     /// Like failsafe, and the failed request is retried in the background (bounded queue).
     Failback,
     /// `forks` attempts in parallel on different instances; the first success wins. Each
-    /// fork sends the whole request: a client or bidirectional stream not complete when
-    /// the call begins (still being written, or past `max_replay_bytes`) goes to one
-    /// instance only.
+    /// fork sends the whole request: one not kept whole when the call begins (a client or
+    /// bidirectional stream still being written, or any request past `max_replay_bytes`,
+    /// unary included) goes to one instance only.
     Forking,
     /// Every instance is called; any error fails the call. Each is sent the whole
-    /// request: a client or bidirectional stream not complete when the call begins
-    /// (still being written, or past `max_replay_bytes`) is refused with
-    /// `FAILED_PRECONDITION` before anything is sent.
+    /// request: one not kept whole when the call begins (a client or bidirectional stream
+    /// still being written, or any request past `max_replay_bytes`, unary included) is
+    /// refused with `FAILED_PRECONDITION` before anything is sent.
     Broadcast,
     /// The first selectable instance, without load balancing.
     Available,

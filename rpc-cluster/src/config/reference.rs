@@ -96,7 +96,9 @@ pub struct ReferenceConfig {
     pub backoff_max: Duration,
     /// Largest request body buffered for replay on retry, in bytes (a number, or a
     /// size with a unit: `4 MiB`). Default 4 MiB
-    /// (gRPC's default message limit). Larger requests are sent once.
+    /// (gRPC's default message limit), counted as sent (gRPC framing and compression
+    /// included). Larger requests are sent once; under `forking` to one instance, and
+    /// under `broadcast` refused (`FAILED_PRECONDITION`).
     #[serde(with = "rpc_core::byte_size", alias = "max-replay-bytes")]
     pub max_replay_bytes: usize,
     /// Largest client or bidirectional stream (a request body still being written when
