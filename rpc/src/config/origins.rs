@@ -129,15 +129,21 @@ fn set_by_variables(tree: &Map<String, Value>, prefix: &str, out: &mut Vec<(Stri
 /// Whether `tree` has the dotted `key` (whose parts may hold dots themselves, as a
 /// service name does).
 fn has_key(tree: &Map<String, Value>, key: &str) -> bool {
-    tree.iter().any(|(name, value)| {
-        name == key
-            || key
-                .strip_prefix(name.as_str())
-                .and_then(|rest| rest.strip_prefix('.'))
-                .is_some_and(|rest| match &value.kind {
-                    ValueKind::Table(below) => has_key(below, rest),
-                    _ => false,
-                })
+    value_at(tree, key).is_some()
+}
+
+/// The value at the dotted `key` of `tree` (whose parts may hold dots themselves, as a
+/// service name does).
+pub(super) fn value_at<'a>(tree: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    tree.iter().find_map(|(name, value)| {
+        if name == key {
+            return Some(value);
+        }
+        let rest = key.strip_prefix(name.as_str())?.strip_prefix('.')?;
+        match &value.kind {
+            ValueKind::Table(below) => value_at(below, rest),
+            _ => None,
+        }
     })
 }
 

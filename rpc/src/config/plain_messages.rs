@@ -86,23 +86,15 @@ fn decimal_note(text: &str, message: &str) -> Option<String> {
     })
 }
 
-/// The text of the value at the dotted `key` of `tree` (whose parts may hold dots, as a
-/// service name does), if it is text.
+/// The text of the value at the dotted `key` of `tree`, if it is text.
 fn text_at(tree: &Value, key: &str) -> Option<String> {
     let ValueKind::Table(table) = &tree.kind else {
         return None;
     };
-    table.iter().find_map(|(name, value)| {
-        if name == key {
-            match &value.kind {
-                ValueKind::String(text) => Some(text.clone()),
-                _ => None,
-            }
-        } else {
-            let rest = key.strip_prefix(name.as_str())?.strip_prefix('.')?;
-            text_at(value, rest)
-        }
-    })
+    match &super::origins::value_at(table, key)?.kind {
+        ValueKind::String(text) => Some(text.clone()),
+        _ => None,
+    }
 }
 
 /// A size written with a decimal unit (`64KB`, `2 mb`, `64k`): its number and its unit.
